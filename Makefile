@@ -1,0 +1,56 @@
+# ibcm: `make` runs the main job, `make test` runs everything CI runs.
+GO      ?= go
+GOFLAGS ?=
+export GOFLAGS
+
+.PHONY: all deps generate check-generate build vet model model-test sim test unit race interop bench fuzz-short pbt-long conformance clean
+
+all: deps check-generate build model sim
+
+deps:
+	tools/deps.sh
+
+generate:
+	$(GO) generate ./...
+
+# The generated files in git must be exactly what the generator emits now.
+check-generate:
+	tools/check-generate.sh
+
+build:
+	$(GO) build ./...
+
+vet:
+	$(GO) vet ./...
+
+# Model-check spec/cm.cfg (the main configuration).
+model:
+	tools/model.sh spec/cm.cfg
+
+# Every config in spec/manifest.tsv: expected outcome and distinct states.
+model-test:
+	tools/model.sh --manifest spec/manifest.tsv
+
+sim: build
+	$(GO) run ./cmd/ibcm sim --conns 2000 --seed 1
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -race -count=1 -short ./...
+
+interop:
+	tools/interop/run.sh
+
+bench:
+	tools/bench.sh
+
+fuzz-short:
+	tools/fuzz.sh 20s
+
+test: deps check-generate vet unit model-test fuzz-short interop
+	@echo "make test: all checks passed"
+
+clean:
+	rm -rf .work

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every native Go fuzz target in the module for a bounded time each:
+#   tools/fuzz.sh 20s      (CI budget)     tools/fuzz.sh 30m   (a long campaign)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+budget=${1:-20s}
+found=0
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for fn in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+		found=$((found + 1))
+		echo "fuzz: $pkg $fn for $budget"
+		go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$budget" "$pkg"
+	done
+done
+echo "fuzz: ran $found targets"
