@@ -1,0 +1,13 @@
+//go:build !linux
+
+package umad
+
+import (
+	"errors"
+	"fmt"
+)
+
+// OpenFile fails: the user_mad device exists only on Linux.
+func OpenFile(path string) (Device, error) {
+	return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, path, errors.ErrUnsupported)
+}
