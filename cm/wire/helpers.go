@@ -1,0 +1,104 @@
+package wire
+
+// This file holds hand-written conveniences over the generated messages.
+
+// ClassPortInfo decodes the ARI of a REJ with reason RejectPortCMRedirect.
+func (m *REJ) ClassPortInfo() (ClassPortInfo, error) {
+	var c ClassPortInfo
+	err := c.Decode(m.ARI[:])
+	return c, err
+}
+
+// SetARI copies p into ARI, zeroes the rest and sets RejectedInfoLength to
+// len(p). It fails with ErrPrivateDataTooLong when len(p) > ARISize.
+func (m *REJ) SetARI(p []byte) error {
+	if err := setBytes(m.ARI[:], p, "REJ", "ARI"); err != nil {
+		return err
+	}
+	m.RejectedInfoLength = uint8(len(p))
+	return nil
+}
+
+// SetClassPortInfo puts c in the ARI (for reason RejectPortCMRedirect) and
+// sets RejectedInfoLength to ClassPortInfoSize.
+func (m *REJ) SetClassPortInfo(c *ClassPortInfo) error {
+	if err := c.Encode(m.ARI[:]); err != nil {
+		return err
+	}
+	m.RejectedInfoLength = ClassPortInfoSize
+	return nil
+}
+
+// ClassPortInfo decodes the additional information of a SIDR_REP with status
+// SIDRRedirect.
+func (m *SIDRRep) ClassPortInfo() (ClassPortInfo, error) {
+	var c ClassPortInfo
+	err := c.Decode(m.AdditionalInformation[:])
+	return c, err
+}
+
+// SetClassPortInfo puts c in AdditionalInformation and sets
+// AdditionalInformationLength to ClassPortInfoSize.
+func (m *SIDRRep) SetClassPortInfo(c *ClassPortInfo) error {
+	if err := c.Encode(m.AdditionalInformation[:]); err != nil {
+		return err
+	}
+	m.AdditionalInformationLength = ClassPortInfoSize
+	return nil
+}
+
+// SetAdditionalInformation copies p into AdditionalInformation, zeroes the
+// rest and sets AdditionalInformationLength to len(p).
+func (m *SIDRRep) SetAdditionalInformation(p []byte) error {
+	if err := setBytes(m.AdditionalInformation[:], p, "SIDR_REP", "AdditionalInformation"); err != nil {
+		return err
+	}
+	m.AdditionalInformationLength = uint8(len(p))
+	return nil
+}
+
+// ClassPortInfo decodes the additional information of an APR with status
+// APRRedirect.
+func (m *APR) ClassPortInfo() (ClassPortInfo, error) {
+	var c ClassPortInfo
+	err := c.Decode(m.AdditionalInformation[:])
+	return c, err
+}
+
+// SetAdditionalInformation copies p into AdditionalInformation, zeroes the
+// rest and sets AdditionalInformationLength to len(p).
+func (m *APR) SetAdditionalInformation(p []byte) error {
+	if err := setBytes(m.AdditionalInformation[:], p, "APR", "AdditionalInformation"); err != nil {
+		return err
+	}
+	m.AdditionalInformationLength = uint8(len(p))
+	return nil
+}
+
+// ECEVendorID returns the 24-bit ECE vendor ID split over VendorIDH/M/L.
+func (m *REP) ECEVendorID() uint32 {
+	return uint32(m.VendorIDH)<<16 | uint32(m.VendorIDM)<<8 | uint32(m.VendorIDL)
+}
+
+// SetECEVendorID splits a 24-bit ECE vendor ID into VendorIDH/M/L.
+func (m *REP) SetECEVendorID(id uint32) error {
+	if id > 0xFFFFFF {
+		return rangeError("REP", "VendorID", uint64(id), 24)
+	}
+	m.VendorIDH, m.VendorIDM, m.VendorIDL = uint8(id>>16), uint8(id>>8), uint8(id)
+	return nil
+}
+
+// ECEVendorID returns the 24-bit ECE vendor ID split over VendorIDH/L.
+func (m *SIDRRep) ECEVendorID() uint32 {
+	return uint32(m.VendorIDH)<<8 | uint32(m.VendorIDL)
+}
+
+// SetECEVendorID splits a 24-bit ECE vendor ID into VendorIDH/L.
+func (m *SIDRRep) SetECEVendorID(id uint32) error {
+	if id > 0xFFFFFF {
+		return rangeError("SIDR_REP", "VendorID", uint64(id), 24)
+	}
+	m.VendorIDH, m.VendorIDL = uint16(id>>8), uint8(id)
+	return nil
+}
