@@ -1,0 +1,585 @@
+// Package umadfake is an in-process stand-in for the kernel's user_mad
+// devices (drivers/infiniband/core/user_mad.c and the MAD layer under it), so
+// that hw/umad and anything built on it can be tested with no RDMA hardware
+// and no kernel module.
+//
+// A Fabric joins Ports. Each Port hands out Files, which implement
+// umad.Device: they parse the same struct ib_user_mad_hdr records and ioctl
+// arguments the kernel does (the layout is written out here independently of
+// hw/umad, so the two check each other). Modelled kernel behaviour:
+//   - IB_USER_MAD_ENABLE_PKEY (refused with EINVAL once an agent exists),
+//     REGISTER_AGENT, REGISTER_AGENT2, UNREGISTER_AGENT; at most 32 agents a
+//     file; EINVAL when a (class, version, method) is already registered on
+//     the port (by another file, or by ReserveMethod, which models ib_cm);
+//   - write: EINVAL for a short record, an unknown agent, or a duplicate of a
+//     MAD still outstanding; the upper 32 bits of the TID of a non-response
+//     MAD are replaced by the agent's hi_tid;
+//   - routing: requests to the agent registered for the method; responses
+//     (R bit) to the agent whose hi_tid matches the TID, and only while that
+//     send is outstanding; an unclaimed Get/Set is answered with a GetResp of
+//     status 0x000C, like the kernel's MAD layer;
+//   - send timeouts: a MAD written with timeout_ms is resent retries times
+//     and then reported back through read with status ETIMEDOUT and the first
+//     24 bytes of the MAD;
+//   - read: EINVAL (the record stays queued) when the buffer is too small.
+package umadfake
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/hw/umad"
+)
+
+// Layout of struct ib_user_mad_hdr (include/uapi/rdma/ib_user_mad.h).
+const (
+	offID        = 0
+	offStatus    = 4
+	offTimeout   = 8
+	offRetries   = 12
+	offLength    = 16
+	offQPN       = 20
+	offQKey      = 24
+	offLID       = 28
+	offSL        = 30
+	offPathBits  = 31
+	offGRH       = 32
+	offGIDIndex  = 33
+	offHopLimit  = 34
+	offTClass    = 35
+	offGID       = 36
+	offFlowLabel = 52
+	offPKeyIndex = 56
+	hdrOld       = 56
+	hdrPKey      = 64
+	madSize      = 256
+	madHdr       = 24 // IB_MGMT_MAD_HDR
+	rmppHdr      = 36 // IB_MGMT_RMPP_HDR
+	maxAgents    = 32 // IB_UMAD_MAX_AGENTS
+)
+
+// Generic Linux _IOC encoding of the user_mad ioctls.
+func ioc(dir, nr, size uint) uint { return dir<<30 | size<<16 | 0x1b<<8 | nr }
+
+var (
+	iocRegisterAgent   = ioc(3, 1, 28)
+	iocUnregisterAgent = ioc(1, 2, 4)
+	iocEnablePKey      = ioc(0, 3, 0)
+	iocRegisterAgent2  = ioc(3, 4, 40)
+)
+
+// Fabric joins ports; MADs travel between them instantly unless Drop says
+// otherwise.
+type Fabric struct {
+	mu    sync.Mutex
+	ports []*Port
+	drop  func(from, to *Port, mad []byte) bool
+}
+
+// NewFabric returns an empty fabric.
+func NewFabric() *Fabric { return &Fabric{} }
+
+// SetDrop installs a filter: MADs for which it returns true are lost on the
+// wire (each retry is asked again). Nil delivers everything.
+func (f *Fabric) SetDrop(drop func(from, to *Port, mad []byte) bool) {
+	f.mu.Lock()
+	f.drop = drop
+	f.mu.Unlock()
+}
+
+// PortConfig describes a fake port.
+type PortConfig struct {
+	Device   string // default "fake<N>"
+	Port     int    // default 1
+	LID      uint16
+	GID      netip.Addr // required for RoCE; default fe80::<N+1> on IB
+	NodeGUID uint64     // default 0x0002c90300000000+N+1
+	RoCE     bool       // Ethernet link layer: MADs carry a GRH
+}
+
+// Port is one fake RDMA port with its umad device.
+type Port struct {
+	fab     *Fabric
+	cfg     PortConfig
+	gid     [16]byte
+	n       int
+	nextHi  uint32
+	methods map[regKey]*agent // registered (qpn, class, version, method)
+	files   map[*File]bool
+}
+
+type regKey struct{ qpn, class, version, method uint8 }
+
+// AddPort adds a port to the fabric.
+func (f *Fabric) AddPort(cfg PortConfig) *Port {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.ports)
+	if cfg.Device == "" {
+		cfg.Device = fmt.Sprintf("fake%d", n)
+	}
+	if cfg.Port == 0 {
+		cfg.Port = 1
+	}
+	if !cfg.GID.IsValid() {
+		var g [16]byte
+		g[0], g[1], g[15] = 0xfe, 0x80, byte(n+1)
+		cfg.GID = netip.AddrFrom16(g)
+	}
+	if cfg.NodeGUID == 0 {
+		cfg.NodeGUID = 0x0002c90300000000 + uint64(n) + 1
+	}
+	p := &Port{fab: f, cfg: cfg, gid: cfg.GID.As16(), n: n, nextHi: uint32(n+1) << 24,
+		methods: map[regKey]*agent{}, files: map[*File]bool{}}
+	f.ports = append(f.ports, p)
+	return p
+}
+
+// Info describes the port the way umad's sysfs discovery would.
+func (p *Port) Info() umad.Port {
+	ll := "InfiniBand"
+	typ := ""
+	if p.cfg.RoCE {
+		ll, typ = "Ethernet", "RoCE v2"
+	}
+	return umad.Port{
+		UMAD: p.n, Device: p.cfg.Device, Port: p.cfg.Port, State: "ACTIVE", StateNum: 4,
+		LinkLayer: ll, LID: p.cfg.LID, NodeGUID: p.cfg.NodeGUID,
+		GIDs:    []umad.GID{{Index: 0, GID: p.gid, Type: typ}},
+		PKeys:   []uint16{0xffff},
+		DevPath: fmt.Sprintf("/dev/infiniband/umad%d(fake)", p.n),
+	}
+}
+
+// Transport opens a File on the port and builds a umad.Transport on it.
+func (p *Port) Transport(opts umad.Options) (*umad.Transport, error) {
+	d := p.Open()
+	t, err := umad.NewTransport(d, p.Info(), opts)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// ReserveMethod registers (GSI, class, version, method) to a kernel-internal
+// agent, as ib_cm does for (0x07, 2, Send): user registrations of it then
+// fail with EINVAL, and MADs for it vanish.
+func (p *Port) ReserveMethod(class, version, method uint8) {
+	p.fab.mu.Lock()
+	p.methods[regKey{1, class, version, method}] = &agent{kernel: true}
+	p.fab.mu.Unlock()
+}
+
+// Open opens a new umad file on the port.
+func (p *Port) Open() *File {
+	p.fab.mu.Lock()
+	defer p.fab.mu.Unlock()
+	f := &File{port: p}
+	f.cond = sync.NewCond(&p.fab.mu)
+	p.files[f] = true
+	return f
+}
+
+type agent struct {
+	kernel  bool
+	file    *File
+	id      uint32
+	hiTID   uint32
+	keys    []regKey
+	pending []*send // outstanding sends with a timeout
+}
+
+type send struct {
+	ag      *agent
+	rec     []byte // header + MAD as written (TID rewritten)
+	tid     uint64
+	class   uint8
+	dest    [16]byte
+	destLID uint16
+	left    int // retries left
+	timer   *time.Timer
+}
+
+// File is one open /dev/infiniband/umadN; it implements umad.Device.
+type File struct {
+	port    *Port
+	cond    *sync.Cond
+	pkey    bool
+	used    bool
+	closed  bool
+	agents  [maxAgents]*agent
+	records [][]byte
+}
+
+var _ umad.Device = (*File)(nil)
+
+func (f *File) hdrLen() int {
+	if f.pkey {
+		return hdrPKey
+	}
+	return hdrOld
+}
+
+// Ioctl implements the four user_mad ioctls; others fail with ENOTTY.
+func (f *File) Ioctl(req uint, arg []byte) error {
+	mu := &f.port.fab.mu
+	mu.Lock()
+	defer mu.Unlock()
+	if f.closed {
+		return syscall.EBADF
+	}
+	switch req {
+	case iocEnablePKey:
+		if f.used {
+			return syscall.EINVAL
+		}
+		f.pkey = true
+		return nil
+	case iocRegisterAgent2:
+		if len(arg) < 40 {
+			return syscall.EFAULT
+		}
+		qpn := binary.NativeEndian.Uint32(arg[4:])
+		flags := binary.NativeEndian.Uint32(arg[12:])
+		if flags != 0 {
+			binary.NativeEndian.PutUint32(arg[12:], 0) // supported flags
+			return syscall.EINVAL
+		}
+		if qpn > 1 || binary.NativeEndian.Uint32(arg[32:])&0xff000000 != 0 {
+			return syscall.EINVAL
+		}
+		var methods []uint8
+		for w := 0; w < 2; w++ {
+			m := binary.NativeEndian.Uint64(arg[16+8*w:])
+			for b := 0; b < 64; b++ {
+				if m&(1<<b) != 0 {
+					methods = append(methods, uint8(64*w+b))
+				}
+			}
+		}
+		id, err := f.register(uint8(qpn), arg[8], arg[9], methods)
+		if err != nil {
+			return err
+		}
+		binary.NativeEndian.PutUint32(arg[0:], id)
+		return nil
+	case iocRegisterAgent:
+		if len(arg) < 28 {
+			return syscall.EFAULT
+		}
+		var methods []uint8
+		for i := 0; i < 16; i++ { // 64-bit little-endian longs
+			for b := 0; b < 8; b++ {
+				if arg[4+i]&(1<<b) != 0 {
+					methods = append(methods, uint8(8*i+b))
+				}
+			}
+		}
+		if arg[20] > 1 {
+			return syscall.EINVAL
+		}
+		id, err := f.register(arg[20], arg[21], arg[22], methods)
+		if err != nil {
+			return err
+		}
+		binary.NativeEndian.PutUint32(arg[0:], id)
+		return nil
+	case iocUnregisterAgent:
+		if len(arg) < 4 {
+			return syscall.EFAULT
+		}
+		id := binary.NativeEndian.Uint32(arg)
+		if id >= maxAgents || f.agents[id] == nil {
+			return syscall.EINVAL
+		}
+		f.unregister(id)
+		return nil
+	}
+	return syscall.ENOTTY
+}
+
+// register must be called with the fabric lock held.
+func (f *File) register(qpn, class, version uint8, methods []uint8) (uint32, error) {
+	if version >= 8 || class == 0 {
+		return 0, syscall.EINVAL
+	}
+	var keys []regKey
+	for _, m := range methods {
+		k := regKey{qpn, class, version, m}
+		if f.port.methods[k] != nil {
+			// The kernel logs "Method %d already in use".
+			return 0, syscall.EINVAL
+		}
+		keys = append(keys, k)
+	}
+	id := -1
+	for i, a := range f.agents {
+		if a == nil {
+			id = i
+			break
+		}
+	}
+	if id < 0 {
+		return 0, syscall.ENOMEM
+	}
+	f.port.nextHi++
+	a := &agent{file: f, id: uint32(id), hiTID: f.port.nextHi, keys: keys}
+	for _, k := range keys {
+		f.port.methods[k] = a
+	}
+	f.agents[id] = a
+	f.used = true
+	return uint32(id), nil
+}
+
+func (f *File) unregister(id uint32) {
+	a := f.agents[id]
+	for _, k := range a.keys {
+		if f.port.methods[k] == a {
+			delete(f.port.methods, k)
+		}
+	}
+	for _, s := range a.pending {
+		s.timer.Stop()
+	}
+	a.pending = nil
+	f.agents[id] = nil
+}
+
+// Write sends one record.
+func (f *File) Write(b []byte) (int, error) {
+	mu := &f.port.fab.mu
+	mu.Lock()
+	defer mu.Unlock()
+	if f.closed {
+		return 0, syscall.EBADF
+	}
+	hl := f.hdrLen()
+	if len(b) < hl+rmppHdr {
+		return 0, syscall.EINVAL
+	}
+	id := binary.NativeEndian.Uint32(b[offID:])
+	if id >= maxAgents || f.agents[id] == nil {
+		return 0, syscall.EINVAL
+	}
+	a := f.agents[id]
+	rec := make([]byte, hl+madSize)
+	copy(rec, b)
+	mad := rec[hl:]
+	if !isResponse(mad) {
+		tid := binary.BigEndian.Uint64(mad[8:])
+		binary.BigEndian.PutUint64(mad[8:], uint64(a.hiTID)<<32|tid&0xffffffff)
+	}
+	s := &send{ag: a, rec: rec, tid: binary.BigEndian.Uint64(mad[8:]), class: mad[1],
+		dest: [16]byte(rec[offGID : offGID+16]), destLID: binary.BigEndian.Uint16(rec[offLID:]),
+		left: int(binary.NativeEndian.Uint32(rec[offRetries:]))}
+	timeout := time.Duration(binary.NativeEndian.Uint32(rec[offTimeout:])) * time.Millisecond
+	if timeout > 0 {
+		for _, o := range a.pending {
+			if o.tid == s.tid && o.class == s.class && o.dest == s.dest && o.destLID == s.destLID {
+				return 0, syscall.EINVAL // is_duplicate
+			}
+		}
+		a.pending = append(a.pending, s)
+		s.timer = time.AfterFunc(timeout, func() { f.expire(s, timeout) })
+	}
+	f.port.fab.transmit(f.port, rec, hl)
+	return len(b), nil
+}
+
+func (f *File) expire(s *send, timeout time.Duration) {
+	mu := &f.port.fab.mu
+	mu.Lock()
+	defer mu.Unlock()
+	if !s.ag.removePending(s) {
+		return // answered or unregistered meanwhile
+	}
+	if s.left > 0 {
+		s.left--
+		s.ag.pending = append(s.ag.pending, s)
+		s.timer = time.AfterFunc(timeout, func() { f.expire(s, timeout) })
+		f.port.fab.transmit(f.port, s.rec, f.hdrLen())
+		return
+	}
+	if f.closed {
+		return
+	}
+	hl := f.hdrLen()
+	r := make([]byte, hl+madHdr)
+	copy(r, s.rec[:hl+madHdr])
+	binary.NativeEndian.PutUint32(r[offStatus:], uint32(syscall.ETIMEDOUT))
+	binary.NativeEndian.PutUint32(r[offLength:], uint32(hl+madHdr))
+	f.queue(r)
+}
+
+func (a *agent) removePending(s *send) bool {
+	for i, o := range a.pending {
+		if o == s {
+			a.pending = append(a.pending[:i], a.pending[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func isResponse(mad []byte) bool { return mad[3]&0x80 != 0 }
+
+// transmit carries one record from port src to its destination; called with
+// the fabric lock held.
+func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
+	grh := rec[offGRH] != 0
+	var dst *Port
+	for _, p := range fab.ports {
+		if grh && p.gid == [16]byte(rec[offGID:offGID+16]) ||
+			!grh && !p.cfg.RoCE && p.cfg.LID == binary.BigEndian.Uint16(rec[offLID:]) {
+			dst = p
+			break
+		}
+	}
+	if dst == nil {
+		return // no such destination: lost
+	}
+	mad := make([]byte, madSize)
+	copy(mad, rec[hl:])
+	if fab.drop != nil && fab.drop(src, dst, mad) {
+		return
+	}
+	var a *agent
+	if isResponse(mad) {
+		hi := uint32(binary.BigEndian.Uint64(mad[8:]) >> 32)
+		for _, f := range dst.sortedFiles() {
+			for _, cand := range f.agents {
+				if cand != nil && cand.hiTID == hi {
+					a = cand
+				}
+			}
+		}
+		if a == nil {
+			return
+		}
+		tid := binary.BigEndian.Uint64(mad[8:])
+		matched := false
+		for _, s := range a.pending {
+			if s.tid == tid && s.class == mad[1] {
+				s.timer.Stop()
+				a.removePending(s)
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			return // the kernel drops unsolicited responses
+		}
+	} else {
+		a = dst.methods[regKey{1, mad[1], mad[2], mad[3]}]
+		if a == nil {
+			if m := mad[3]; m == 0x01 || m == 0x02 {
+				// generate_unmatched_resp: GetResp, status 0x000C.
+				resp := make([]byte, hl+madSize)
+				copy(resp, rec[:hl])
+				copy(resp[hl:], mad)
+				resp[hl+3] = 0x81
+				binary.BigEndian.PutUint16(resp[hl+4:], 0x000c)
+				copy(resp[offGID:], src.gid[:])
+				binary.BigEndian.PutUint16(resp[offLID:], src.cfg.LID)
+				fab.transmit(dst, resp, hl)
+			}
+			return
+		}
+		if a.kernel {
+			return
+		}
+	}
+	f := a.file
+	r := make([]byte, f.hdrLen()+madSize)
+	binary.NativeEndian.PutUint32(r[offID:], a.id)
+	binary.NativeEndian.PutUint32(r[offLength:], uint32(len(r)))
+	binary.BigEndian.PutUint32(r[offQPN:], 1) // source QP
+	binary.BigEndian.PutUint16(r[offLID:], src.cfg.LID)
+	r[offSL] = rec[offSL]
+	r[offGRH] = rec[offGRH]
+	if grh {
+		r[offGIDIndex] = 0 // the receiving port's GID index
+		r[offHopLimit] = rec[offHopLimit]
+		r[offTClass] = rec[offTClass]
+		copy(r[offGID:offGID+16], src.gid[:])
+		copy(r[offFlowLabel:offFlowLabel+4], rec[offFlowLabel:offFlowLabel+4])
+	}
+	if f.pkey {
+		copy(r[offPKeyIndex:offPKeyIndex+2], rec[offPKeyIndex:offPKeyIndex+2])
+	}
+	copy(r[f.hdrLen():], mad)
+	f.queue(r)
+}
+
+func (p *Port) sortedFiles() []*File {
+	fs := make([]*File, 0, len(p.files))
+	for f := range p.files {
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// queue appends a record for Read; called with the fabric lock held.
+func (f *File) queue(r []byte) {
+	if f.closed {
+		return
+	}
+	f.records = append(f.records, r)
+	f.cond.Broadcast()
+}
+
+// Read blocks until a record is queued or the file is closed.
+func (f *File) Read(b []byte) (int, error) {
+	mu := &f.port.fab.mu
+	mu.Lock()
+	defer mu.Unlock()
+	for len(f.records) == 0 && !f.closed {
+		f.cond.Wait()
+	}
+	if f.closed {
+		return 0, umad.ErrDeviceClosed
+	}
+	r := f.records[0]
+	if len(b) < len(r) {
+		return 0, syscall.EINVAL // the record stays queued
+	}
+	f.records = f.records[1:]
+	return copy(b, r), nil
+}
+
+// Close unregisters the file's agents and wakes a blocked Read.
+func (f *File) Close() error {
+	mu := &f.port.fab.mu
+	mu.Lock()
+	defer mu.Unlock()
+	if f.closed {
+		return syscall.EBADF
+	}
+	for id, a := range f.agents {
+		if a != nil {
+			f.unregister(uint32(id))
+		}
+	}
+	f.closed = true
+	f.records = nil
+	delete(f.port.files, f)
+	f.cond.Broadcast()
+	return nil
+}
+
+// Compile-time check that the fake speaks the transport's MAD size.
+var _ = [1]struct{}{}[madSize-transport.MADSize]
+
+// The user_mad ioctl numbers, for tests that drive a File directly.
+var (
+	IoctlEnablePKey      = iocEnablePKey
+	IoctlRegisterAgent2  = iocRegisterAgent2
+	IoctlUnregisterAgent = iocUnregisterAgent
+)
