@@ -30,6 +30,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -96,7 +97,7 @@ func (e *FieldError) Error() string {
 	if e.Msg != "" {
 		s += e.Msg + "."
 	}
-	s += e.Field + ": " + e.Err.Error()
+	s += e.Field + ": " + strings.TrimPrefix(e.Err.Error(), "wire: ")
 	if e.Detail != "" {
 		s += " (" + e.Detail + ")"
 	}
