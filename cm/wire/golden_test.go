@@ -151,7 +151,35 @@ func goldenVectors() []golden {
 		92: 0x80, 93: 0x01,
 	}
 
+	sidr := &wire.SIDRRep{RequestID: 0x01020304, Status: wire.SIDRRedirect, AdditionalInformationLength: 72,
+		VendorIDH: 0xABCD, QPN: 0x123456, VendorIDL: 0xEF, ServiceID: 0x0000000001110BB8, QKey: 0x80010000}
+	sidr.AdditionalInformation[0], sidr.AdditionalInformation[71] = 0x77, 0x78
+	sidr.PrivateData[0], sidr.PrivateData[135] = 0x99, 0x9A
+	sidrWant := map[int]byte{
+		0: 0x01, 1: 0x07, 2: 0x02, 3: 0x03, 17: 0x18,
+		24: 0x01, 25: 0x02, 26: 0x03, 27: 0x04, // request ID
+		28: 0x04, 29: 72, // status, additional information length
+		30: 0xAB, 31: 0xCD, // vendor ID H (16 bits)
+		32: 0x12, 33: 0x34, 34: 0x56, 35: 0xEF, // QPN, vendor ID L
+		40: 0x01, 41: 0x11, 42: 0x0B, 43: 0xB8, // service ID at 36..43
+		44: 0x80, 45: 0x01, // Q_Key
+		48: 0x77, 119: 0x78, // additional information 48..119
+		120: 0x99, 255: 0x9A, // private data 120..255
+	}
+
+	mra := &wire.MRA{LocalCommID: 1, RemoteCommID: 2, MessageMRAed: wire.MsgRespOther, ServiceTimeout: 31}
+	mra.PrivateData[0], mra.PrivateData[221] = 0x31, 0x32
+	mraWant := map[int]byte{
+		0: 0x01, 1: 0x07, 2: 0x02, 3: 0x03, 17: 0x11,
+		27: 0x01, 31: 0x02,
+		32: 0x80, // message MRAed = other (10)
+		33: 0xF8, // service timeout 11111
+		34: 0x31, 255: 0x32, // private data 34..255
+	}
+
 	return []golden{
+		{"SIDR_REP", wire.Header{}, sidr, sidrWant},
+		{"MRA", wire.Header{}, mra, mraWant},
 		{"REQ", wire.Header{TID: 0x0000000100000002}, req, reqWant},
 		{"REP", wire.Header{TID: 7, AttrMod: 0x100}, rep, repWant},
 		{"REJ", wire.Header{TID: 9}, rej, rejWant},
