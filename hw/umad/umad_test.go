@@ -235,6 +235,34 @@ func TestUnclaimedGetAnsweredByMADLayer(t *testing.T) {
 	}
 }
 
+// On Soft-RoCE (no process_mad) nobody answers the Get: the sender gets a
+// timeout report, as observed against the real kernel in tools/interop.
+func TestUnclaimedGetOnSoftRoCETimesOut(t *testing.T) {
+	fab := umadfake.NewFabric()
+	a, err := fab.AddPort(umadfake.PortConfig{LID: 1}).Transport(umad.Options{RequestTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := fab.AddPort(umadfake.PortConfig{LID: 2, NoProcessMAD: true}).Transport(umad.Options{NoClassPortInfo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	get := cmMAD(umad.MethodGet, 0x0001, 6)
+	get.Addr.LID = 2
+	if err := a.Send(ctx(t), &get); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Recv(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != umad.StatusTimeout || uint32(binary.BigEndian.Uint64(out.MAD[8:])) != 6 {
+		t.Fatalf("status %d MAD %x", out.Status, out.MAD[:24])
+	}
+}
+
 func TestSendTimeoutReported(t *testing.T) {
 	fab, a, b := rocePair(t)
 	drops := 0

@@ -69,10 +69,12 @@ if [ ! -e "$STAGE/.complete" ]; then
 	if [ ${#missing[@]} -gt 0 ]; then
 		log "downloading ${#missing[@]} packages"
 		if ! (cd "$CACHE/debs" && apt-get download "${missing[@]}" >/dev/null 2>"$WORK/apt.err"); then
+			cat "$WORK/apt.err" >&2
+			[ -z "${IBCM_INTEROP_RETRIED:-}" ] || die "apt-get download failed"
 			# Stale package lists name versions the archive no longer has.
 			log "apt-get download failed; apt-get update and retry"
 			apt-get update -qq >/dev/null 2>&1 || true
-			exec "$0" "$@"
+			IBCM_INTEROP_RETRIED=1 IBCM_INTEROP_WORK=$WORK exec "$0" "$@"
 		fi
 	fi
 	log "unpacking into $STAGE"

@@ -17,7 +17,8 @@
 //   - routing: requests to the agent registered for the method; responses
 //     (R bit) to the agent whose hi_tid matches the TID, and only while that
 //     send is outstanding; an unclaimed Get/Set is answered with a GetResp of
-//     status 0x000C, like the kernel's MAD layer;
+//     status 0x000C, like the kernel's MAD layer on a device with a
+//     process_mad hook (PortConfig.NoProcessMAD: dropped, as on rxe);
 //   - send timeouts: a MAD written with timeout_ms is resent retries times
 //     and then reported back through read with status ETIMEDOUT and the first
 //     24 bytes of the MAD;
@@ -100,6 +101,10 @@ type PortConfig struct {
 	GID      netip.Addr // required for RoCE; default fe80::<N+1> on IB
 	NodeGUID uint64     // default 0x0002c90300000000+N+1
 	RoCE     bool       // Ethernet link layer: MADs carry a GRH
+	// NoProcessMAD models a device without a process_mad hook, such as
+	// Soft-RoCE (rxe): the MAD layer then drops an unclaimed Get or Set
+	// instead of answering it with GetResp status 0x000C.
+	NoProcessMAD bool
 }
 
 // Port is one fake RDMA port with its umad device.
@@ -479,7 +484,7 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 	} else {
 		a = dst.methods[regKey{1, mad[1], mad[2], mad[3]}]
 		if a == nil {
-			if m := mad[3]; m == 0x01 || m == 0x02 {
+			if m := mad[3]; (m == 0x01 || m == 0x02) && !dst.cfg.NoProcessMAD {
 				// generate_unmatched_resp: GetResp, status 0x000C.
 				resp := make([]byte, hl+madSize)
 				copy(resp, rec[:hl])
