@@ -17,7 +17,12 @@
 #                         It must print "IBCM-RESULT <scenario> PASS|FAIL ..." lines.
 #   IBCM_INTEROP_EXPECT   scenarios that must PASS (space-separated; default: all
 #                         of the probe's)
+#   IBCM_INTEROP_CPU      QEMU -cpu model (default qemu64: faster than max under TCG)
 #   IBCM_INTEROP_SKIP=1   skip (exit 0) instead of running
+#
+# VM B's command reaches VM A's script over TCP (busybox nc on $A_IP:5000):
+# it sends "listening" when its passive side is ready for `rping -c`, and
+# "done" at the end. See tools/interop/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -106,7 +111,7 @@ UCMA_PORT=$UCMA_PORT
 LISTEN_PORT=$LISTEN_PORT
 CTL_PORT=$CTL_PORT
 WAIT_SIGNAL=$((VM_TIMEOUT - 20))
-RPING_C_TIME=8
+RPING_C_TIME=5
 ENV
 {
 	echo "ROLE=B"
@@ -134,7 +139,7 @@ T2=$(date +%s)
 PA=$((20000 + RANDOM % 20000))
 PB=$((PA + 1))
 vm() { # name localport remoteport mac
-	timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -M pc -cpu max -m 768 -smp 1 \
+	timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -M pc -cpu "${IBCM_INTEROP_CPU:-qemu64}" -m 768 -smp 1 \
 		-nodefaults -no-user-config -display none -serial stdio -no-reboot \
 		-kernel "$STAGE/boot/vmlinuz-$KVER" -initrd "$WORK/$1.cpio.gz" \
 		-append "console=ttyS0 quiet panic=-1 ibcm.role=$1" \

@@ -300,6 +300,7 @@ func (p *probe) connect(ctx context.Context, port uint16, qpn uint32, tries int)
 			}
 			switch in.m.AttrID {
 			case wire.AttrMRA:
+				fmt.Printf("probe: conn %#x: MRA (service timeout %d)\n", c.id, in.m.MRA.ServiceTimeout)
 				wait = 8 * time.Second
 				continue
 			case wire.AttrREJ:
