@@ -101,6 +101,8 @@ T1=$(date +%s)
 # ---- Build ------------------------------------------------------------------
 CGO_ENABLED=0 go build -o "$WORK/mkinitramfs" ./tools/interop/mkinitramfs
 CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm-b" "$VM_B_PKG"
+# VM A runs the probe too, to see hw/umad refused while ib_cm is loaded.
+CGO_ENABLED=0 go build -trimpath -o "$WORK/probe" ./tools/interop/probe
 
 cat >"$WORK/a.env" <<ENV
 ROLE=A
@@ -127,7 +129,8 @@ COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 	-elf "$COMMON_ELF,/usr/bin/rping,/usr/bin/ucmatose" -file "$RXE_DRIVER" \
 	-kmod "$COMMON_MOD,rdma_ucm" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-a.sh" \
-	-file /etc/ibcm.env="$WORK/a.env" -file /bin/busybox=/bin/busybox:0755
+	-file /etc/ibcm.env="$WORK/a.env" -file /bin/busybox=/bin/busybox:0755 \
+	-file /bin/ibcm-b="$WORK/probe:0755"
 "$WORK/mkinitramfs" -o "$WORK/b.cpio.gz" -stage "$STAGE" -kver "$KVER" \
 	-elf "$COMMON_ELF" -file "$RXE_DRIVER" -kmod "$COMMON_MOD" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-b.sh" \
@@ -181,6 +184,8 @@ check() { # name message command...
 count() { section "$1" | grep -c "$2" || true; }
 check vm-a-finished "(qemu rc $RCA)" grep -q 'IBCM-A: DONE' "$WORK/a.log"
 check vm-b-finished "(qemu rc $RCB)" grep -q 'IBCM-B: DONE' "$WORK/b.log"
+grep '^IBCM-RESULT' "$WORK/a.log" | sed 's/^/interop: VM-A /' || true
+check a:class-in-use "(hw/umad with ib_cm loaded)" grep -q '^IBCM-RESULT class-in-use PASS' "$WORK/a.log"
 grep '^IBCM-RESULT' "$WORK/b.log" | sed 's/^/interop: VM-B /' || true
 for s in $EXPECT; do
 	check "b:$s" "" grep -q "^IBCM-RESULT $s PASS" "$WORK/b.log"

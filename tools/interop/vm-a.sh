@@ -8,6 +8,8 @@
 # survive a hung VM.
 say() { echo "IBCM-A: $*"; }
 [ -e /dev/infiniband/rdma_cm ] || say "no /dev/infiniband/rdma_cm"
+# With ib_cm loaded, hw/umad must refuse to register class 0x07 (EINVAL).
+/bin/ibcm-b -expect-class-in-use
 rping -s -P -d -v -a "$IP" -p "$RPING_PORT" >/dev/ttyS1 2>&1 &
 RPING_S=$!
 ucmatose -b "$IP" -p "$UCMA_PORT" -c 1 -C 0 >/dev/ttyS2 2>&1 &

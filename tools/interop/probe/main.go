@@ -44,6 +44,7 @@ var (
 	flagTotal    = flag.Duration("timeout", 100*time.Second, "overall time limit")
 	flagUp       = flag.Duration("listener-wait", 40*time.Second, "how long to wait for VM A's listeners")
 	flagHexdumps = flag.Bool("dump", true, "print received REQ/REP contents")
+	flagInUse    = flag.Bool("expect-class-in-use", false, "only open the umad port and expect ErrClassInUse (run where ib_cm is loaded)")
 )
 
 type inbound struct {
@@ -73,6 +74,19 @@ func main() {
 	flag.Parse()
 	log := func(f string, a ...any) { fmt.Printf("probe: "+f+"\n", a...) }
 	tr, err := umad.Open(umad.Options{})
+	if *flagInUse {
+		ok := errors.Is(err, umad.ErrClassInUse)
+		if err == nil {
+			tr.Close()
+			err = errors.New("registration succeeded")
+		}
+		v := "PASS"
+		if !ok {
+			v = "FAIL"
+		}
+		fmt.Printf("IBCM-RESULT class-in-use %s %v\n", v, err)
+		return
+	}
 	if err != nil {
 		fmt.Printf("IBCM-RESULT open FAIL %v\n", err)
 		fmt.Println("IBCM-PROBE-DONE pass=0 fail=1")
