@@ -172,8 +172,8 @@ func goldenVectors() []golden {
 	mraWant := map[int]byte{
 		0: 0x01, 1: 0x07, 2: 0x02, 3: 0x03, 17: 0x11,
 		27: 0x01, 31: 0x02,
-		32: 0x80, // message MRAed = other (10)
-		33: 0xF8, // service timeout 11111
+		32: 0x80,            // message MRAed = other (10)
+		33: 0xF8,            // service timeout 11111
 		34: 0x31, 255: 0x32, // private data 34..255
 	}
 
