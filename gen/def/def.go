@@ -1,0 +1,170 @@
+// Package def is the single definition of the CM connection state machine
+// (IBTA Vol 1 ch. 12). The generator in gen/ turns it into the Go transition
+// tables in cm/, the TLA+ table module spec/CMTable.tla that spec/cm.tla runs,
+// and the state diagram docs/cm-states.dot. Edit this file, never the outputs.
+//
+// The model: every CM id (one connection, listen or SIDR exchange) has a State
+// and, while ESTABLISHED, an alternate-path LAPState. The engine classifies each
+// input (received MAD, application call, timer) into an Event for exactly one
+// id; the table entry for (state, event) says what happens. A received message
+// that matches no id is applied to the IDLE row, which is how stateless answers
+// (a DREP for an unknown DREQ, REJ 8 for a REQ nobody listens for) are defined.
+package def
+
+// State is a connection state (Figure 12-? "CM state diagram" of the spec).
+type State struct {
+	Name string // spec name, e.g. "REQ_SENT"; also the TLA+ string
+	Go   string // Go identifier suffix, e.g. "ReqSent"
+	Doc  string
+	// Tables the state is registered in. The generator checks that every
+	// transition inserts and removes entries exactly when these change, so
+	// TablesMatchStates holds by construction.
+	RemoteID  bool // remote-ID table: (remote comm ID, remote CA GUID) -> id (duplicate detection)
+	Connected bool // remote-QPN table: (remote QPN, remote CA GUID) -> id (stale detection, 12.4.1)
+	Listen    bool // listen table
+	SIDR      bool // SIDR table: (request ID, source) -> id (duplicate SIDR_REQ detection)
+	TimeWait  bool // TimeWait list
+	Timer     bool // a response timer may run (a message awaits its answer)
+	Holds     bool // the id holds its local comm ID (every state but IDLE)
+}
+
+// LAPState is an alternate-path sub-state of ESTABLISHED.
+type LAPState struct {
+	Name, Go, Doc string
+	Timer         bool
+}
+
+// EventClass says where an event comes from, which fixes the default for
+// (state, event) pairs the rules do not list.
+type EventClass int
+
+const (
+	Recv     EventClass = iota // a received MAD: unlisted pairs drop it as a duplicate or late message
+	App                        // an application call: unlisted pairs refuse it (invalid in this state)
+	Timer                      // a timer: unlisted pairs cannot happen (no timer runs there)
+	Internal                   // raised by the engine on another id: unlisted pairs cannot happen
+)
+
+func (c EventClass) String() string {
+	return [...]string{"recv", "app", "timer", "internal"}[c]
+}
+
+// Event is an input to one id.
+type Event struct {
+	Name  string // e.g. "RecvREQ"; the TLA+ action and trace names use it
+	Class EventClass
+	LAP   bool // ESTABLISHED delegates it to the alternate-path sub-table
+	Doc   string
+}
+
+// Kind classifies a table entry.
+type Kind int
+
+const (
+	Transition Kind = iota // a step: next state, effects (may be a self-loop)
+	Drop                   // a duplicate or late message, dropped and counted
+	Stateless              // answered without creating or changing an id
+	Invalid                // an app call not allowed in this state, or an input that cannot occur
+	Sub                    // ESTABLISHED: consult the alternate-path sub-table
+)
+
+var KindNames = [...]string{"Transition", "Drop", "Stateless", "Invalid", "Sub"}
+
+// Msg is a CM message type (or NONE).
+type Msg string
+
+const (
+	None     Msg = "NONE"
+	REQ      Msg = "REQ"
+	MRA      Msg = "MRA"
+	REJ      Msg = "REJ"
+	REP      Msg = "REP"
+	RTU      Msg = "RTU"
+	DREQ     Msg = "DREQ"
+	DREP     Msg = "DREP"
+	LAP      Msg = "LAP"
+	APR      Msg = "APR"
+	SIDRReq  Msg = "SIDR_REQ"
+	SIDRRep  Msg = "SIDR_REP"
+	PortInfo Msg = "ClassPortInfo" // GetResp(ClassPortInfo)
+)
+
+// Msgs is every message the table may send, in wire attribute order.
+var Msgs = []Msg{None, PortInfo, REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDRReq, SIDRRep, LAP, APR}
+
+// Effect is one side effect of a transition. Effects are applied in the order
+// of Effects below by both the engine and the spec.
+type Effect string
+
+const (
+	StopTimer       Effect = "StopTimer"       // cancel the outstanding send (its answer came)
+	InsertRemoteID  Effect = "InsertRemoteID"  // record (remote comm ID, remote CA GUID)
+	RemoveRemoteID  Effect = "RemoveRemoteID"  //
+	InsertRemoteQPN Effect = "InsertRemoteQPN" // record (remote QPN, remote CA GUID): now connected
+	RemoveRemoteQPN Effect = "RemoveRemoteQPN" // no longer connected (the seed fix: also on entering TimeWait)
+	InsertListen    Effect = "InsertListen"
+	RemoveListen    Effect = "RemoveListen"
+	InsertSIDR      Effect = "InsertSIDR"
+	RemoveSIDR      Effect = "RemoveSIDR"
+	StaleOther      Effect = "StaleOther"    // raise Stale on the connected id whose remote QPN matched
+	StartTimer      Effect = "StartTimer"    // arm the response timer with the retry budget for Send
+	ExtendTimer     Effect = "ExtendTimer"   // an MRA arrived: wait its service timeout longer
+	Resend          Effect = "Resend"        // Send retransmits the stored copy instead of building anew
+	EnterTimeWait   Effect = "EnterTimeWait" // join the TimeWait list, arm its expiry
+	ExitTimeWait    Effect = "ExitTimeWait"  //
+	Free            Effect = "Free"          // release the local comm ID and the id
+)
+
+// Effects lists every effect in application order.
+var Effects = []Effect{StopTimer, InsertRemoteID, RemoveRemoteID, InsertRemoteQPN, RemoveRemoteQPN,
+	InsertListen, RemoveListen, InsertSIDR, RemoveSIDR, StaleOther, StartTimer, ExtendTimer, Resend,
+	EnterTimeWait, ExitTimeWait, Free}
+
+// Notice is what the application is told.
+type Notice string
+
+const (
+	NoNotice       Notice = "None"
+	REQReceived    Notice = "REQReceived"
+	REPReceived    Notice = "REPReceived"
+	MRAReceived    Notice = "MRAReceived"
+	Established    Notice = "Established"
+	Rejected       Notice = "Rejected" // with the REJ's reason and ARI
+	DREQReceived   Notice = "DREQReceived"
+	Disconnected   Notice = "Disconnected"
+	TimeWaitExit   Notice = "TimeWaitExit"
+	LAPReceived    Notice = "LAPReceived"
+	APRReceived    Notice = "APRReceived"
+	SIDRRequest    Notice = "SIDRRequest"
+	SIDRReply      Notice = "SIDRReply"
+	TimedOut       Notice = "TimedOut" // retries exhausted
+	StaleConnected Notice = "Stale"    // our connection was found stale and torn down
+)
+
+var Notices = []Notice{NoNotice, REQReceived, REPReceived, MRAReceived, Established, Rejected,
+	DREQReceived, Disconnected, TimeWaitExit, LAPReceived, APRReceived, SIDRRequest, SIDRReply,
+	TimedOut, StaleConnected}
+
+// Entry is one (state, event) cell.
+type Entry struct {
+	Next    string // state name (LAP state name in the sub-table)
+	Kind    Kind
+	Send    Msg
+	Reason  int // REJ reason, APR status or SIDR_REP status fixed by the table; 0: the engine supplies it
+	Effects []Effect
+	Notice  Notice
+	Why     string
+}
+
+// Rule lists the entries for one event over several source states.
+type Rule struct {
+	From    []string
+	On      string
+	To      string // "" with Kind Transition: stay in the source state
+	Kind    Kind
+	Send    Msg
+	Reason  int
+	Effects []Effect
+	Notice  Notice
+	Why     string
+}

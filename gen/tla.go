@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/ibcm/ibcm/gen/def"
+)
+
+func tlaSet(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return "{" + strings.Join(q, ", ") + "}"
+}
+
+func statesWhere(f func(def.State) bool) []string {
+	var out []string
+	for _, s := range def.States {
+		if f(s) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+func eventsWhere(f func(def.Event) bool) []string {
+	var out []string
+	for _, e := range def.Events {
+		if f(e) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+func tlaEntry(e def.Entry) string {
+	var effs []string
+	for _, want := range def.Effects {
+		if e.Has(want) {
+			effs = append(effs, string(want))
+		}
+	}
+	return fmt.Sprintf("[next |-> %q, kind |-> %q, send |-> %q, reason |-> %d, notice |-> %q, effects |-> %s]",
+		e.Next, def.KindNames[e.Kind], string(e.Send), e.Reason, string(e.Notice), tlaSet(effs))
+}
+
+// emitTLA writes the table as TLA+ records: Table[state][event] is a record
+// with next, kind, send, reason, notice and effects, exactly the Go cells.
+func emitTLA(t *def.Table) ([]byte, error) {
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("------------------------------ MODULE CMTable ------------------------------\n")
+	w("\\* %s\n", header)
+	w("\\* The CM transition table. spec/cm.tla performs every per-connection step\n")
+	w("\\* through Table and LAPTable, the same cells cm/table_gen.go holds.\n\n")
+	var names []string
+	for _, s := range def.States {
+		names = append(names, s.Name)
+	}
+	w("States == %s\n\n", tlaSet(names))
+	names = nil
+	for _, s := range def.LAPStates {
+		names = append(names, s.Name)
+	}
+	w("LAPStates == %s\n\n", tlaSet(names))
+	w("Events == %s\n\n", tlaSet(eventsWhere(func(def.Event) bool { return true })))
+	w("RecvEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.Class == def.Recv })))
+	w("AppEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.Class == def.App })))
+	w("TimerEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.Class == def.Timer })))
+	w("LAPEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.LAP })))
+	w("\\* Table membership per state (TablesMatchStates checks the spec against these).\n")
+	w("RemoteIDStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.RemoteID })))
+	w("ConnectedStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Connected })))
+	w("ListenStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Listen })))
+	w("SIDRStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.SIDR })))
+	w("TimeWaitStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.TimeWait })))
+	w("TimerStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Timer })))
+	w("HoldStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Holds })))
+	var msgs, effs, notices []string
+	for _, m := range def.Msgs {
+		msgs = append(msgs, string(m))
+	}
+	for _, e := range def.Effects {
+		effs = append(effs, string(e))
+	}
+	for _, n := range def.Notices {
+		notices = append(notices, string(n))
+	}
+	w("Msgs == %s\n\n", tlaSet(msgs))
+	w("EffectNames == %s\n\n", tlaSet(effs))
+	w("Notices == %s\n\n", tlaSet(notices))
+	w("Kinds == %s\n\n", tlaSet(def.KindNames[:]))
+	w("Table ==\n  [")
+	for si, s := range def.States {
+		if si > 0 {
+			w(",\n   ")
+		}
+		w("%s |->\n    [", s.Name)
+		for ei, ev := range def.Events {
+			if ei > 0 {
+				w(",\n     ")
+			}
+			w("%s |-> %s", ev.Name, tlaEntry(t.Main[si][ei]))
+		}
+		w("]")
+	}
+	w("]\n\n")
+	w("LAPTable ==\n  [")
+	for li, s := range def.LAPStates {
+		if li > 0 {
+			w(",\n   ")
+		}
+		w("%s |->\n    [", s.Name)
+		first := true
+		for ei, ev := range def.Events {
+			if !ev.LAP {
+				continue
+			}
+			if !first {
+				w(",\n     ")
+			}
+			first = false
+			w("%s |-> %s", ev.Name, tlaEntry(t.LAP[li][ei]))
+		}
+		w("]")
+	}
+	w("]\n\n")
+	w("=============================================================================\n")
+	return b.Bytes(), nil
+}
