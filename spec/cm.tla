@@ -1,0 +1,399 @@
+---------------------------------- MODULE cm ----------------------------------
+(***************************************************************************)
+(* The InfiniBand Communication Manager (IBTA Vol 1 ch. 12): N CM nodes    *)
+(* exchanging REQ/MRA/REP/RTU/REJ/DREQ/DREP over a network that loses,     *)
+(* duplicates and reorders, with timeouts, retries, TimeWait and crashes.  *)
+(*                                                                         *)
+(* Every per-connection step goes through Table (module CMTable), which    *)
+(* gen/ emits from the same definition as the Go engine's table. This     *)
+(* module adds what the table cannot say: how a received message finds     *)
+(* its id (the remote-ID and remote-QPN tables), which is where the        *)
+(* TimeWait stale-connection bug lived.                                    *)
+(*                                                                         *)
+(* Action names are the engine's event names (cm.Event.String()).          *)
+(***************************************************************************)
+EXTENDS Naturals, FiniteSets, CMTable
+
+CONSTANTS
+    Nodes,              \* CM nodes; a node's CA GUID is the node itself
+    Clients,            \* nodes whose applications call Connect
+    Servers,            \* nodes with a listener on the service ID
+    Handles,            \* id slots per node
+    MaxCommID,          \* local comm IDs 1..MaxCommID per node (0 means "none")
+    QPNs,               \* local QP numbers per node (0 means "none")
+    MaxRetries,         \* Max CM Retries of every message
+    MaxCrashes,         \* crash/restart budget
+    MaxNet,             \* messages in flight (state constraint)
+    Duplicate,          \* the network may deliver a message twice
+    LegacyTimeWaitQPN,  \* pre-fix Linux: the remote QPN stays in its table during TimeWait
+    StaleCheck          \* passive stale-connection detection (12.4.1) is on
+
+VARIABLES
+    conn,       \* conn[n][h]: the id in slot h of node n
+    ridTable,   \* ridTable[n]: remote-ID table, <<remote node, remote comm ID, handle>>
+    qpnTable,   \* qpnTable[n]: remote-QPN table, <<remote node, remote QPN, handle>>
+    net,        \* messages in flight; a set, so order is free
+    nextLid,    \* nextLid[n]: the comm ID allocator's cursor
+    crashes,    \* crashes so far
+    bogusStale  \* history: a REJ(10) went out with no connected id matching
+
+vars == <<conn, ridTable, qpnTable, net, nextLid, crashes, bogusStale>>
+
+CommIDs == 1..MaxCommID
+
+Conn == [state : States, lid : CommIDs \cup {0}, qpn : QPNs \cup {0},
+         rnode : Nodes \cup {0}, rid : CommIDs \cup {0}, rqpn : QPNs \cup {0},
+         retries : 0..MaxRetries]
+
+IdleConn == [state |-> "IDLE", lid |-> 0, qpn |-> 0, rnode |-> 0, rid |-> 0, rqpn |-> 0, retries |-> 0]
+
+\* One message. lid is the sender's comm ID, rid the receiver's (0 when not
+\* yet known), qpn the sender's QPN (REQ, REP) or the receiver's (DREQ), info
+\* the REJ reason or the message MRAed (0 REQ, 1 REP, as on the wire).
+Message == [type : {"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP"},
+            src : Nodes, dst : Nodes, lid : CommIDs \cup {0}, rid : CommIDs \cup {0},
+            qpn : QPNs \cup {0}, info : {0, 1, 4, 8, 10, 28}]
+
+TypeOK ==
+    /\ conn \in [Nodes -> [Handles -> Conn]]
+    /\ ridTable \in [Nodes -> SUBSET (Nodes \X CommIDs \X Handles)]
+    /\ qpnTable \in [Nodes -> SUBSET (Nodes \X QPNs \X Handles)]
+    /\ net \subseteq Message
+    /\ nextLid \in [Nodes -> 1..(MaxCommID + 1)]
+    /\ crashes \in 0..MaxCrashes
+    /\ bogusStale \in BOOLEAN
+
+Init ==
+    /\ conn = [n \in Nodes |-> [h \in Handles |-> IdleConn]]
+    /\ ridTable = [n \in Nodes |-> {}]
+    /\ qpnTable = [n \in Nodes |-> {}]
+    /\ net = {}
+    /\ nextLid = [n \in Nodes |-> 1]
+    /\ crashes = 0
+    /\ bogusStale = FALSE
+
+-----------------------------------------------------------------------------
+(* Helpers.                                                                 *)
+
+Min(S) == CHOOSE x \in S : \A y \in S : x <= y
+
+\* Comm IDs come from a cyclic allocator, as in the engine (and Linux): an ID
+\* comes back only after the whole 32-bit space has gone round, long after
+\* any message naming it has died. Reusing a just-freed ID at once is wrong
+\* even without TimeWait: a late REP for a rejected REQ would then be taken as
+\* the answer to a new REQ with another QP (TLC finds that in 9 steps and
+\* EstablishedAgree fails). The model's space does not wrap: allocation stops.
+CanAlloc(n) == nextLid[n] <= MaxCommID
+
+\* A QP is free once its id is IDLE or in TimeWait: applications destroy and
+\* recreate QPs right after DREP, so the same QPN comes back at once (the seed).
+FreeQPNs(n) == {q \in QPNs : \A h \in Handles :
+                   conn[n][h].state \notin (States \ {"IDLE", "TIMEWAIT"}) \/ conn[n][h].qpn # q}
+
+FreeHandles(n) == {h \in Handles : conn[n][h].state = "IDLE"}
+
+\* The oracle, outside the tables: does node n hold a *connected* id for (r, q)?
+ConnectedMatch(n, r, q) ==
+    \E h \in Handles : conn[n][h].state \in ConnectedStates /\ conn[n][h].rnode = r /\ conn[n][h].rqpn = q
+
+\* States whose id has an entry in the remote-QPN table.
+TracksQPN(s) == s \in ConnectedStates \/ (LegacyTimeWaitQPN /\ s \in TimeWaitStates)
+
+-----------------------------------------------------------------------------
+(* One table step. A node view nd = [conn, rid, qpn, out] is threaded      *)
+(* through the steps of one action, so one input can move two ids (a stale *)
+(* REQ moves the old id) and still commit atomically.                      *)
+
+NodeView(n) == [conn |-> conn[n], rid |-> ridTable[n], qpn |-> qpnTable[n], out |-> {}]
+
+Mk(type, src, dst, lid, rid, qpn, info) ==
+    [type |-> type, src |-> src, dst |-> dst, lid |-> lid, rid |-> rid, qpn |-> qpn, info |-> info]
+
+\* The message entry t sends for id c of node n (Resend rebuilds the same copy).
+Out(n, c, t, reason) ==
+    LET rej == IF t.reason # 0 THEN t.reason ELSE reason
+    IN CASE t.send = "NONE" -> {}
+         [] t.send = "REQ"  -> {Mk("REQ", n, c.rnode, c.lid, 0, c.qpn, 0)}
+         [] t.send = "REP"  -> {Mk("REP", n, c.rnode, c.lid, c.rid, c.qpn, 0)}
+         [] t.send = "RTU"  -> {Mk("RTU", n, c.rnode, c.lid, c.rid, 0, 0)}
+         [] t.send = "MRA"  -> {Mk("MRA", n, c.rnode, c.lid, c.rid, 0,
+                                   IF c.state \in {"REQ_RCVD", "MRA_REQ_SENT"} THEN 0 ELSE 1)}
+         [] t.send = "REJ"  -> {Mk("REJ", n, c.rnode, c.lid, c.rid, 0, rej)}
+         [] t.send = "DREQ" -> {Mk("DREQ", n, c.rnode, c.lid, c.rid, c.rqpn, 0)}
+         [] t.send = "DREP" -> {Mk("DREP", n, c.rnode, c.lid, c.rid, 0, 0)}
+
+After(c, t, ev) ==
+    IF "Free" \in t.effects THEN IdleConn
+    ELSE [c EXCEPT !.state = t.next,
+                   !.retries = CASE "StartTimer" \in t.effects -> MaxRetries
+                                 [] ev = "Timeout" -> c.retries - 1
+                                 [] OTHER -> c.retries]
+
+RIDAfter(h, c, t, tab) ==
+    CASE "InsertRemoteID" \in t.effects -> tab \cup {<<c.rnode, c.rid, h>>}
+      [] "RemoveRemoteID" \in t.effects -> {e \in tab : e[3] # h}
+      [] OTHER -> tab
+
+\* The seed fix: the entry leaves on entering TimeWait. Legacy: on leaving it.
+QPNAfter(h, c, t, tab) ==
+    CASE "InsertRemoteQPN" \in t.effects -> tab \cup {<<c.rnode, c.rqpn, h>>}
+      [] "RemoveRemoteQPN" \in t.effects /\ ~(LegacyTimeWaitQPN /\ "EnterTimeWait" \in t.effects) ->
+            {e \in tab : e[3] # h}
+      [] LegacyTimeWaitQPN /\ "ExitTimeWait" \in t.effects -> {e \in tab : e[3] # h}
+      [] OTHER -> tab
+
+\* Apply event ev to id h of node n, whose record (with any fields the input
+\* sets) is c. Drop and Invalid cells leave everything as it was.
+Do(nd, n, h, c, ev, reason) ==
+    LET t == Table[c.state][ev]
+    IN IF t.kind = "Transition"
+       THEN [conn |-> [nd.conn EXCEPT ![h] = After(c, t, ev)],
+             rid  |-> RIDAfter(h, c, t, nd.rid),
+             qpn  |-> QPNAfter(h, c, t, nd.qpn),
+             out  |-> nd.out \cup Out(n, c, t, reason)]
+       ELSE nd
+
+\* A message that matches no id takes the IDLE row: a stateless answer built
+\* from the message itself, or nothing.
+Reply(nd, n, m, ev) ==
+    LET t == Table["IDLE"][ev]
+    IN IF t.kind = "Stateless"
+       THEN [nd EXCEPT !.out = @ \cup
+               CASE t.send = "REJ"  -> {Mk("REJ", n, m.src, 0, m.lid, 0, t.reason)}
+                 [] t.send = "DREP" -> {Mk("DREP", n, m.src, m.rid, m.lid, 0, 0)}]
+       ELSE nd
+
+\* Commit a node view. The input messages in consumed leave the network,
+\* unless the network duplicates them (keeps a copy to deliver again).
+Commit(n, nd, consumed) ==
+    /\ conn' = [conn EXCEPT ![n] = nd.conn]
+    /\ ridTable' = [ridTable EXCEPT ![n] = nd.rid]
+    /\ qpnTable' = [qpnTable EXCEPT ![n] = nd.qpn]
+    /\ \E keep \in (IF Duplicate /\ consumed # {} THEN BOOLEAN ELSE {FALSE}) :
+          net' = (IF keep THEN net ELSE net \ consumed) \cup nd.out
+    /\ crashes' = crashes
+
+-----------------------------------------------------------------------------
+(* Application calls.                                                       *)
+
+Connect(n, h) ==
+    /\ n \in Clients
+    /\ conn[n][h].state = "IDLE"
+    /\ CanAlloc(n)
+    /\ \E q \in FreeQPNs(n), r \in Servers \ {n} :
+          LET c == [IdleConn EXCEPT !.lid = nextLid[n], !.qpn = q, !.rnode = r]
+          IN Commit(n, Do(NodeView(n), n, h, c, "Connect", 0), {})
+    /\ nextLid' = [nextLid EXCEPT ![n] = @ + 1]
+    /\ UNCHANGED bogusStale
+
+\* The calls that need nothing but the id: enabled where the table has a step.
+AppCall(n, h, ev, reason) ==
+    /\ Table[conn[n][h].state][ev].kind = "Transition"
+    /\ Commit(n, Do(NodeView(n), n, h, conn[n][h], ev, reason), {})
+    /\ UNCHANGED <<nextLid, bogusStale>>
+
+Accept(n, h)     == AppCall(n, h, "Accept", 0)
+SendMRA(n, h)    == AppCall(n, h, "SendMRA", 0)
+SendRTU(n, h)    == AppCall(n, h, "SendRTU", 0)
+Reject(n, h)     == AppCall(n, h, "Reject", 28)
+Disconnect(n, h) == AppCall(n, h, "Disconnect", 0)
+SendDREP(n, h)   == AppCall(n, h, "SendDREP", 0)
+CommEst(n, h)    == AppCall(n, h, "CommEst", 0)
+Destroy(n, h)    == conn[n][h].state # "IDLE" /\ AppCall(n, h, "Destroy", 0)
+
+(* Timers: nondeterministic, as the network's delay is.                     *)
+Timeout(n, h)        == conn[n][h].retries > 0 /\ AppCall(n, h, "Timeout", 0)
+TimeoutFinal(n, h)   == conn[n][h].retries = 0 /\ AppCall(n, h, "TimeoutFinal", 0)
+TimeWaitExpiry(n, h) == AppCall(n, h, "TimeWaitExpiry", 0)
+
+-----------------------------------------------------------------------------
+(* Receiving. Each message is classified into one event for one id, as the  *)
+(* engine's classifier does; the action is named after the event.          *)
+
+\* The id a reply (MRA, REP, RTU, REJ, DREQ, DREP) is addressed to: our comm
+\* ID in rid, the peer and (once known) its comm ID matching. A REJ for a REQ
+\* we only know by the peer's comm ID (rid = 0) goes through the remote-ID table.
+Target(n, m) ==
+    LET byLID == {h \in Handles : conn[n][h].state \in HoldStates \ {"LISTEN"}
+                                  /\ m.rid # 0 /\ conn[n][h].lid = m.rid /\ conn[n][h].rnode = m.src
+                                  /\ (conn[n][h].rid = 0 \/ conn[n][h].rid = m.lid)}
+        byRID == {e[3] : e \in {e \in ridTable[n] : m.rid = 0 /\ e[1] = m.src /\ e[2] = m.lid}}
+    IN IF byLID # {} THEN Min(byLID) ELSE IF byRID # {} THEN Min(byRID) ELSE 0
+
+\* Deliver m as event ev: to its id, or through the IDLE row when it has none.
+Deliver(n, m, ev) ==
+    LET h == Target(n, m)
+    IN /\ Commit(n, IF h = 0 THEN Reply(NodeView(n), n, m, ev)
+                             ELSE Do(NodeView(n), n, h, conn[n][h], ev, 0), {m})
+       /\ UNCHANGED <<nextLid, bogusStale>>
+
+InNet(m, type) == m \in net /\ m.type = type
+
+\* Passive REQ processing, in the order of 12.9.8: duplicate, stale, listener.
+DupREQ(n, m)   == {e \in ridTable[n] : e[1] = m.src /\ e[2] = m.lid}
+StaleREQ(n, m) == IF StaleCheck THEN {e \in qpnTable[n] : e[1] = m.src /\ e[2] = m.qpn} ELSE {}
+
+RecvREQ(m) ==
+    LET n == m.dst IN
+    /\ InNet(m, "REQ")
+    /\ StaleREQ(n, m) = {} \/ DupREQ(n, m) # {}
+    /\ DupREQ(n, m) # {} \/ n \in Servers
+    /\ IF DupREQ(n, m) # {}
+       THEN LET h == (CHOOSE e \in DupREQ(n, m) : TRUE)[3]
+            IN Commit(n, Do(NodeView(n), n, h, conn[n][h], "RecvREQ", 0), {m}) /\ UNCHANGED nextLid
+       ELSE IF FreeHandles(n) = {} \/ ~CanAlloc(n) \/ FreeQPNs(n) = {}
+       THEN Commit(n, NodeView(n), {m}) /\ UNCHANGED nextLid   \* no resources: the REQ is lost
+       ELSE LET h == Min(FreeHandles(n))
+                c == [IdleConn EXCEPT !.lid = nextLid[n], !.qpn = Min(FreeQPNs(n)),
+                                      !.rnode = m.src, !.rid = m.lid, !.rqpn = m.qpn]
+            IN Commit(n, Do(NodeView(n), n, h, c, "RecvREQ", 0), {m})
+               /\ nextLid' = [nextLid EXCEPT ![n] = @ + 1]
+    /\ UNCHANGED bogusStale
+
+\* 12.9.8.3.1: REJ(10) the REQ, then DREQ the old connection into TimeWait.
+RecvREQStale(m) ==
+    LET n == m.dst
+        old == (CHOOSE e \in StaleREQ(n, m) : TRUE)[3]
+    IN /\ InNet(m, "REQ")
+       /\ DupREQ(n, m) = {}
+       /\ StaleREQ(n, m) # {}
+       /\ Commit(n, Do(Reply(NodeView(n), n, m, "RecvREQStale"), n, old, conn[n][old], "Stale", 0), {m})
+       /\ UNCHANGED nextLid
+       /\ bogusStale' = (bogusStale \/ ~ConnectedMatch(n, m.src, m.qpn))
+
+RecvREQUnlisted(m) ==
+    LET n == m.dst IN
+    /\ InNet(m, "REQ")
+    /\ DupREQ(n, m) = {} /\ StaleREQ(n, m) = {}
+    /\ n \notin Servers
+    /\ Commit(n, Reply(NodeView(n), n, m, "RecvREQUnlisted"), {m})
+    /\ UNCHANGED <<nextLid, bogusStale>>
+
+\* A REP whose QPN another connected id already holds is stale (12.9.8.3.1).
+StaleREP(n, m, h) ==
+    IF StaleCheck /\ h # 0 /\ conn[n][h].state \in {"REQ_SENT", "MRA_REQ_RCVD"}
+    THEN {e \in qpnTable[n] : e[1] = m.src /\ e[2] = m.qpn /\ e[3] # h} ELSE {}
+
+RepView(n, m, h) == [conn[n][h] EXCEPT !.rid = m.lid, !.rqpn = m.qpn]
+
+RecvREP(m) ==
+    LET n == m.dst
+        h == Target(n, m)
+    IN /\ InNet(m, "REP")
+       /\ h = 0 \/ StaleREP(n, m, h) = {}
+       /\ IF h = 0 THEN Deliver(n, m, "RecvREP")
+          ELSE LET c == IF conn[n][h].state \in {"REQ_SENT", "MRA_REQ_RCVD"} THEN RepView(n, m, h) ELSE conn[n][h]
+               IN Commit(n, Do(NodeView(n), n, h, c, "RecvREP", 0), {m}) /\ UNCHANGED <<nextLid, bogusStale>>
+
+RecvREPStale(m) ==
+    LET n == m.dst
+        h == Target(n, m)
+        old == (CHOOSE e \in StaleREP(n, m, h) : TRUE)[3]
+    IN /\ InNet(m, "REP")
+       /\ h # 0 /\ StaleREP(n, m, h) # {}
+       /\ Commit(n, Do(Do(NodeView(n), n, h, RepView(n, m, h), "RecvREPStale", 0), n, old, conn[n][old], "Stale", 0), {m})
+       /\ UNCHANGED nextLid
+       /\ bogusStale' = (bogusStale \/ ~ConnectedMatch(n, m.src, m.qpn))
+
+RecvMRA(m) == InNet(m, "MRA") /\ Deliver(m.dst, m, IF m.info = 0 THEN "RecvMRAForREQ" ELSE "RecvMRAForREP")
+RecvREJ(m) == InNet(m, "REJ") /\ m.info # 10 /\ Deliver(m.dst, m, "RecvREJ")
+RecvREJStale(m) == InNet(m, "REJ") /\ m.info = 10 /\ Deliver(m.dst, m, "RecvREJStale")
+RecvRTU(m) == InNet(m, "RTU") /\ Deliver(m.dst, m, "RecvRTU")
+RecvDREP(m) == InNet(m, "DREP") /\ Deliver(m.dst, m, "RecvDREP")
+
+\* A DREQ whose remote QPN is not the id's QPN is dropped before the table.
+RecvDREQ(m) ==
+    LET h == Target(m.dst, m) IN
+    /\ InNet(m, "DREQ")
+    /\ IF h # 0 /\ conn[m.dst][h].qpn # m.qpn
+       THEN Commit(m.dst, NodeView(m.dst), {m}) /\ UNCHANGED <<nextLid, bogusStale>>
+       ELSE Deliver(m.dst, m, "RecvDREQ")
+
+-----------------------------------------------------------------------------
+(* The environment.                                                         *)
+
+Lose(m) == m \in net /\ net' = net \ {m} /\ UNCHANGED <<conn, ridTable, qpnTable, nextLid, crashes, bogusStale>>
+
+\* A crash loses all CM state; the peers keep theirs, which is how stale
+\* connections arise. QPs are gone too, so their numbers come back. The comm
+\* ID allocator restarts from a random point (Linux seeds it at boot), which
+\* the model keeps as "where it was", so new IDs differ from the old ones.
+Crash(n) ==
+    /\ crashes < MaxCrashes
+    /\ \E h \in Handles : conn[n][h].state # "IDLE"
+    /\ conn' = [conn EXCEPT ![n] = [h \in Handles |-> IdleConn]]
+    /\ ridTable' = [ridTable EXCEPT ![n] = {}]
+    /\ qpnTable' = [qpnTable EXCEPT ![n] = {}]
+    /\ net' = {m \in net : m.dst # n}
+    /\ crashes' = crashes + 1
+    /\ UNCHANGED <<nextLid, bogusStale>>
+
+Next ==
+    \/ \E n \in Nodes, h \in Handles :
+          \/ Connect(n, h) \/ Accept(n, h) \/ SendMRA(n, h) \/ SendRTU(n, h) \/ Reject(n, h)
+          \/ Disconnect(n, h) \/ SendDREP(n, h) \/ CommEst(n, h) \/ Destroy(n, h)
+          \/ Timeout(n, h) \/ TimeoutFinal(n, h) \/ TimeWaitExpiry(n, h)
+    \/ \E m \in net :
+          \/ RecvREQ(m) \/ RecvREQStale(m) \/ RecvREQUnlisted(m) \/ RecvREP(m) \/ RecvREPStale(m)
+          \/ RecvMRA(m) \/ RecvREJ(m) \/ RecvREJStale(m) \/ RecvRTU(m) \/ RecvDREQ(m) \/ RecvDREP(m)
+          \/ Lose(m)
+    \/ \E n \in Nodes : Crash(n)
+
+\* The application answers, timers fire, TimeWait ends.
+Fairness ==
+    /\ \A n \in Nodes, h \in Handles :
+          /\ WF_vars(Accept(n, h)) /\ WF_vars(SendRTU(n, h)) /\ WF_vars(SendDREP(n, h))
+          /\ WF_vars(Timeout(n, h)) /\ WF_vars(TimeoutFinal(n, h)) /\ WF_vars(TimeWaitExpiry(n, h))
+
+Spec == Init /\ [][Next]_vars
+LiveSpec == Spec /\ Fairness
+
+NetBound == Cardinality(net) <= MaxNet
+
+-----------------------------------------------------------------------------
+(* Invariants. pbt/ implements each in Go under the same name.              *)
+
+\* A REJ(10) goes out only for a REQ or REP whose (remote CA GUID, remote QPN)
+\* matches an id that is still connected; a TimeWait match alone never does.
+NoBogusStaleReject == ~bogusStale
+
+\* No node holds two connected ids for the same remote (CA GUID, QPN).
+StaleDetected ==
+    \A n \in Nodes, h1, h2 \in Handles :
+        (h1 # h2 /\ conn[n][h1].state \in ConnectedStates /\ conn[n][h2].state \in ConnectedStates)
+            => <<conn[n][h1].rnode, conn[n][h1].rqpn>> # <<conn[n][h2].rnode, conn[n][h2].rqpn>>
+
+\* A table entry exists exactly when its owner is in a state that tracks it.
+TablesMatchStates ==
+    \A n \in Nodes :
+        /\ \A e \in ridTable[n] : e[1] = conn[n][e[3]].rnode /\ e[2] = conn[n][e[3]].rid
+        /\ \A e \in qpnTable[n] : e[1] = conn[n][e[3]].rnode /\ e[2] = conn[n][e[3]].rqpn
+        /\ \A h \in Handles :
+              /\ (conn[n][h].state \in RemoteIDStates) = (\E e \in ridTable[n] : e[3] = h)
+              /\ TracksQPN(conn[n][h].state) = (\E e \in qpnTable[n] : e[3] = h)
+
+\* A local comm ID is never reused before TimeWait exit.
+UniqueLocalCommID ==
+    \A n \in Nodes, h1, h2 \in Handles :
+        (h1 # h2 /\ conn[n][h1].state \in HoldStates /\ conn[n][h2].state \in HoldStates)
+            => conn[n][h1].lid # conn[n][h2].lid
+
+\* Two ESTABLISHED ends that name each other agree on comm IDs and QPNs.
+EstablishedAgree ==
+    \A a, b \in Nodes, x, y \in Handles :
+        LET cx == conn[a][x]  cy == conn[b][y] IN
+        (cx.state = "ESTABLISHED" /\ cy.state = "ESTABLISHED" /\ a # b
+         /\ cx.rnode = b /\ cx.rid = cy.lid /\ cy.rnode = a /\ cy.rid = cx.lid)
+            => cx.rqpn = cy.qpn /\ cy.rqpn = cx.qpn
+
+(* Liveness under Fairness.                                                 *)
+AttemptStates == {"REQ_SENT", "MRA_REQ_RCVD", "REQ_RCVD", "MRA_REQ_SENT", "REP_SENT",
+                  "MRA_REP_RCVD", "REP_RCVD", "MRA_REP_SENT"}
+
+AttemptsEnd == \A n \in Nodes, h \in Handles :
+    conn[n][h].state \in AttemptStates ~> conn[n][h].state \in {"ESTABLISHED", "IDLE"}
+
+TimeWaitEnds == \A n \in Nodes, h \in Handles :
+    conn[n][h].state = "TIMEWAIT" ~> conn[n][h].state = "IDLE"
+
+=============================================================================
