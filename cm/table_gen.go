@@ -133,6 +133,8 @@ const (
 	EvRecvREQStale
 	// EvRecvREQUnlisted: new REQ for a service ID nobody listens on
 	EvRecvREQUnlisted
+	// EvRecvREQRefused: new REQ with a listener that the engine refuses before creating an id (REJ reason from the engine: 3 no resources, 12/18 invalid primary/alternate GID)
+	EvRecvREQRefused
 	// EvRecvMRAForREQ: MRA with message MRAed = REQ
 	EvRecvMRAForREQ
 	// EvRecvMRAForREP: MRA with message MRAed = REP
@@ -194,9 +196,9 @@ const (
 )
 
 // NumEvents is the number of Event values.
-const NumEvents = 37
+const NumEvents = 38
 
-var eventNames = [NumEvents]string{"RecvREQ", "RecvREQStale", "RecvREQUnlisted", "RecvMRAForREQ", "RecvMRAForREP", "RecvMRAForLAP", "RecvREJ", "RecvREJStale", "RecvREP", "RecvREPStale", "RecvRTU", "RecvDREQ", "RecvDREP", "RecvLAP", "RecvAPR", "RecvSIDRREQ", "RecvSIDRREQUnlisted", "RecvSIDRREP", "RecvClassPortInfoGet", "Listen", "Connect", "SendMRA", "Accept", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "LoadAltPath", "AnswerLAP", "SIDRRequest", "SIDRReply", "Destroy", "Stale", "Timeout", "TimeoutFinal", "TimeWaitExpiry"}
+var eventNames = [NumEvents]string{"RecvREQ", "RecvREQStale", "RecvREQUnlisted", "RecvREQRefused", "RecvMRAForREQ", "RecvMRAForREP", "RecvMRAForLAP", "RecvREJ", "RecvREJStale", "RecvREP", "RecvREPStale", "RecvRTU", "RecvDREQ", "RecvDREP", "RecvLAP", "RecvAPR", "RecvSIDRREQ", "RecvSIDRREQUnlisted", "RecvSIDRREP", "RecvClassPortInfoGet", "Listen", "Connect", "SendMRA", "Accept", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "LoadAltPath", "AnswerLAP", "SIDRRequest", "SIDRReply", "Destroy", "Stale", "Timeout", "TimeoutFinal", "TimeWaitExpiry"}
 
 // String returns the spec name of the Event.
 func (x Event) String() string {
@@ -212,41 +214,42 @@ func _() {
 	_ = x[EvRecvREQ-0]
 	_ = x[EvRecvREQStale-1]
 	_ = x[EvRecvREQUnlisted-2]
-	_ = x[EvRecvMRAForREQ-3]
-	_ = x[EvRecvMRAForREP-4]
-	_ = x[EvRecvMRAForLAP-5]
-	_ = x[EvRecvREJ-6]
-	_ = x[EvRecvREJStale-7]
-	_ = x[EvRecvREP-8]
-	_ = x[EvRecvREPStale-9]
-	_ = x[EvRecvRTU-10]
-	_ = x[EvRecvDREQ-11]
-	_ = x[EvRecvDREP-12]
-	_ = x[EvRecvLAP-13]
-	_ = x[EvRecvAPR-14]
-	_ = x[EvRecvSIDRREQ-15]
-	_ = x[EvRecvSIDRREQUnlisted-16]
-	_ = x[EvRecvSIDRREP-17]
-	_ = x[EvRecvClassPortInfoGet-18]
-	_ = x[EvListen-19]
-	_ = x[EvConnect-20]
-	_ = x[EvSendMRA-21]
-	_ = x[EvAccept-22]
-	_ = x[EvSendRTU-23]
-	_ = x[EvReject-24]
-	_ = x[EvDisconnect-25]
-	_ = x[EvSendDREP-26]
-	_ = x[EvCommEst-27]
-	_ = x[EvLoadAltPath-28]
-	_ = x[EvAnswerLAP-29]
-	_ = x[EvSIDRRequest-30]
-	_ = x[EvSIDRReply-31]
-	_ = x[EvDestroy-32]
-	_ = x[EvStale-33]
-	_ = x[EvTimeout-34]
-	_ = x[EvTimeoutFinal-35]
-	_ = x[EvTimeWaitExpiry-36]
-	_ = x[NumEvents-37]
+	_ = x[EvRecvREQRefused-3]
+	_ = x[EvRecvMRAForREQ-4]
+	_ = x[EvRecvMRAForREP-5]
+	_ = x[EvRecvMRAForLAP-6]
+	_ = x[EvRecvREJ-7]
+	_ = x[EvRecvREJStale-8]
+	_ = x[EvRecvREP-9]
+	_ = x[EvRecvREPStale-10]
+	_ = x[EvRecvRTU-11]
+	_ = x[EvRecvDREQ-12]
+	_ = x[EvRecvDREP-13]
+	_ = x[EvRecvLAP-14]
+	_ = x[EvRecvAPR-15]
+	_ = x[EvRecvSIDRREQ-16]
+	_ = x[EvRecvSIDRREQUnlisted-17]
+	_ = x[EvRecvSIDRREP-18]
+	_ = x[EvRecvClassPortInfoGet-19]
+	_ = x[EvListen-20]
+	_ = x[EvConnect-21]
+	_ = x[EvSendMRA-22]
+	_ = x[EvAccept-23]
+	_ = x[EvSendRTU-24]
+	_ = x[EvReject-25]
+	_ = x[EvDisconnect-26]
+	_ = x[EvSendDREP-27]
+	_ = x[EvCommEst-28]
+	_ = x[EvLoadAltPath-29]
+	_ = x[EvAnswerLAP-30]
+	_ = x[EvSIDRRequest-31]
+	_ = x[EvSIDRReply-32]
+	_ = x[EvDestroy-33]
+	_ = x[EvStale-34]
+	_ = x[EvTimeout-35]
+	_ = x[EvTimeoutFinal-36]
+	_ = x[EvTimeWaitExpiry-37]
+	_ = x[NumEvents-38]
 }
 
 // EventClass says where an event comes from.
@@ -566,7 +569,7 @@ func (s State) Attr() StateAttr {
 	return stateAttrs[s]
 }
 
-var eventClasses = [NumEvents]EventClass{EvRecvREQ: ClassRecv, EvRecvREQStale: ClassRecv, EvRecvREQUnlisted: ClassRecv, EvRecvMRAForREQ: ClassRecv, EvRecvMRAForREP: ClassRecv, EvRecvMRAForLAP: ClassRecv, EvRecvREJ: ClassRecv, EvRecvREJStale: ClassRecv, EvRecvREP: ClassRecv, EvRecvREPStale: ClassRecv, EvRecvRTU: ClassRecv, EvRecvDREQ: ClassRecv, EvRecvDREP: ClassRecv, EvRecvLAP: ClassRecv, EvRecvAPR: ClassRecv, EvRecvSIDRREQ: ClassRecv, EvRecvSIDRREQUnlisted: ClassRecv, EvRecvSIDRREP: ClassRecv, EvRecvClassPortInfoGet: ClassRecv, EvListen: ClassApp, EvConnect: ClassApp, EvSendMRA: ClassApp, EvAccept: ClassApp, EvSendRTU: ClassApp, EvReject: ClassApp, EvDisconnect: ClassApp, EvSendDREP: ClassApp, EvCommEst: ClassApp, EvLoadAltPath: ClassApp, EvAnswerLAP: ClassApp, EvSIDRRequest: ClassApp, EvSIDRReply: ClassApp, EvDestroy: ClassApp, EvStale: ClassInternal, EvTimeout: ClassTimer, EvTimeoutFinal: ClassTimer, EvTimeWaitExpiry: ClassTimer}
+var eventClasses = [NumEvents]EventClass{EvRecvREQ: ClassRecv, EvRecvREQStale: ClassRecv, EvRecvREQUnlisted: ClassRecv, EvRecvREQRefused: ClassRecv, EvRecvMRAForREQ: ClassRecv, EvRecvMRAForREP: ClassRecv, EvRecvMRAForLAP: ClassRecv, EvRecvREJ: ClassRecv, EvRecvREJStale: ClassRecv, EvRecvREP: ClassRecv, EvRecvREPStale: ClassRecv, EvRecvRTU: ClassRecv, EvRecvDREQ: ClassRecv, EvRecvDREP: ClassRecv, EvRecvLAP: ClassRecv, EvRecvAPR: ClassRecv, EvRecvSIDRREQ: ClassRecv, EvRecvSIDRREQUnlisted: ClassRecv, EvRecvSIDRREP: ClassRecv, EvRecvClassPortInfoGet: ClassRecv, EvListen: ClassApp, EvConnect: ClassApp, EvSendMRA: ClassApp, EvAccept: ClassApp, EvSendRTU: ClassApp, EvReject: ClassApp, EvDisconnect: ClassApp, EvSendDREP: ClassApp, EvCommEst: ClassApp, EvLoadAltPath: ClassApp, EvAnswerLAP: ClassApp, EvSIDRRequest: ClassApp, EvSIDRReply: ClassApp, EvDestroy: ClassApp, EvStale: ClassInternal, EvTimeout: ClassTimer, EvTimeoutFinal: ClassTimer, EvTimeWaitExpiry: ClassTimer}
 
 // Class returns where the event comes from.
 func (e Event) Class() EventClass {
@@ -620,6 +623,11 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next:   StateIdle,
 		Reason: 8,
 		Send:   MsgREJ,
+	}, // a listener exists but the engine refuses the REQ before creating an id: REJ 3 (no resources: MaxIDs or MaxHalfOpen reached), 12 (invalid primary GID, ARI = GID) or 18 (invalid alternate GID); the reason comes from the engine
+	EvRecvREQRefused: {
+		Kind: KindStateless,
+		Next: StateIdle,
+		Send: MsgREJ,
 	}, EvRecvMRAForREQ: {
 		Kind: KindDrop,
 		Next: StateIdle,
@@ -675,7 +683,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateIdle,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
+	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C). A Get names no id, so only the IDLE row answers it
 	EvRecvClassPortInfoGet: {
 		Kind: KindStateless,
 		Next: StateIdle,
@@ -749,6 +757,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateListen,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateListen,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateListen,
@@ -794,73 +805,74 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvSIDRREP: {
 	Kind: KindDrop,
 	Next: StateListen,
-}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
-		Next: StateListen,
-		Send: MsgClassPortInfo,
-	}, EvListen: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvConnect: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvSendMRA: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvAccept: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvSendRTU: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvReject: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvDisconnect: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvSendDREP: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvCommEst: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvLoadAltPath: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvAnswerLAP: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvSIDRRequest: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvSIDRReply: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvDestroy: {
-		Effects: EffRemoveListen | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-	}, EvStale: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvTimeout: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvTimeoutFinal: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}, EvTimeWaitExpiry: {
-		Kind: KindInvalid,
-		Next: StateListen,
-	}}, StateReqSent: {EvRecvREQ: {
+}, EvRecvClassPortInfoGet: {
+	Kind: KindDrop,
+	Next: StateListen,
+}, EvListen: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvConnect: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvSendMRA: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvAccept: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvSendRTU: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvReject: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvDisconnect: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvSendDREP: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvCommEst: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvLoadAltPath: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvSIDRRequest: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvSIDRReply: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvDestroy: {
+	Effects: EffRemoveListen | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+}, EvStale: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvTimeout: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvTimeoutFinal: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvTimeWaitExpiry: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}}, StateReqSent: {EvRecvREQ: {
 	Kind: KindDrop,
 	Next: StateReqSent,
 }, EvRecvREQStale: {
 	Kind: KindDrop,
 	Next: StateReqSent,
 }, EvRecvREQUnlisted: {
+	Kind: KindDrop,
+	Next: StateReqSent,
+}, EvRecvREQRefused: {
 	Kind: KindDrop,
 	Next: StateReqSent,
 }, EvRecvMRAForREQ: {
@@ -922,11 +934,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateReqSent,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateReqSent,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateReqSent,
@@ -1003,6 +1013,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateReqRcvd,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateReqRcvd,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateReqRcvd,
@@ -1052,62 +1065,60 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvSIDRREP: {
 	Kind: KindDrop,
 	Next: StateReqRcvd,
-}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
-		Next: StateReqRcvd,
-		Send: MsgClassPortInfo,
-	}, EvListen: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvConnect: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvSendMRA: {
-		Kind: KindTransition,
-		Next: StateMraReqSent,
-		Send: MsgMRA,
-	}, EvAccept: {
-		Effects: EffStartTimer,
-		Kind:    KindTransition,
-		Next:    StateRepSent,
-		Send:    MsgREP,
-	}, EvSendRTU: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvReject: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Send:    MsgREJ,
-	}, EvDisconnect: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvSendDREP: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvCommEst: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvLoadAltPath: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvAnswerLAP: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvSIDRRequest: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvSIDRReply: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
-	}, EvDestroy: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Reason:  28,
-		Send:    MsgREJ,
-	}, // not yet established: REJ(10) stands in for the DREQ
+}, EvRecvClassPortInfoGet: {
+	Kind: KindDrop,
+	Next: StateReqRcvd,
+}, EvListen: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvConnect: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvSendMRA: {
+	Kind: KindTransition,
+	Next: StateMraReqSent,
+	Send: MsgMRA,
+}, EvAccept: {
+	Effects: EffStartTimer,
+	Kind:    KindTransition,
+	Next:    StateRepSent,
+	Send:    MsgREP,
+}, EvSendRTU: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvReject: {
+	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Send:    MsgREJ,
+}, EvDisconnect: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvSendDREP: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvCommEst: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvLoadAltPath: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvSIDRRequest: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvSIDRReply: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
+}, EvDestroy: {
+	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Reason:  28,
+	Send:    MsgREJ,
+}, // not yet established: REJ(10) stands in for the DREQ
 	EvStale: {
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
@@ -1134,6 +1145,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraReqSent,
 	}, EvRecvREQUnlisted: {
+		Kind: KindDrop,
+		Next: StateMraReqSent,
+	}, EvRecvREQRefused: {
 		Kind: KindDrop,
 		Next: StateMraReqSent,
 	}, EvRecvMRAForREQ: {
@@ -1185,11 +1199,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateMraReqSent,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateMraReqSent,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
@@ -1265,6 +1277,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateMraReqRcvd,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateMraReqRcvd,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateMraReqRcvd,
@@ -1322,11 +1337,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateMraReqRcvd,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateMraReqRcvd,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateMraReqRcvd,
@@ -1406,6 +1419,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvREQUnlisted: {
 		Kind: KindDrop,
 		Next: StateRepSent,
+	}, EvRecvREQRefused: {
+		Kind: KindDrop,
+		Next: StateRepSent,
 	}, EvRecvMRAForREQ: {
 		Kind: KindDrop,
 		Next: StateRepSent,
@@ -1462,11 +1478,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateRepSent,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateRepSent,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateRepSent,
@@ -1547,6 +1561,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateRepRcvd,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateRepRcvd,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateRepRcvd,
@@ -1596,84 +1613,85 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvSIDRREP: {
 	Kind: KindDrop,
 	Next: StateRepRcvd,
-}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
-		Next: StateRepRcvd,
-		Send: MsgClassPortInfo,
-	}, EvListen: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvConnect: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvSendMRA: {
-		Kind: KindTransition,
-		Next: StateMraRepSent,
-		Send: MsgMRA,
-	}, EvAccept: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvSendRTU: {
-		Kind:   KindTransition,
-		Next:   StateEstablished,
-		Notice: NoticeEstablished,
-		Send:   MsgRTU,
-	}, EvReject: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Send:    MsgREJ,
-	}, EvDisconnect: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvSendDREP: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvCommEst: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvLoadAltPath: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvAnswerLAP: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvSIDRRequest: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvSIDRReply: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvDestroy: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Reason:  28,
-		Send:    MsgREJ,
-	}, EvStale: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
-		Kind:    KindTransition,
-		Next:    StateTimeWait,
-		Notice:  NoticeStale,
-		Reason:  10,
-		Send:    MsgREJ,
-	}, EvTimeout: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvTimeoutFinal: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}, EvTimeWaitExpiry: {
-		Kind: KindInvalid,
-		Next: StateRepRcvd,
-	}}, StateMraRepSent: {EvRecvREQ: {
+}, EvRecvClassPortInfoGet: {
+	Kind: KindDrop,
+	Next: StateRepRcvd,
+}, EvListen: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvConnect: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvSendMRA: {
+	Kind: KindTransition,
+	Next: StateMraRepSent,
+	Send: MsgMRA,
+}, EvAccept: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvSendRTU: {
+	Kind:   KindTransition,
+	Next:   StateEstablished,
+	Notice: NoticeEstablished,
+	Send:   MsgRTU,
+}, EvReject: {
+	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Send:    MsgREJ,
+}, EvDisconnect: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvSendDREP: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvCommEst: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvLoadAltPath: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvSIDRRequest: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvSIDRReply: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvDestroy: {
+	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Reason:  28,
+	Send:    MsgREJ,
+}, EvStale: {
+	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+	Kind:    KindTransition,
+	Next:    StateTimeWait,
+	Notice:  NoticeStale,
+	Reason:  10,
+	Send:    MsgREJ,
+}, EvTimeout: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvTimeoutFinal: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}, EvTimeWaitExpiry: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
+}}, StateMraRepSent: {EvRecvREQ: {
 	Kind: KindDrop,
 	Next: StateMraRepSent,
 }, EvRecvREQStale: {
 	Kind: KindDrop,
 	Next: StateMraRepSent,
 }, EvRecvREQUnlisted: {
+	Kind: KindDrop,
+	Next: StateMraRepSent,
+}, EvRecvREQRefused: {
 	Kind: KindDrop,
 	Next: StateMraRepSent,
 }, EvRecvMRAForREQ: {
@@ -1728,11 +1746,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateMraRepSent,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateMraRepSent,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateMraRepSent,
@@ -1810,6 +1826,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvREQUnlisted: {
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
+	}, EvRecvREQRefused: {
+		Kind: KindDrop,
+		Next: StateMraRepRcvd,
 	}, EvRecvMRAForREQ: {
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
@@ -1864,11 +1883,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateMraRepRcvd,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateMraRepRcvd,
@@ -1949,6 +1966,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateEstablished,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateEstablished,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateEstablished,
@@ -2003,11 +2023,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateEstablished,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateEstablished,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateEstablished,
@@ -2081,6 +2099,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateDreqSent,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateDreqSent,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateDreqSent,
@@ -2135,11 +2156,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateDreqSent,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateDreqSent,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateDreqSent,
@@ -2210,6 +2229,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateDreqRcvd,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateDreqRcvd,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateDreqRcvd,
@@ -2258,11 +2280,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateDreqRcvd,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateDreqRcvd,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateDreqRcvd,
@@ -2333,6 +2353,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateTimeWait,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateTimeWait,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateTimeWait,
@@ -2380,11 +2403,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvSIDRREP: {
 		Kind: KindDrop,
 		Next: StateTimeWait,
-	}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
+	}, EvRecvClassPortInfoGet: {
+		Kind: KindDrop,
 		Next: StateTimeWait,
-		Send: MsgClassPortInfo,
 	}, EvListen: {
 		Kind: KindInvalid,
 		Next: StateTimeWait,
@@ -2451,6 +2472,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvREQUnlisted: {
 	Kind: KindDrop,
 	Next: StateSidrReqSent,
+}, EvRecvREQRefused: {
+	Kind: KindDrop,
+	Next: StateSidrReqSent,
 }, EvRecvMRAForREQ: {
 	Kind: KindDrop,
 	Next: StateSidrReqSent,
@@ -2498,77 +2522,78 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind:    KindTransition,
 	Next:    StateIdle,
 	Notice:  NoticeSIDRReply,
-}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
-		Next: StateSidrReqSent,
-		Send: MsgClassPortInfo,
-	}, EvListen: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvConnect: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvSendMRA: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvAccept: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvSendRTU: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvReject: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvDisconnect: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvSendDREP: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvCommEst: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvLoadAltPath: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvAnswerLAP: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvSIDRRequest: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvSIDRReply: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvDestroy: {
-		Effects: EffStopTimer | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-	}, EvStale: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}, EvTimeout: {
-		Effects: EffResend,
-		Kind:    KindTransition,
-		Next:    StateSidrReqSent,
-		Send:    MsgSIDRReq,
-	}, EvTimeoutFinal: {
-		Effects: EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Notice:  NoticeTimedOut,
-	}, EvTimeWaitExpiry: {
-		Kind: KindInvalid,
-		Next: StateSidrReqSent,
-	}}, StateSidrReqRcvd: {EvRecvREQ: {
+}, EvRecvClassPortInfoGet: {
+	Kind: KindDrop,
+	Next: StateSidrReqSent,
+}, EvListen: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvConnect: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvSendMRA: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvAccept: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvSendRTU: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvReject: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvDisconnect: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvSendDREP: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvCommEst: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvLoadAltPath: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvSIDRRequest: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvSIDRReply: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvDestroy: {
+	Effects: EffStopTimer | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+}, EvStale: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}, EvTimeout: {
+	Effects: EffResend,
+	Kind:    KindTransition,
+	Next:    StateSidrReqSent,
+	Send:    MsgSIDRReq,
+}, EvTimeoutFinal: {
+	Effects: EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Notice:  NoticeTimedOut,
+}, EvTimeWaitExpiry: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
+}}, StateSidrReqRcvd: {EvRecvREQ: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
 }, EvRecvREQStale: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
 }, EvRecvREQUnlisted: {
+	Kind: KindDrop,
+	Next: StateSidrReqRcvd,
+}, EvRecvREQRefused: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
 }, EvRecvMRAForREQ: {
@@ -2616,71 +2641,69 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvSIDRREP: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
-}, // 12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)
-	EvRecvClassPortInfoGet: {
-		Kind: KindStateless,
-		Next: StateSidrReqRcvd,
-		Send: MsgClassPortInfo,
-	}, EvListen: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvConnect: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvSendMRA: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvAccept: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvSendRTU: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvReject: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvDisconnect: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvSendDREP: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvCommEst: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvLoadAltPath: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvAnswerLAP: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvSIDRRequest: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvSIDRReply: {
-		Effects: EffRemoveSIDR | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Send:    MsgSIDRRep,
-	}, EvDestroy: {
-		Effects: EffRemoveSIDR | EffFree,
-		Kind:    KindTransition,
-		Next:    StateIdle,
-		Reason:  2,
-		Send:    MsgSIDRRep,
-	}, EvStale: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvTimeout: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvTimeoutFinal: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}, EvTimeWaitExpiry: {
-		Kind: KindInvalid,
-		Next: StateSidrReqRcvd,
-	}}}
+}, EvRecvClassPortInfoGet: {
+	Kind: KindDrop,
+	Next: StateSidrReqRcvd,
+}, EvListen: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvConnect: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvSendMRA: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvAccept: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvSendRTU: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvReject: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvDisconnect: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvSendDREP: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvCommEst: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvLoadAltPath: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvSIDRRequest: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvSIDRReply: {
+	Effects: EffRemoveSIDR | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Send:    MsgSIDRRep,
+}, EvDestroy: {
+	Effects: EffRemoveSIDR | EffFree,
+	Kind:    KindTransition,
+	Next:    StateIdle,
+	Reason:  2,
+	Send:    MsgSIDRRep,
+}, EvStale: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvTimeout: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvTimeoutFinal: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}, EvTimeWaitExpiry: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
+}}}
 
 // lapTransitions is the alternate-path table; only LAP events have entries.
 var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMRAForLAP: {

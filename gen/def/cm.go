@@ -51,6 +51,7 @@ var Events = []Event{
 	{Name: "RecvREQ", Class: Recv, Doc: "REQ: new (IDLE row, after the passive checks) or a duplicate of a known one"},
 	{Name: "RecvREQStale", Class: Recv, Doc: "new REQ whose (remote QPN, CA GUID) matches a connected id (12.4.1)"},
 	{Name: "RecvREQUnlisted", Class: Recv, Doc: "new REQ for a service ID nobody listens on"},
+	{Name: "RecvREQRefused", Class: Recv, Doc: "new REQ with a listener that the engine refuses before creating an id (REJ reason from the engine: 3 no resources, 12/18 invalid primary/alternate GID)"},
 	{Name: "RecvMRAForREQ", Class: Recv, Doc: "MRA with message MRAed = REQ"},
 	{Name: "RecvMRAForREP", Class: Recv, Doc: "MRA with message MRAed = REP"},
 	{Name: "RecvMRAForLAP", Class: Recv, LAP: true, Doc: "MRA with message MRAed = other (LAP)"},
@@ -129,14 +130,16 @@ var (
 // event's class (Recv: Drop, App: Invalid, Timer and Internal: Invalid).
 var Rules = []Rule{
 	// ---- Stateless answers and the passive side's first steps (IDLE row).
-	{From: allStates, On: "RecvClassPortInfoGet", Kind: Stateless, Send: PortInfo,
-		Why: "12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C)"},
+	{From: s("IDLE"), On: "RecvClassPortInfoGet", Kind: Stateless, Send: PortInfo,
+		Why: "12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C). A Get names no id, so only the IDLE row answers it"},
 	{From: s("IDLE"), On: "RecvREQ", To: "REQ_RCVD", Effects: e(InsertRemoteID, InsertRemoteQPN), Notice: REQReceived,
 		Why: "a new REQ that passed the duplicate, stale and listener checks"},
 	{From: s("IDLE"), On: "RecvREQStale", Kind: Stateless, Send: REJ, Reason: RejStale, Effects: e(StaleOther),
 		Why: "12.9.8.3.1: REJ the REQ (stale connection, message REQ), then DREQ the old connection, which enters TimeWait"},
 	{From: s("IDLE"), On: "RecvREQUnlisted", Kind: Stateless, Send: REJ, Reason: RejInvalidService,
 		Why: "no listener for the service ID"},
+	{From: s("IDLE"), On: "RecvREQRefused", Kind: Stateless, Send: REJ,
+		Why: "a listener exists but the engine refuses the REQ before creating an id: REJ 3 (no resources: MaxIDs or MaxHalfOpen reached), 12 (invalid primary GID, ARI = GID) or 18 (invalid alternate GID); the reason comes from the engine"},
 	{From: s("IDLE"), On: "RecvDREQ", Kind: Stateless, Send: DREP,
 		Why: "12.9.8.4: a DREQ for an unknown comm ID is answered by a DREP, so the peer can leave DREQ_SENT"},
 	{From: s("IDLE"), On: "RecvLAP", Kind: Stateless, Send: APR, Reason: APRInvalidCommID,
