@@ -1,0 +1,200 @@
+package cm
+
+import (
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Time is a monotonic time in nanoseconds, as the caller of an Engine counts
+// it. The Engine never reads a clock: every input carries the current Time.
+type Time int64
+
+// Add returns t+d.
+func (t Time) Add(d time.Duration) Time { return t + Time(d) }
+
+// Sub returns t-u as a duration.
+func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }
+
+// Duration returns t as the duration since time zero.
+func (t Time) Duration() time.Duration { return time.Duration(t) }
+
+func (t Time) String() string { return time.Duration(t).String() }
+
+// Never is the deadline of "no timer".
+const Never Time = 1<<63 - 1
+
+// Clock is the Manager's source of time and timers. RealClock uses the
+// runtime's monotonic clock; FakeClock is driven by tests.
+type Clock interface {
+	Now() Time
+	// NewTimer returns a stopped timer.
+	NewTimer() ClockTimer
+}
+
+// ClockTimer is a one-shot timer whose channel receives after Reset's
+// duration. Reset re-arms it (discarding a pending fire); Stop disarms it.
+type ClockTimer interface {
+	C() <-chan struct{}
+	Reset(d time.Duration)
+	Stop()
+}
+
+// RealClock returns a Clock over the runtime's monotonic clock; Time zero is
+// the moment RealClock was called.
+func RealClock() Clock { return &realClock{base: time.Now()} }
+
+type realClock struct{ base time.Time }
+
+func (c *realClock) Now() Time { return Time(time.Since(c.base)) }
+
+func (c *realClock) NewTimer() ClockTimer {
+	t := &realTimer{c: make(chan struct{}, 1)}
+	t.t = time.AfterFunc(time.Hour, t.fire)
+	t.t.Stop()
+	return t
+}
+
+// realTimer forwards a time.AfterFunc timer to a channel. The generation
+// counter discards a fire that raced with Reset or Stop.
+type realTimer struct {
+	mu    sync.Mutex
+	t     *time.Timer
+	c     chan struct{}
+	gen   uint64
+	armed uint64
+}
+
+func (t *realTimer) fire() {
+	t.mu.Lock()
+	ok := t.armed == t.gen
+	t.mu.Unlock()
+	if ok {
+		select {
+		case t.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (t *realTimer) C() <-chan struct{} { return t.c }
+
+func (t *realTimer) Reset(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	t.armed = t.gen
+	t.drain()
+	t.t.Reset(d)
+}
+
+func (t *realTimer) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	t.t.Stop()
+	t.drain()
+}
+
+func (t *realTimer) drain() {
+	select {
+	case <-t.c:
+	default:
+	}
+}
+
+// FakeClock is a Clock for tests: time moves only when Advance or Set is
+// called, and timers fire then.
+type FakeClock struct {
+	mu     sync.Mutex
+	now    Time
+	timers []*fakeTimer
+}
+
+// NewFakeClock returns a FakeClock at time start.
+func NewFakeClock(start Time) *FakeClock { return &FakeClock{now: start} }
+
+// Now returns the fake time.
+func (c *FakeClock) Now() Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// NewTimer returns a stopped fake timer.
+func (c *FakeClock) NewTimer() ClockTimer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{clock: c, c: make(chan struct{}, 1), at: Never}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// Advance moves the fake time forward by d and fires every timer that is due.
+func (c *FakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// Set moves the fake time to t (never backwards) and fires due timers.
+func (c *FakeClock) Set(t Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t > c.now {
+		c.now = t
+	}
+	for _, tm := range c.timers {
+		if tm.at <= c.now {
+			tm.at = Never
+			select {
+			case tm.c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Deadline returns the earliest armed timer's deadline, or Never.
+func (c *FakeClock) Deadline() Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := Never
+	for _, tm := range c.timers {
+		d = min(d, tm.at)
+	}
+	return d
+}
+
+type fakeTimer struct {
+	clock *FakeClock
+	c     chan struct{}
+	at    Time
+}
+
+func (t *fakeTimer) C() <-chan struct{} { return t.c }
+
+func (t *fakeTimer) Reset(d time.Duration) {
+	t.clock.mu.Lock()
+	t.at = t.clock.now.Add(d)
+	select {
+	case <-t.c:
+	default:
+	}
+	now := t.clock.now
+	t.clock.mu.Unlock()
+	if d <= 0 {
+		t.clock.Set(now)
+	}
+}
+
+func (t *fakeTimer) Stop() {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	t.at = Never
+	select {
+	case <-t.c:
+	default:
+	}
+}
+
+// CommID is a local or remote communication ID (12.6.1). 0 means none.
+type CommID uint32
+
+func (id CommID) String() string { return "0x" + strconv.FormatUint(uint64(id), 16) }

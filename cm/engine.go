@@ -1,0 +1,508 @@
+package cm
+
+import (
+	"time"
+
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// Config configures an Engine. The zero value of every bound means its
+// default.
+type Config struct {
+	// LocalGUID is the CA GUID this engine's port belongs to. It goes into
+	// REQ and REP (Local CA GUID) and, with the remote QPN or comm ID, keys
+	// the remote tables of the peer.
+	LocalGUID uint64
+	// LocalGID, when non-zero, is the port's GID: a REQ whose primary path
+	// names another remote port GID is refused with REJ 12 (invalid GID,
+	// ARI = that GID) before the listener sees it.
+	LocalGID wire.GID
+	// AltGIDs, when non-empty, are the GIDs an alternate path may name (the
+	// CA's other ports); a REQ whose alternate remote port GID is not among
+	// them is refused with REJ 18.
+	AltGIDs []wire.GID
+	// Seed sets the start of the cyclic comm-ID allocator.
+	Seed uint64
+	// LegacyTimeWaitQPN reproduces the Linux seed bug: the remote-QPN entry
+	// of an id stays until TimeWait exit instead of leaving on entry, so a
+	// new REQ from a reused QPN is stale-rejected (spec/cm.tla QPNAfter).
+	LegacyTimeWaitQPN bool
+	// DisableStaleCheck turns off passive stale-connection detection
+	// (spec/cm.tla StaleCheck = FALSE).
+	DisableStaleCheck bool
+
+	// MaxIDs bounds the ids holding a local comm ID (TimeWait included).
+	// Default 1<<20. Connect, Listen and SIDRRequest beyond it fail with
+	// ErrNoResources; a REQ beyond it is refused like MaxHalfOpen.
+	MaxIDs int
+	// MaxHalfOpen bounds the passive ids not yet established (REQ_RCVD,
+	// MRA_REQ_SENT, REP_SENT, MRA_REP_RCVD): the REQ-flood backlog. Default
+	// 4096. A REQ beyond it gets REJ 3 (no resources), or is dropped when
+	// DropExcessREQ is set.
+	MaxHalfOpen   int
+	DropExcessREQ bool
+	// MaxOutbound bounds the MADs waiting in Ready. Default 4096. A MAD
+	// beyond it is dropped and counted, as a lossy fabric would; timers
+	// retransmit what matters.
+	MaxOutbound int
+
+	// RespTimeValue is the ClassPortInfo RespTimeValue (5 bits). Default 20.
+	RespTimeValue uint8
+	// MinTimeWait is a lower bound on the TimeWait length, which is
+	// otherwise 4.096 µs × 2^(primary path Local ACK Timeout).
+	MinTimeWait time.Duration
+	// TIDHigh is the high half of the TIDs this engine originates; the low
+	// half is the local comm ID.
+	TIDHigh uint32
+
+	// Trace, when non-nil, is called after every table step.
+	Trace Tracer
+}
+
+const (
+	defaultMaxIDs      = 1 << 20
+	defaultMaxHalfOpen = 4096
+	defaultMaxOutbound = 4096
+	// DefaultRespTimeValue is the ClassPortInfo RespTimeValue when the
+	// Config leaves it zero (about 4.3 s, rdma_cm's CM response timeout).
+	DefaultRespTimeValue = 20
+)
+
+// Stats counts what an Engine did. Counters only grow.
+type Stats struct {
+	Received        uint64 // MADs given to Recv
+	Malformed       uint64 // refused by the codec (ErrMalformed)
+	Unsupported     uint64 // well-formed but not for the CM (ErrUnsupported)
+	Dropped         uint64 // Drop cells: duplicates and late messages
+	DREQQPNMismatch uint64 // DREQs whose remote QPN is not the id's QPN
+	Unmatched       uint64 // messages that matched no id and got no answer
+	InternalInvalid uint64 // Invalid cells hit by a timer or Stale (e.g. Stale on a legacy TimeWait id)
+	Sent            uint64 // MADs queued for sending
+	OutboundDropped uint64 // MADs dropped because MaxOutbound was reached
+	Retransmits     uint64 // resends after a timeout
+	Responses       uint64 // resends answering a duplicate (not counted as retries: Linux bug 9)
+	StaleRejects    uint64 // REJ 10 sent
+	RefusedREQs     uint64 // REQs refused for resources (REJ 3 or dropped)
+	Timeouts        uint64 // retries exhausted
+	TimeWaitPeak    int    // the longest the TimeWait list has been
+}
+
+// Ready is the output of an Engine since the last Advance: MADs to send and
+// notifications for the application. The slices and the messages they
+// point to stay valid until Advance.
+type Ready struct {
+	Messages      []transport.Packet
+	Notifications []Notification
+}
+
+// Notification tells the application what happened to one id: the generated
+// Notice plus its payload.
+type Notification struct {
+	Notice Notice
+	ID     CommID
+	State  State // the id's state after the step
+	Prev   State // the id's state before the step
+	LAP    LAPState
+	// Listen is the listening id that took a REQ or SIDR_REQ.
+	Listen CommID
+	// Reason: Rejected: the REJ's reason. TimedOut and Stale: the REJ
+	// reason we sent, if any.
+	Reason wire.RejectReason
+	// From is the sender of Msg.
+	From transport.Addr
+	// Msg is the received message behind the notice (REQ, REP, MRA, REJ,
+	// RTU, DREQ, DREP, LAP, APR, SIDR_REQ, SIDR_REP), or nil when a call or
+	// a timer caused it. It stays valid until Advance.
+	Msg *wire.MAD
+}
+
+// Engine is the pure core of the CM for one port: a state machine over the
+// generated transition table with its lookup tables and timers. It does no
+// I/O, reads no clock and starts no goroutine; it is not safe for
+// concurrent use. Feed it received MADs (Recv), application calls and the
+// passage of time (Tick); collect what it wants sent and what the
+// application must hear with Ready, then call Advance.
+type Engine struct {
+	cfg Config
+	now Time
+
+	ids        map[CommID]*conn
+	head, tail *conn
+	nextID     uint32
+
+	remoteID   map[RemoteIDKey]*conn
+	remoteAddr map[addrKey]*conn // the remote-ID entries by peer port (REJ with no GUID)
+	remoteQPN  map[RemoteQPNKey]*conn
+	sidr       map[SIDRKey]*conn
+	listens    listenTable
+
+	twHead, twTail *conn
+	twLen          int
+	halfOpen       int
+
+	timers timerHeap
+
+	out        []transport.Packet
+	notes      []Notification
+	pool       []*wire.MAD
+	poolUsed   int
+	readyOut   int
+	readyNotes int
+	readyPool  int
+	rxClaimed  bool
+
+	tx        wire.MAD           // scratch for building messages
+	txBuf     [wire.MADSize]byte // scratch for a pre-encoded message
+	freeConns []*conn
+	freeBufs  []*[wire.MADSize]byte
+
+	idle  conn // the IDLE row's stand-in
+	stats Stats
+}
+
+// NewEngine returns an Engine. The Config's LocalGUID should be set.
+func NewEngine(cfg Config) *Engine {
+	if cfg.MaxIDs <= 0 {
+		cfg.MaxIDs = defaultMaxIDs
+	}
+	if cfg.MaxHalfOpen <= 0 {
+		cfg.MaxHalfOpen = defaultMaxHalfOpen
+	}
+	if cfg.MaxOutbound <= 0 {
+		cfg.MaxOutbound = defaultMaxOutbound
+	}
+	if cfg.RespTimeValue == 0 {
+		cfg.RespTimeValue = DefaultRespTimeValue
+	}
+	return &Engine{
+		cfg:        cfg,
+		ids:        map[CommID]*conn{},
+		nextID:     uint32(splitmix64(cfg.Seed)),
+		remoteID:   map[RemoteIDKey]*conn{},
+		remoteAddr: map[addrKey]*conn{},
+		remoteQPN:  map[RemoteQPNKey]*conn{},
+		sidr:       map[SIDRKey]*conn{},
+	}
+}
+
+// Config returns the engine's configuration, defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Now returns the latest time the engine was given.
+func (e *Engine) Now() Time { return e.now }
+
+// Stats returns the counters.
+func (e *Engine) Stats() Stats { return e.stats }
+
+func (e *Engine) setNow(now Time) {
+	if now > e.now {
+		e.now = now
+	}
+}
+
+// HasReady reports whether Ready has anything.
+func (e *Engine) HasReady() bool { return len(e.out) > 0 || len(e.notes) > 0 }
+
+// Ready returns the MADs to send and the notifications produced since the
+// last Advance. They stay valid until Advance; calls made in between add to
+// the next Ready.
+func (e *Engine) Ready() Ready {
+	e.readyOut, e.readyNotes, e.readyPool = len(e.out), len(e.notes), e.poolUsed
+	return Ready{Messages: e.out, Notifications: e.notes}
+}
+
+// Advance acknowledges the last Ready: its MADs were sent (or dropped) and
+// its notifications handled. Its buffers are reused.
+func (e *Engine) Advance() {
+	e.out = e.out[:copy(e.out, e.out[e.readyOut:])]
+	n := copy(e.notes, e.notes[e.readyNotes:])
+	clear(e.notes[n:])
+	e.notes = e.notes[:n]
+	// Rotate the payload pool so the slots still referenced come first.
+	if r := e.readyPool; r > 0 {
+		reverse(e.pool[:r])
+		reverse(e.pool[r:e.poolUsed])
+		reverse(e.pool[:e.poolUsed])
+		e.poolUsed -= r
+	}
+	e.readyOut, e.readyNotes, e.readyPool = 0, 0, 0
+}
+
+func reverse(s []*wire.MAD) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
+}
+
+// Deadline returns the earliest timer deadline, and false when no timer runs.
+func (e *Engine) Deadline() (Time, bool) {
+	if len(e.timers) == 0 {
+		return Never, false
+	}
+	return e.timers[0].deadline, true
+}
+
+// Tick fires every timer due at now, in deadline order.
+func (e *Engine) Tick(now Time) {
+	e.setNow(now)
+	for len(e.timers) > 0 && e.timers[0].deadline <= e.now {
+		c := e.timers[0]
+		e.stopTimer(c)
+		e.fire(c)
+	}
+}
+
+func (e *Engine) fire(c *conn) {
+	in := input{}
+	switch {
+	case c.state == StateTimeWait:
+		in.ev = EvTimeWaitExpiry
+	case c.retries > 0:
+		in.ev = EvTimeout
+	default:
+		in.ev = EvTimeoutFinal
+	}
+	e.step(c, &in)
+}
+
+// rxSlot returns the pool slot the next received MAD is decoded into.
+func (e *Engine) rxSlot() *wire.MAD {
+	if e.poolUsed == len(e.pool) {
+		e.pool = append(e.pool, new(wire.MAD))
+	}
+	e.rxClaimed = false
+	return e.pool[e.poolUsed]
+}
+
+// input is everything one step needs besides the id: the event, the
+// received message or the call's parameters.
+type input struct {
+	ev   Event
+	m    *wire.MAD       // received message, or nil
+	from *transport.Addr // its sender
+
+	stale *conn // StaleOther: the connected id the REQ or REP showed stale
+
+	// Call parameters.
+	reason   wire.RejectReason   // REJ (0: the table's or consumer)
+	status   uint8               // APR / SIDR_REP status
+	timeout  uint8               // MRA service timeout
+	ari      []byte              // REJ ARI, APR/SIDR_REP additional information
+	pd       []byte              // private data
+	pre      *[wire.MADSize]byte // a message encoded before the step (Connect, Accept, ...)
+	req      *wire.REQ           // Connect: the REQ template
+	rep      *wire.REP           // Accept: the REP template
+	lap      *wire.LAP           // LoadAltPath: the LAP template
+	sidrQPN  uint32
+	sidrQKey uint32
+}
+
+// step applies the table entry for (c.state, in.ev) to c. For app events it
+// returns a *StateError when the table refuses.
+func (e *Engine) step(c *conn, in *input) error {
+	from := c.state
+	tr := Lookup(from, in.ev)
+	switch tr.Kind {
+	case KindDrop:
+		e.stats.Dropped++
+		e.trace(in.ev, c.id, from, from, KindDrop, nil)
+		return nil
+	case KindInvalid:
+		if in.ev.Class() == ClassApp {
+			return &StateError{ID: c.id, State: from, Event: in.ev}
+		}
+		e.stats.InternalInvalid++
+		e.trace(in.ev, c.id, from, from, KindInvalid, nil)
+		return nil
+	case KindSub:
+		return e.stepLAP(c, in)
+	case KindStateless:
+		// Only the IDLE row answers statelessly; classify calls stateless().
+		e.stateless(in, tr)
+		return nil
+	}
+	if tr.Send != MsgNONE {
+		e.send(c, in, tr.Send, tr.Reason, tr.Effects&EffResend != 0, false)
+	}
+	eff := tr.Effects
+	var stale *conn
+	if eff&EffStopTimer != 0 {
+		e.stopTimer(c)
+	}
+	if eff&EffInsertRemoteID != 0 {
+		e.insertRemoteID(c)
+	}
+	if eff&EffRemoveRemoteID != 0 {
+		e.removeRemoteID(c)
+	}
+	if eff&EffInsertRemoteQPN != 0 {
+		e.insertRemoteQPN(c)
+	}
+	if eff&EffRemoveRemoteQPN != 0 && !(e.cfg.LegacyTimeWaitQPN && eff&EffEnterTimeWait != 0) {
+		e.removeRemoteQPN(c)
+	}
+	if eff&EffInsertListen != 0 {
+		e.listens.insert(c)
+	}
+	if eff&EffRemoveListen != 0 {
+		e.listens.remove(c)
+	}
+	if eff&EffInsertSIDR != 0 {
+		e.insertSIDR(c)
+	}
+	if eff&EffRemoveSIDR != 0 {
+		e.removeSIDR(c)
+	}
+	if eff&EffStaleOther != 0 {
+		stale = in.stale
+	}
+	if eff&EffStartTimer != 0 {
+		c.retries = c.maxRetry
+		c.curTO = c.respTO
+		e.arm(c, e.now.Add(c.curTO))
+	}
+	if eff&EffExtendTimer != 0 {
+		e.extend(c, in)
+	}
+	if eff&EffEnterTimeWait != 0 {
+		e.enterTimeWait(c)
+		e.dropSent(c)
+		e.arm(c, e.now.Add(e.timeWait(c)))
+	}
+	if eff&EffExitTimeWait != 0 {
+		e.exitTimeWait(c)
+		if e.cfg.LegacyTimeWaitQPN {
+			e.removeRemoteQPN(c)
+		}
+	}
+	// A timeout with retries left resent the message: wait again.
+	if in.ev == EvTimeout && tr.Next.Attr().Timer && tr.Next == from {
+		c.retries--
+		e.arm(c, e.now.Add(c.curTO))
+	}
+	if halfOpen(from) != halfOpen(tr.Next) {
+		if halfOpen(from) {
+			e.halfOpen--
+		} else {
+			e.halfOpen++
+		}
+	}
+	if tr.Next != StateEstablished && c.lap != LAPUninit {
+		c.lap = LAPUninit
+		e.putBuf(c.lapSent)
+		c.lapSent = nil
+	}
+	if tr.Next == StateEstablished && from != StateEstablished {
+		c.lap = LAPUninit
+		if c.flags&flagAlt != 0 {
+			c.lap = LAPIdle
+		}
+	}
+	c.state = tr.Next
+	id := c.id
+	if tr.Notice != NoticeNone {
+		e.notify(c, tr.Notice, from, in, tr.Reason)
+	}
+	if eff&EffFree != 0 && e.ids[c.id] == c {
+		e.release(c)
+	}
+	e.trace(in.ev, id, from, tr.Next, KindTransition, nil)
+	if stale != nil {
+		e.step(stale, &input{ev: EvStale})
+	}
+	return nil
+}
+
+// stepLAP applies the alternate-path table to an ESTABLISHED id.
+func (e *Engine) stepLAP(c *conn, in *input) error {
+	lfrom := c.lap
+	tr := LookupLAP(lfrom, in.ev)
+	sub := &lapStep{from: lfrom, to: tr.Next, kind: tr.Kind}
+	switch tr.Kind {
+	case KindDrop:
+		e.stats.Dropped++
+		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+		return nil
+	case KindInvalid:
+		if in.ev.Class() == ClassApp {
+			return &StateError{ID: c.id, State: c.state, LAP: lfrom, Sub: true, Event: in.ev}
+		}
+		e.stats.InternalInvalid++
+		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+		return nil
+	}
+	if tr.Send != MsgNONE {
+		e.send(c, in, tr.Send, tr.Reason, tr.Effects&EffResend != 0, true)
+	}
+	eff := tr.Effects
+	if eff&EffStopTimer != 0 {
+		e.stopTimer(c)
+	}
+	if eff&EffStartTimer != 0 {
+		c.retries = c.maxRetry
+		c.curTO = c.respTO
+		e.arm(c, e.now.Add(c.curTO))
+	}
+	if eff&EffExtendTimer != 0 {
+		e.extend(c, in)
+	}
+	if in.ev == EvTimeout && tr.Next == lfrom {
+		c.retries--
+		e.arm(c, e.now.Add(c.curTO))
+	}
+	c.lap = tr.Next
+	if tr.Notice != NoticeNone {
+		e.notify(c, tr.Notice, c.state, in, 0)
+	}
+	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+	return nil
+}
+
+// extend applies an MRA: the outstanding request now waits the MRA's
+// service timeout plus a round trip (2 × packet life time, approximated by
+// the path's Local ACK Timeout), for this try and the retries after it.
+func (e *Engine) extend(c *conn, in *input) {
+	var svc uint8
+	if in.m != nil {
+		svc = in.m.MRA.ServiceTimeout
+	}
+	c.curTO = wire.TimeoutDuration(svc) + wire.TimeoutDuration(c.ackTO)
+	e.arm(c, e.now.Add(c.curTO))
+}
+
+// timeWait is the TimeWait length of c: the path's Local ACK Timeout
+// (≈ 2 × packet life time + ACK delay), at least Config.MinTimeWait.
+func (e *Engine) timeWait(c *conn) time.Duration {
+	return max(wire.TimeoutDuration(c.ackTO), e.cfg.MinTimeWait)
+}
+
+type lapStep struct {
+	from, to LAPState
+	kind     Kind
+}
+
+func (e *Engine) trace(ev Event, id CommID, from, to State, k Kind, sub *lapStep) {
+	if e.cfg.Trace == nil {
+		return
+	}
+	ts := TraceStep{Time: e.now, Event: ev, ID: id, From: from, To: to, Kind: k}
+	if sub != nil {
+		ts.LAPFrom, ts.LAPTo, ts.LAPKind = sub.from, sub.to, sub.kind
+	}
+	e.cfg.Trace(ts)
+}
+
+func (e *Engine) notify(c *conn, n Notice, from State, in *input, sentReason uint16) {
+	nt := Notification{Notice: n, ID: c.id, State: c.state, Prev: from, LAP: c.lap, Listen: c.listen,
+		Reason: wire.RejectReason(sentReason)}
+	if in.m != nil {
+		nt.Msg = in.m
+		nt.From = *in.from
+		e.rxClaimed = true
+		if in.m.AttrID == wire.AttrREJ && n != NoticeStale {
+			nt.Reason = in.m.REJ.Reason
+		}
+	}
+	e.notes = append(e.notes, nt)
+}

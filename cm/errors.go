@@ -1,0 +1,80 @@
+package cm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// Errors returned by the Engine and the Manager. Match them with errors.Is.
+var (
+	// ErrInvalidState: the table does not allow the call in the id's state
+	// (Kind Invalid). The error is a *StateError naming the state and event.
+	ErrInvalidState = errors.New("cm: not allowed in this state")
+	// ErrBusy: Listen overlaps an existing listen of the same specificity.
+	ErrBusy = errors.New("cm: service ID already listened on")
+	// ErrNoResources: a configured bound (MaxIDs) is reached.
+	ErrNoResources = errors.New("cm: no resources")
+	// ErrMalformed: Recv got a MAD the codec refuses; the error also matches
+	// the wire package's sentinel (wire.ErrBaseVersion, wire.ErrShortBuffer, ...).
+	ErrMalformed = errors.New("cm: malformed MAD")
+	// ErrUnsupported: Recv got a well-formed MAD the CM does not handle (a
+	// method other than Send for a CM message, Get for anything but
+	// ClassPortInfo, a response method).
+	ErrUnsupported = errors.New("cm: unsupported MAD")
+	// ErrBadParam: an application call's parameters do not encode.
+	ErrBadParam = errors.New("cm: invalid parameter")
+	// ErrTimeout: the peer did not answer within the retries (Manager).
+	ErrTimeout = errors.New("cm: timed out")
+	// ErrClosed: the Manager (or Listener, Conn) is closed.
+	ErrClosed = errors.New("cm: closed")
+	// ErrDisconnected: the connection ended while the call waited.
+	ErrDisconnected = errors.New("cm: disconnected")
+	// ErrStale: the connection was found stale (12.4.1) and torn down.
+	ErrStale = errors.New("cm: stale connection")
+)
+
+// StateError is the error of an application call that the transition table
+// refuses. It unwraps to ErrInvalidState.
+type StateError struct {
+	ID    CommID
+	State State
+	LAP   LAPState // meaningful when Sub is true
+	Sub   bool     // the alternate-path sub-table refused it
+	Event Event
+}
+
+func (e *StateError) Error() string {
+	if e.Sub {
+		return fmt.Sprintf("cm: %s not allowed for id %s in %s/%s", e.Event, e.ID, e.State, e.LAP)
+	}
+	return fmt.Sprintf("cm: %s not allowed for id %s in %s", e.Event, e.ID, e.State)
+}
+
+func (e *StateError) Unwrap() error { return ErrInvalidState }
+
+// RejectError reports a connection attempt the peer (or the local engine on
+// its behalf) rejected with a REJ. Use errors.As to get it.
+type RejectError struct {
+	Reason      wire.RejectReason
+	ARI         []byte
+	PrivateData []byte
+}
+
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("cm: rejected: %s (%d)", e.Reason, uint16(e.Reason))
+}
+
+// APRError reports a LAP the peer answered with an APR status other than
+// success.
+type APRError struct {
+	Status wire.APRStatus
+	Info   []byte
+}
+
+func (e *APRError) Error() string {
+	return fmt.Sprintf("cm: alternate path refused: %s (%d)", e.Status, uint8(e.Status))
+}
+
+func malformed(err error) error { return fmt.Errorf("%w: %w", ErrMalformed, err) }

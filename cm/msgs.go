@@ -1,0 +1,323 @@
+package cm
+
+import (
+	"encoding/binary"
+
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// storable reports the messages kept for Resend, and in which slot.
+func storable(m Msg, lap bool) bool {
+	switch m {
+	case MsgREQ, MsgREP, MsgRTU, MsgDREQ, MsgSIDRReq, MsgLAP:
+		return true
+	case MsgMRA:
+		return true
+	}
+	_ = lap
+	return false
+}
+
+func attrOf(m Msg) wire.AttrID {
+	switch m {
+	case MsgClassPortInfo:
+		return wire.AttrClassPortInfo
+	case MsgREQ:
+		return wire.AttrREQ
+	case MsgMRA:
+		return wire.AttrMRA
+	case MsgREJ:
+		return wire.AttrREJ
+	case MsgREP:
+		return wire.AttrREP
+	case MsgRTU:
+		return wire.AttrRTU
+	case MsgDREQ:
+		return wire.AttrDREQ
+	case MsgDREP:
+		return wire.AttrDREP
+	case MsgSIDRReq:
+		return wire.AttrSIDRReq
+	case MsgSIDRRep:
+		return wire.AttrSIDRRep
+	case MsgLAP:
+		return wire.AttrLAP
+	case MsgAPR:
+		return wire.AttrAPR
+	}
+	return 0
+}
+
+func bufAttr(b *[wire.MADSize]byte) wire.AttrID {
+	return wire.AttrID(binary.BigEndian.Uint16(b[16:18]))
+}
+
+// ownTID is the TID of a request this engine originates for c.
+func (e *Engine) ownTID(c *conn) uint64 { return uint64(e.cfg.TIDHigh)<<32 | uint64(c.id) }
+
+// emit queues one MAD for addr.
+func (e *Engine) emit(addr *transport.Addr, b *[wire.MADSize]byte) {
+	if len(e.out) >= e.cfg.MaxOutbound {
+		e.stats.OutboundDropped++
+		return
+	}
+	e.out = append(e.out, transport.Packet{Addr: *addr, MAD: *b})
+	if e.out[len(e.out)-1].Addr.QKey == 0 {
+		e.out[len(e.out)-1].Addr.QKey = transport.GSIQKey
+	}
+	if e.out[len(e.out)-1].Addr.QPN == 0 {
+		e.out[len(e.out)-1].Addr.QPN = 1
+	}
+	e.stats.Sent++
+	if bufAttr(b) == wire.AttrREJ && binary.BigEndian.Uint16(b[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
+		e.stats.StaleRejects++
+	}
+}
+
+// send sends message m for c as a table entry asks: the stored copy for
+// Resend, the message the call pre-encoded, or one built from c.
+func (e *Engine) send(c *conn, in *input, m Msg, reason uint16, resend, lap bool) {
+	slot := &c.sent
+	if lap {
+		slot = &c.lapSent
+	}
+	if resend {
+		if *slot != nil && bufAttr(*slot) == attrOf(m) {
+			if in.ev == EvTimeout {
+				e.stats.Retransmits++
+			} else {
+				e.stats.Responses++
+			}
+			e.emit(&c.addr, *slot)
+			return
+		}
+		// No stored copy of that message (say, a REP reaching the passive
+		// end): rebuild what carries no application data.
+		if m != MsgRTU {
+			e.stats.Dropped++
+			return
+		}
+		e.stats.Responses++
+	}
+	var buf *[wire.MADSize]byte
+	if storable(m, lap) {
+		if *slot == nil {
+			*slot = e.getBuf()
+		}
+		buf = *slot
+	}
+	switch {
+	case in.pre != nil && buf != nil:
+		*buf = *in.pre
+	case in.pre != nil:
+		buf = in.pre
+	default:
+		if buf == nil {
+			buf = &e.txBuf
+		}
+		if err := e.build(c, in, m, reason, buf); err != nil {
+			// Built from the id's own fields, this cannot fail; count it.
+			e.stats.OutboundDropped++
+			return
+		}
+	}
+	e.emit(&c.addr, buf)
+}
+
+// rejFields returns the Local Comm ID and Message REJected of a REJ sent
+// by c in state s, as Linux's cm_format_rej does.
+func rejFields(c *conn, s State, ev Event) (CommID, wire.MsgResponse) {
+	if ev == EvRecvREPStale {
+		return c.id, wire.MsgRespREP
+	}
+	switch s {
+	case StateReqRcvd:
+		return 0, wire.MsgRespREQ
+	case StateMraReqSent:
+		return c.id, wire.MsgRespREQ
+	case StateRepRcvd, StateMraRepSent:
+		return c.id, wire.MsgRespREP
+	}
+	return c.id, wire.MsgRespOther
+}
+
+// build encodes message m for c into buf. The application's templates come
+// in through in; table reasons override the caller's.
+func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADSize]byte) error {
+	h := wire.Header{TID: c.tid}
+	var msg wire.Message
+	switch m {
+	case MsgREQ:
+		r := &e.tx.REQ
+		*r = *in.req
+		r.LocalCommID = uint32(c.id)
+		r.LocalCAGUID = e.cfg.LocalGUID
+		h.TID = e.ownTID(c)
+		msg = r
+	case MsgREP:
+		r := &e.tx.REP
+		*r = *in.rep
+		r.LocalCommID = uint32(c.id)
+		r.RemoteCommID = uint32(c.rid)
+		r.LocalCAGUID = e.cfg.LocalGUID
+		msg = r
+	case MsgMRA:
+		r := &e.tx.MRA
+		*r = wire.MRA{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), ServiceTimeout: in.timeout}
+		switch c.state {
+		case StateReqRcvd:
+			r.MessageMRAed = wire.MsgRespREQ
+		case StateRepRcvd:
+			r.MessageMRAed = wire.MsgRespREP
+		default:
+			r.MessageMRAed = wire.MsgRespOther
+		}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		msg = r
+	case MsgREJ:
+		r := &e.tx.REJ
+		*r = wire.REJ{RemoteCommID: uint32(c.rid)}
+		lid, what := rejFields(c, c.state, in.ev)
+		r.LocalCommID, r.MessageRejected = uint32(lid), what
+		r.Reason = wire.RejectReason(reason)
+		if r.Reason == 0 {
+			r.Reason = in.reason
+		}
+		if r.Reason == 0 {
+			r.Reason = wire.RejectConsumerDefined
+		}
+		ari := in.ari
+		var guid [8]byte
+		if ari == nil && r.Reason == wire.RejectTimeout {
+			binary.BigEndian.PutUint64(guid[:], e.cfg.LocalGUID)
+			ari = guid[:]
+		}
+		if err := r.SetARI(ari); err != nil {
+			return err
+		}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		if c.state == StateReqSent || c.state == StateMraReqRcvd {
+			h.TID = e.ownTID(c)
+		}
+		msg = r
+	case MsgRTU:
+		r := &e.tx.RTU
+		*r = wire.RTU{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid)}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		msg = r
+	case MsgDREQ:
+		r := &e.tx.DREQ
+		*r = wire.DREQ{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), RemoteQPNEECN: c.rqpn}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		h.TID = e.ownTID(c)
+		msg = r
+	case MsgDREP:
+		r := &e.tx.DREP
+		*r = wire.DREP{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid)}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		if in.m != nil {
+			h.TID = in.m.TID
+		}
+		msg = r
+	case MsgLAP:
+		r := &e.tx.LAP
+		*r = *in.lap
+		r.LocalCommID = uint32(c.id)
+		r.RemoteCommID = uint32(c.rid)
+		r.RemoteQPNEECN = c.rqpn
+		h.TID = e.ownTID(c)
+		msg = r
+	case MsgAPR:
+		r := &e.tx.APR
+		*r = wire.APR{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), ARStatus: wire.APRStatus(in.status)}
+		if err := r.SetAdditionalInformation(in.ari); err != nil {
+			return err
+		}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		msg = r
+	case MsgSIDRReq:
+		r := &e.tx.SIDRReq
+		*r = wire.SIDRReq{RequestID: uint32(c.id), PartitionKey: c.pkey, ServiceID: c.sid}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		h.TID = e.ownTID(c)
+		msg = r
+	case MsgSIDRRep:
+		r := &e.tx.SIDRRep
+		*r = wire.SIDRRep{RequestID: uint32(c.rid), Status: wire.SIDRStatus(in.status), ServiceID: c.sid}
+		if reason != 0 {
+			r.Status = wire.SIDRStatus(reason)
+		}
+		if r.Status == wire.SIDRSuccess {
+			r.QPN, r.QKey = in.sidrQPN, in.sidrQKey
+		}
+		if err := r.SetAdditionalInformation(in.ari); err != nil {
+			return err
+		}
+		if err := r.SetPrivateData(in.pd); err != nil {
+			return err
+		}
+		msg = r
+	default:
+		return ErrBadParam
+	}
+	return wire.EncodeMAD(buf, h, msg)
+}
+
+// stateless answers a message that matched no id, from the message itself
+// (spec/cm.tla Reply), then raises Stale on the id it showed stale.
+func (e *Engine) stateless(in *input, tr Transition) {
+	m := in.m
+	h := wire.Header{TID: m.TID}
+	var msg wire.Message
+	switch tr.Send {
+	case MsgREJ:
+		r := &e.tx.REJ
+		*r = wire.REJ{RemoteCommID: m.REQ.LocalCommID, MessageRejected: wire.MsgRespREQ,
+			Reason: wire.RejectReason(tr.Reason)}
+		if r.Reason == 0 {
+			r.Reason = in.reason
+		}
+		if err := r.SetARI(in.ari); err != nil {
+			return
+		}
+		msg = r
+	case MsgDREP:
+		e.tx.DREP = wire.DREP{LocalCommID: m.DREQ.RemoteCommID, RemoteCommID: m.DREQ.LocalCommID}
+		msg = &e.tx.DREP
+	case MsgAPR:
+		e.tx.APR = wire.APR{LocalCommID: m.LAP.RemoteCommID, RemoteCommID: m.LAP.LocalCommID,
+			ARStatus: wire.APRStatus(tr.Reason)}
+		msg = &e.tx.APR
+	case MsgSIDRRep:
+		e.tx.SIDRRep = wire.SIDRRep{RequestID: m.SIDRReq.RequestID, Status: wire.SIDRStatus(tr.Reason),
+			ServiceID: m.SIDRReq.ServiceID}
+		msg = &e.tx.SIDRRep
+	case MsgClassPortInfo:
+		h.Method = wire.MethodGetResp
+		e.tx.ClassPortInfo = wire.ClassPortInfo{BaseVersion: wire.BaseVersion, ClassVersion: wire.ClassVersionCM,
+			RespTimeValue: e.cfg.RespTimeValue}
+		msg = &e.tx.ClassPortInfo
+	}
+	if msg != nil && wire.EncodeMAD(&e.txBuf, h, msg) == nil {
+		e.emit(in.from, &e.txBuf)
+	}
+	e.trace(in.ev, 0, StateIdle, StateIdle, KindStateless, nil)
+	if tr.Effects&EffStaleOther != 0 && in.stale != nil {
+		e.step(in.stale, &input{ev: EvStale})
+	}
+}

@@ -1,0 +1,479 @@
+// Package simnet is a simulated InfiniBand fabric for CM engines.
+//
+// Its main mode is deterministic: a Sim drives several cm.Engines directly
+// on a virtual clock with a seeded scheduler (math/rand/v2), no goroutines
+// and no wall clock, so a seed replays a run exactly. Messages can be lost,
+// duplicated, reordered and delayed at configurable rates, and nodes can
+// crash and restart. In manual mode messages wait until the caller
+// delivers, drops or duplicates them, which is what the scenario tests do.
+//
+// Fabric is the real-time mode: endpoints that implement
+// transport.Transport, so a cm.Manager runs over the same simulated
+// network with real timers.
+package simnet
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// Config configures the network of a Sim or a Fabric.
+type Config struct {
+	Seed uint64
+	// Loss, Dup and Reorder are per-message probabilities in [0, 1].
+	// A reordered message takes ReorderDelay longer than the others.
+	Loss, Dup, Reorder float64
+	// Delay is the one-way delay of every message (default 1 µs), Jitter
+	// a random extra in [0, Jitter).
+	Delay, Jitter time.Duration
+	// ReorderDelay is the extra delay of a reordered message (default 20 ×
+	// Delay).
+	ReorderDelay time.Duration
+	// Manual: messages wait in Pending until Deliver, Drop or Dup (Sim only).
+	Manual bool
+}
+
+func (c *Config) defaults() {
+	if c.Delay <= 0 {
+		c.Delay = time.Microsecond
+	}
+	if c.ReorderDelay <= 0 {
+		c.ReorderDelay = 20 * c.Delay
+	}
+}
+
+// Packet is one MAD in flight.
+type Packet struct {
+	Seq      uint64
+	From, To *Node
+	At       cm.Time // delivery time (automatic mode)
+	MAD      [wire.MADSize]byte
+	Copy     bool // a duplicate made by the network
+}
+
+// Attr returns the packet's attribute ID.
+func (p *Packet) Attr() wire.AttrID { return wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18])) }
+
+// Node is one CM port on the simulated fabric.
+type Node struct {
+	Name   string
+	GUID   uint64
+	Addr   transport.Addr // LID (and GID) others reach it at
+	Engine *cm.Engine
+	// Handler is the application: it gets every notification of the node's
+	// engine, in order, and may call the engine (with Sim.Now()).
+	Handler func(n *Node, nt *cm.Notification)
+	// OnCrash is called after a crash replaced the engine.
+	OnCrash func(n *Node)
+	// RecvErr is called when the engine refuses a delivered MAD.
+	RecvErr func(n *Node, p *Packet, err error)
+
+	sim     *Sim
+	cfg     cm.Config
+	crashes int
+}
+
+// Sim returns the simulation the node belongs to.
+func (n *Node) Sim() *Sim { return n.sim }
+
+// Stats counts what the network did.
+type Stats struct {
+	Sent          uint64 // MADs the engines queued
+	Delivered     uint64
+	Lost          uint64 // dropped by the loss rate or Drop
+	Duplicated    uint64
+	Reordered     uint64
+	Undeliverable uint64 // no node at the destination, or discarded by a crash
+	Crashes       uint64
+	// BogusStaleRejects counts REJ(10) answers to a REQ or REP whose
+	// (CA GUID, QPN) no connected id of the receiver held when it arrived:
+	// spec/cm.tla NoBogusStaleReject, checked from the id states, outside
+	// the engine's tables.
+	BogusStaleRejects uint64
+	StaleRejects      uint64 // every REJ(10) sent
+}
+
+// Sim is a deterministic simulation of engines on a fabric.
+type Sim struct {
+	cfg   Config
+	rng   *rand.Rand
+	now   cm.Time
+	nodes []*Node
+	byLID map[uint16]*Node
+	queue pktHeap
+	pend  []*Packet
+	seq   uint64
+	stats Stats
+
+	// OnSend is called for every MAD an engine sends, before the network
+	// decides its fate; OnDeliver before a MAD reaches its engine.
+	OnSend    func(p *Packet)
+	OnDeliver func(p *Packet)
+
+	oracle oracleState
+}
+
+type oracleState struct {
+	node    *Node
+	active  bool
+	match   bool
+	localID uint32 // the REQ's or REP's Local Comm ID: the REJ's Remote Comm ID
+}
+
+// New returns an empty simulation.
+func New(cfg Config) *Sim {
+	cfg.defaults()
+	return &Sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), byLID: map[uint16]*Node{}}
+}
+
+// Now returns the virtual time.
+func (s *Sim) Now() cm.Time { return s.now }
+
+// Rand returns the simulation's random source, for workloads that want to
+// stay deterministic under the same seed.
+func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+// Stats returns the network counters.
+func (s *Sim) Stats() Stats { return s.stats }
+
+// Nodes returns the nodes in the order they were added.
+func (s *Sim) Nodes() []*Node { return s.nodes }
+
+// AddNode adds a node with the engine configuration cfg. Its LID is its
+// index + 1 and its GID fe80::<LID>; a zero LocalGUID becomes 0x1000 + LID
+// and a zero Seed one from the simulation's source.
+func (s *Sim) AddNode(name string, cfg cm.Config) *Node {
+	lid := uint16(len(s.nodes) + 1)
+	if cfg.LocalGUID == 0 {
+		cfg.LocalGUID = 0x1000 + uint64(lid)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = s.rng.Uint64()
+	}
+	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s, cfg: cfg}
+	n.Addr = transport.Addr{LID: lid, QPN: 1, QKey: transport.GSIQKey}
+	n.Addr.GID[0], n.Addr.GID[1] = 0xfe, 0x80
+	binary.BigEndian.PutUint16(n.Addr.GID[14:], lid)
+	n.Engine = cm.NewEngine(cfg)
+	s.nodes = append(s.nodes, n)
+	s.byLID[lid] = n
+	return n
+}
+
+// Crash loses all of a node's CM state, as a reboot does: a fresh engine
+// (with a new allocator seed) replaces it and every message on its way to
+// the node is lost. Its peers keep their state.
+func (s *Sim) Crash(n *Node) {
+	cfg := n.cfg
+	cfg.Seed = s.rng.Uint64()
+	n.Engine = cm.NewEngine(cfg)
+	n.crashes++
+	s.stats.Crashes++
+	keep := s.queue[:0]
+	for _, p := range s.queue {
+		if p.To == n {
+			s.stats.Undeliverable++
+			continue
+		}
+		keep = append(keep, p)
+	}
+	clear(s.queue[len(keep):])
+	s.queue = keep
+	s.queue.init()
+	pend := s.pend[:0]
+	for _, p := range s.pend {
+		if p.To == n {
+			s.stats.Undeliverable++
+			continue
+		}
+		pend = append(pend, p)
+	}
+	s.pend = pend
+	if n.OnCrash != nil {
+		n.OnCrash(n)
+	}
+}
+
+// Flush collects everything the engines want sent and told, routes the
+// MADs into the network and runs the handlers, until no engine has output.
+func (s *Sim) Flush() {
+	for busy := true; busy; {
+		busy = false
+		for _, n := range s.nodes {
+			for n.Engine.HasReady() {
+				busy = true
+				e := n.Engine
+				rd := e.Ready()
+				for i := range rd.Messages {
+					s.route(n, &rd.Messages[i])
+				}
+				if n.Handler != nil {
+					for i := range rd.Notifications {
+						n.Handler(n, &rd.Notifications[i])
+					}
+				}
+				if n.Engine == e {
+					e.Advance()
+				}
+			}
+		}
+	}
+}
+
+func (s *Sim) route(from *Node, p *transport.Packet) {
+	s.stats.Sent++
+	to := s.byLID[p.Addr.LID]
+	pk := &Packet{Seq: s.seq, From: from, To: to, MAD: p.MAD}
+	s.seq++
+	if pk.Attr() == wire.AttrREJ && binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
+		s.stats.StaleRejects++
+		if o := &s.oracle; o.node == from && o.active &&
+			binary.BigEndian.Uint32(p.MAD[wire.HeaderSize+4:]) == o.localID && !o.match {
+			s.stats.BogusStaleRejects++
+		}
+	}
+	if s.OnSend != nil {
+		s.OnSend(pk)
+	}
+	if to == nil {
+		s.stats.Undeliverable++
+		return
+	}
+	if s.cfg.Manual {
+		s.pend = append(s.pend, pk)
+		return
+	}
+	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
+		s.stats.Lost++
+		return
+	}
+	s.schedule(pk)
+	if s.cfg.Dup > 0 && s.rng.Float64() < s.cfg.Dup {
+		s.stats.Duplicated++
+		cp := *pk
+		cp.Seq = s.seq
+		s.seq++
+		cp.Copy = true
+		s.schedule(&cp)
+	}
+}
+
+func (s *Sim) schedule(p *Packet) {
+	d := s.cfg.Delay
+	if s.cfg.Jitter > 0 {
+		d += time.Duration(s.rng.Int64N(int64(s.cfg.Jitter)))
+	}
+	if s.cfg.Reorder > 0 && s.rng.Float64() < s.cfg.Reorder {
+		s.stats.Reordered++
+		d += s.cfg.ReorderDelay
+	}
+	p.At = s.now.Add(d)
+	s.queue.push(p)
+}
+
+// deliver hands one packet to its engine, with the stale-reject oracle
+// armed for REQ and REP.
+func (s *Sim) deliver(p *Packet) {
+	to := p.To
+	s.stats.Delivered++
+	if s.OnDeliver != nil {
+		s.OnDeliver(p)
+	}
+	s.oracle = oracleState{}
+	var m wire.MAD
+	if err := wire.DecodeMAD(p.MAD[:], &m); err == nil && m.Method == wire.MethodSend {
+		switch m.AttrID {
+		case wire.AttrREQ:
+			s.oracle = oracleState{node: to, active: true, localID: m.REQ.LocalCommID,
+				match: connectedMatch(to.Engine, m.REQ.LocalCAGUID, m.REQ.LocalQPN)}
+		case wire.AttrREP:
+			s.oracle = oracleState{node: to, active: true, localID: m.REP.LocalCommID,
+				match: connectedMatch(to.Engine, m.REP.LocalCAGUID, m.REP.LocalQPN)}
+		}
+	}
+	src := p.From.Addr
+	if err := to.Engine.Recv(s.now, src, p.MAD[:]); err != nil && to.RecvErr != nil {
+		to.RecvErr(to, p, err)
+	}
+	// The REJ, if any, leaves in this flush of the receiver's output.
+	s.Flush()
+	s.oracle = oracleState{}
+}
+
+// connectedMatch is spec/cm.tla's ConnectedMatch, from the id states alone:
+// does a connected id hold (guid, qpn) as its remote?
+func connectedMatch(e *cm.Engine, guid uint64, qpn uint32) bool {
+	for id := range e.IDs() {
+		if id.State.Attr().Connected && id.RemoteGUID == guid && id.RemoteQPN == qpn {
+			return true
+		}
+	}
+	return false
+}
+
+// NextEvent returns the time of the next delivery or timer, and false when
+// nothing is scheduled.
+func (s *Sim) NextEvent() (cm.Time, bool) {
+	t, ok := cm.Never, false
+	if len(s.queue) > 0 {
+		t, ok = s.queue[0].At, true
+	}
+	for _, n := range s.nodes {
+		if d, armed := n.Engine.Deadline(); armed && d < t {
+			t, ok = d, true
+		}
+	}
+	return t, ok
+}
+
+// Step runs the next event (a delivery, or the timers due at its time) and
+// returns false when nothing is scheduled.
+func (s *Sim) Step() bool {
+	s.Flush()
+	t, ok := s.NextEvent()
+	if !ok {
+		return false
+	}
+	if t > s.now {
+		s.now = t
+	}
+	if len(s.queue) > 0 && s.queue[0].At <= s.now {
+		s.deliver(s.queue.pop())
+		return true
+	}
+	for _, n := range s.nodes {
+		if d, armed := n.Engine.Deadline(); armed && d <= s.now {
+			n.Engine.Tick(s.now)
+		}
+	}
+	s.Flush()
+	return true
+}
+
+// RunUntil runs every event up to time t, then sets the clock to t.
+func (s *Sim) RunUntil(t cm.Time) {
+	for {
+		s.Flush()
+		next, ok := s.NextEvent()
+		if !ok || next > t {
+			break
+		}
+		s.Step()
+	}
+	if t > s.now {
+		s.now = t
+	}
+}
+
+// RunFor runs for d of virtual time.
+func (s *Sim) RunFor(d time.Duration) { s.RunUntil(s.now.Add(d)) }
+
+// Run runs until nothing is scheduled or maxSteps steps ran; it returns the
+// number of steps.
+func (s *Sim) Run(maxSteps int) int {
+	n := 0
+	for n < maxSteps && s.Step() {
+		n++
+	}
+	return n
+}
+
+// ---- manual mode.
+
+// Pending returns the messages waiting for Deliver, Drop or Dup (manual mode).
+func (s *Sim) Pending() []*Packet { return s.pend }
+
+// Deliver delivers pending message i (it leaves the list).
+func (s *Sim) Deliver(i int) {
+	p := s.pend[i]
+	s.pend = append(s.pend[:i], s.pend[i+1:]...)
+	s.deliver(p)
+}
+
+// Drop loses pending message i.
+func (s *Sim) Drop(i int) {
+	s.pend = append(s.pend[:i], s.pend[i+1:]...)
+	s.stats.Lost++
+}
+
+// Dup appends a copy of pending message i to the pending list.
+func (s *Sim) Dup(i int) {
+	cp := *s.pend[i]
+	cp.Seq = s.seq
+	s.seq++
+	cp.Copy = true
+	s.pend = append(s.pend, &cp)
+	s.stats.Duplicated++
+}
+
+// Inject delivers a MAD built by the caller, as if from node from.
+func (s *Sim) Inject(from, to *Node, mad *[wire.MADSize]byte) {
+	p := &Packet{Seq: s.seq, From: from, To: to, MAD: *mad}
+	s.seq++
+	s.deliver(p)
+}
+
+// ---- the delivery queue: a min-heap by (At, Seq).
+
+type pktHeap []*Packet
+
+func (h pktHeap) less(i, j int) bool {
+	if h[i].At != h[j].At {
+		return h[i].At < h[j].At
+	}
+	return h[i].Seq < h[j].Seq
+}
+
+func (h *pktHeap) push(p *Packet) {
+	*h = append(*h, p)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+func (h *pktHeap) pop() *Packet {
+	q := *h
+	p := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = nil
+	q = q[:last]
+	*h = q
+	q.down(0)
+	return p
+}
+
+func (h pktHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+func (h pktHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}

@@ -1,0 +1,479 @@
+package cm
+
+import (
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// conn is one CM id: a connection, a listen or a SIDR exchange. Its table
+// memberships always match State.Attr() (TablesMatchStates).
+type conn struct {
+	id       CommID
+	state    State
+	lap      LAPState
+	retries  uint8 // retries left for the outstanding message
+	maxRetry uint8 // Max CM Retries of the id's exchanges
+	ackTO    uint8 // primary path Local ACK Timeout (5-bit): TimeWait length, MRA round trip
+	flags    connFlags
+
+	qpn   uint32 // local QPN (0 until the passive side accepts)
+	rqpn  uint32 // remote QPN
+	rid   CommID // remote comm ID (SIDR_REQ_RCVD: the request ID)
+	rguid uint64 // remote CA GUID
+
+	respTO   time.Duration // per-try wait of this id's requests (REQ/REP/DREQ/LAP/SIDR_REQ)
+	curTO    time.Duration // per-try wait of the outstanding request (an MRA lengthens it)
+	deadline Time
+	heapIdx  int32 // index in the timer heap, -1 when no timer runs
+
+	sid    uint64 // service ID (a listen's ID)
+	mask   uint64 // a listen's mask
+	listen CommID // passive ids: the listen that took the REQ
+	tid    uint64 // TID for answers: the REQ's (passive), the last DREQ's or LAP's
+	pkey   uint16 // SIDR: partition key of the request
+	addr   transport.Addr
+
+	sent    *[wire.MADSize]byte // last main-line message, for Resend
+	lapSent *[wire.MADSize]byte // last LAP or MRA(LAP), for Resend
+
+	prev, next     *conn // all ids, in creation order
+	twPrev, twNext *conn // the TimeWait list
+}
+
+type connFlags uint8
+
+const (
+	flagActive   connFlags = 1 << iota // we sent the REQ
+	flagAlt                            // the REQ carried an alternate path
+	flagInRID                          // in the remote-ID table
+	flagInQPN                          // in the remote-QPN table
+	flagInSIDR                         // in the SIDR table
+	flagInTW                           // in the TimeWait list
+	flagInListen                       // in the listen table
+)
+
+// halfOpen reports the passive states counted against MaxHalfOpen.
+func halfOpen(s State) bool {
+	return s == StateReqRcvd || s == StateMraReqSent || s == StateRepSent || s == StateMraRepRcvd
+}
+
+// RemoteIDKey is a remote-ID table key: (remote comm ID, remote CA GUID).
+type RemoteIDKey struct {
+	RemoteID CommID
+	GUID     uint64
+}
+
+// RemoteQPNKey is a remote-QPN table key: (remote QPN, remote CA GUID).
+type RemoteQPNKey struct {
+	QPN  uint32
+	GUID uint64
+}
+
+// SIDRKey is a SIDR table key: the request ID and the requester's port.
+type SIDRKey struct {
+	RequestID uint32
+	LID       uint16
+	GID       wire.GID
+}
+
+// ListenKey is a listen table key.
+type ListenKey struct {
+	ServiceID uint64
+	Mask      uint64
+}
+
+// addrKey identifies a peer port without a CA GUID: its LID, and its GID
+// when the packets carry a GRH.
+type addrKey struct {
+	rid CommID
+	lid uint16
+	gid wire.GID
+}
+
+func peerKey(rid CommID, a *transport.Addr) addrKey {
+	k := addrKey{rid: rid, lid: a.LID}
+	if a.GRH {
+		k.gid = a.GID
+	}
+	return k
+}
+
+func sidrKeyOf(reqID uint32, a *transport.Addr) SIDRKey {
+	k := SIDRKey{RequestID: reqID, LID: a.LID}
+	if a.GRH {
+		k.GID = a.GID
+	}
+	return k
+}
+
+// ---- comm-ID allocator.
+
+// splitmix64 spreads a seed over the 32-bit space.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// allocID returns the next free local comm ID of the cyclic allocator: it
+// walks the 32-bit space from a seeded start, skips 0 and every ID an id
+// still holds (TimeWait included), so an ID comes back only after 2^32
+// allocations (spec/cm.tla CanAlloc). ok is false when every ID is held.
+func (e *Engine) allocID() (CommID, bool) {
+	if len(e.ids) >= 1<<32-1 {
+		return 0, false
+	}
+	for {
+		id := CommID(e.nextID)
+		e.nextID++
+		if id == 0 {
+			continue
+		}
+		if _, held := e.ids[id]; !held {
+			return id, true
+		}
+	}
+}
+
+// ---- id lifecycle.
+
+func (e *Engine) newConn() *conn {
+	var c *conn
+	if n := len(e.freeConns); n > 0 {
+		c = e.freeConns[n-1]
+		e.freeConns = e.freeConns[:n-1]
+	} else {
+		c = new(conn)
+	}
+	c.heapIdx = -1
+	return c
+}
+
+// register makes c a live id holding id.
+func (e *Engine) register(c *conn, id CommID) {
+	c.id = id
+	e.ids[id] = c
+	c.prev = e.tail
+	c.next = nil
+	if e.tail != nil {
+		e.tail.next = c
+	} else {
+		e.head = c
+	}
+	e.tail = c
+}
+
+// release frees c and its local comm ID.
+func (e *Engine) release(c *conn) {
+	e.stopTimer(c)
+	e.dropSent(c)
+	delete(e.ids, c.id)
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		e.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		e.tail = c.prev
+	}
+	*c = conn{heapIdx: -1}
+	if len(e.freeConns) < 1024 {
+		e.freeConns = append(e.freeConns, c)
+	}
+}
+
+func (e *Engine) getBuf() *[wire.MADSize]byte {
+	if n := len(e.freeBufs); n > 0 {
+		b := e.freeBufs[n-1]
+		e.freeBufs = e.freeBufs[:n-1]
+		return b
+	}
+	return new([wire.MADSize]byte)
+}
+
+func (e *Engine) putBuf(b *[wire.MADSize]byte) {
+	if b != nil && len(e.freeBufs) < 1024 {
+		e.freeBufs = append(e.freeBufs, b)
+	}
+}
+
+func (e *Engine) dropSent(c *conn) {
+	e.putBuf(c.sent)
+	e.putBuf(c.lapSent)
+	c.sent, c.lapSent = nil, nil
+}
+
+// ---- the remote tables. An entry is removed only by its owner, so a
+// stale owner can never delete a newer id's entry.
+
+func (e *Engine) insertRemoteID(c *conn) {
+	e.remoteID[RemoteIDKey{c.rid, c.rguid}] = c
+	e.remoteAddr[peerKey(c.rid, &c.addr)] = c
+	c.flags |= flagInRID
+}
+
+func (e *Engine) removeRemoteID(c *conn) {
+	if c.flags&flagInRID == 0 {
+		return
+	}
+	k := RemoteIDKey{c.rid, c.rguid}
+	if e.remoteID[k] == c {
+		delete(e.remoteID, k)
+	}
+	ak := peerKey(c.rid, &c.addr)
+	if e.remoteAddr[ak] == c {
+		delete(e.remoteAddr, ak)
+	}
+	c.flags &^= flagInRID
+}
+
+func (e *Engine) insertRemoteQPN(c *conn) {
+	e.remoteQPN[RemoteQPNKey{c.rqpn, c.rguid}] = c
+	c.flags |= flagInQPN
+}
+
+func (e *Engine) removeRemoteQPN(c *conn) {
+	if c.flags&flagInQPN == 0 {
+		return
+	}
+	k := RemoteQPNKey{c.rqpn, c.rguid}
+	if e.remoteQPN[k] == c {
+		delete(e.remoteQPN, k)
+	}
+	c.flags &^= flagInQPN
+}
+
+func (e *Engine) insertSIDR(c *conn) {
+	e.sidr[sidrKeyOf(uint32(c.rid), &c.addr)] = c
+	c.flags |= flagInSIDR
+}
+
+func (e *Engine) removeSIDR(c *conn) {
+	if c.flags&flagInSIDR == 0 {
+		return
+	}
+	k := sidrKeyOf(uint32(c.rid), &c.addr)
+	if e.sidr[k] == c {
+		delete(e.sidr, k)
+	}
+	c.flags &^= flagInSIDR
+}
+
+// ---- the TimeWait list (oldest first).
+
+func (e *Engine) enterTimeWait(c *conn) {
+	c.twPrev, c.twNext = e.twTail, nil
+	if e.twTail != nil {
+		e.twTail.twNext = c
+	} else {
+		e.twHead = c
+	}
+	e.twTail = c
+	e.twLen++
+	c.flags |= flagInTW
+	e.stats.TimeWaitPeak = max(e.stats.TimeWaitPeak, e.twLen)
+}
+
+func (e *Engine) exitTimeWait(c *conn) {
+	if c.flags&flagInTW == 0 {
+		return
+	}
+	if c.twPrev != nil {
+		c.twPrev.twNext = c.twNext
+	} else {
+		e.twHead = c.twNext
+	}
+	if c.twNext != nil {
+		c.twNext.twPrev = c.twPrev
+	} else {
+		e.twTail = c.twPrev
+	}
+	c.twPrev, c.twNext = nil, nil
+	e.twLen--
+	c.flags &^= flagInTW
+}
+
+// ---- the listen table. A listen (id, mask) matches s when
+// s&mask == id&mask. Listens are grouped by mask; groups are kept in order
+// of decreasing specificity (mask bits), so the first match is the most
+// specific. Two listens of equal specificity that can match a common
+// service ID are refused (ErrBusy), so at most one listen of each
+// specificity matches.
+
+type listenGroup struct {
+	mask uint64
+	bits int
+	m    map[uint64]*conn // sid&mask -> listen
+}
+
+type listenTable struct {
+	groups []*listenGroup
+	n      int
+}
+
+func (t *listenTable) conflict(sid, mask uint64) bool {
+	b := bits.OnesCount64(mask)
+	for _, g := range t.groups {
+		if g.bits != b {
+			continue
+		}
+		if g.mask == mask {
+			if g.m[sid&mask] != nil {
+				return true
+			}
+			continue
+		}
+		for k := range g.m {
+			if (k^sid)&g.mask&mask == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (t *listenTable) insert(c *conn) {
+	var g *listenGroup
+	for _, x := range t.groups {
+		if x.mask == c.mask {
+			g = x
+			break
+		}
+	}
+	if g == nil {
+		g = &listenGroup{mask: c.mask, bits: bits.OnesCount64(c.mask), m: map[uint64]*conn{}}
+		t.groups = append(t.groups, g)
+		slices.SortStableFunc(t.groups, func(a, b *listenGroup) int {
+			if a.bits != b.bits {
+				return b.bits - a.bits
+			}
+			switch {
+			case a.mask > b.mask:
+				return -1
+			case a.mask < b.mask:
+				return 1
+			}
+			return 0
+		})
+	}
+	g.m[c.sid&c.mask] = c
+	c.flags |= flagInListen
+	t.n++
+}
+
+func (t *listenTable) remove(c *conn) {
+	if c.flags&flagInListen == 0 {
+		return
+	}
+	c.flags &^= flagInListen
+	for i, g := range t.groups {
+		if g.mask != c.mask {
+			continue
+		}
+		if g.m[c.sid&c.mask] == c {
+			delete(g.m, c.sid&c.mask)
+			t.n--
+		}
+		if len(g.m) == 0 {
+			t.groups = slices.Delete(t.groups, i, i+1)
+		}
+		return
+	}
+}
+
+func (t *listenTable) match(sid uint64) *conn {
+	for _, g := range t.groups {
+		if c := g.m[sid&g.mask]; c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// ---- the timer heap: an indexed binary min-heap of ids by deadline (ties
+// by comm ID, so firing order is deterministic).
+
+type timerHeap []*conn
+
+func (h timerHeap) less(i, j int) bool {
+	if h[i].deadline != h[j].deadline {
+		return h[i].deadline < h[j].deadline
+	}
+	return h[i].id < h[j].id
+}
+
+func (h timerHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = int32(i)
+	h[j].heapIdx = int32(j)
+}
+
+func (h timerHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h timerHeap) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+// arm (re)starts c's timer at deadline at.
+func (e *Engine) arm(c *conn, at Time) {
+	c.deadline = at
+	if c.heapIdx >= 0 {
+		i := int(c.heapIdx)
+		e.timers.up(i)
+		e.timers.down(int(c.heapIdx))
+		return
+	}
+	c.heapIdx = int32(len(e.timers))
+	e.timers = append(e.timers, c)
+	e.timers.up(int(c.heapIdx))
+}
+
+func (e *Engine) stopTimer(c *conn) {
+	i := int(c.heapIdx)
+	if i < 0 {
+		return
+	}
+	last := len(e.timers) - 1
+	if i != last {
+		e.timers.swap(i, last)
+	}
+	e.timers[last] = nil
+	e.timers = e.timers[:last]
+	c.heapIdx = -1
+	c.deadline = 0
+	if i != last {
+		e.timers.up(i)
+		e.timers.down(i)
+	}
+}
