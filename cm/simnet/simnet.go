@@ -116,6 +116,7 @@ type Sim struct {
 	OnDeliver func(p *Packet)
 
 	oracle oracleState
+	timers timerHeap
 }
 
 type oracleState struct {
@@ -316,12 +317,22 @@ func connectedMatch(e *cm.Engine, guid uint64, qpn uint32) bool {
 	return false
 }
 
+// After schedules fn to run at Now()+d, in the simulation's order of
+// events: application timers for workloads (fn may call engines).
+func (s *Sim) After(d time.Duration, fn func()) {
+	s.timers.push(&appTimer{at: s.now.Add(d), seq: s.seq, fn: fn})
+	s.seq++
+}
+
 // NextEvent returns the time of the next delivery or timer, and false when
 // nothing is scheduled.
 func (s *Sim) NextEvent() (cm.Time, bool) {
 	t, ok := cm.Never, false
 	if len(s.queue) > 0 {
 		t, ok = s.queue[0].At, true
+	}
+	if len(s.timers) > 0 && s.timers[0].at < t {
+		t, ok = s.timers[0].at, true
 	}
 	for _, n := range s.nodes {
 		if d, armed := n.Engine.Deadline(); armed && d < t {
@@ -344,6 +355,11 @@ func (s *Sim) Step() bool {
 	}
 	if len(s.queue) > 0 && s.queue[0].At <= s.now {
 		s.deliver(s.queue.pop())
+		return true
+	}
+	if len(s.timers) > 0 && s.timers[0].at <= s.now {
+		s.timers.pop().fn()
+		s.Flush()
 		return true
 	}
 	for _, n := range s.nodes {
@@ -476,4 +492,60 @@ func (h pktHeap) init() {
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
+}
+
+// ---- application timers.
+
+type appTimer struct {
+	at  cm.Time
+	seq uint64
+	fn  func()
+}
+
+type timerHeap []*appTimer
+
+func (h timerHeap) less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+
+func (h *timerHeap) push(t *appTimer) {
+	*h = append(*h, t)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *timerHeap) pop() *appTimer {
+	q := *h
+	t := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = nil
+	q = q[:last]
+	*h = q
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(q) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q) && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	return t
 }

@@ -1,0 +1,289 @@
+package simnet
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// ChurnConfig configures a connection-churn workload: every node listens,
+// and keeps Parallel connection attempts to random other nodes going until
+// Conns attempts were made. An established connection is held for Hold and
+// then disconnected; each side hands its QPN back when its id enters
+// TimeWait (or IDLE), and the next connection takes the most recently freed
+// QPN first, so QPNs are reused right after DREQ/DREP (the seed scenario).
+type ChurnConfig struct {
+	Nodes    int // default 2
+	Conns    int // connection attempts, default 2000
+	Parallel int // attempts in flight per node, default 4
+	Seed     uint64
+	// Network.
+	Loss, Dup, Reorder float64
+	Delay, Jitter      time.Duration
+	// CrashRate is the probability, per established connection, that a
+	// random node crashes (loses all CM state) right then.
+	CrashRate float64
+	// LegacyTimeWaitQPN configures every engine with the seed bug.
+	LegacyTimeWaitQPN bool
+	Hold              time.Duration
+	// CM timing: Local ACK Timeout (TimeWait ≈ 4.096 µs × 2^AckTimeout),
+	// CM response timeouts and Max CM Retries of every REQ.
+	AckTimeout, ResponseTimeout, MaxRetries uint8
+	// MaxSteps bounds the run (0: 10000 × Conns + 10^6); running out is
+	// an error: something hangs.
+	MaxSteps int
+	// Progress, when set, is called with the attempts finished so far.
+	Progress func(done, total int)
+}
+
+// ChurnResult summarizes a churn run.
+type ChurnResult struct {
+	Attempts          int            `json:"attempts"`
+	Established       int            `json:"established"`
+	RejectedByReason  map[string]int `json:"rejected_by_reason"`
+	TimedOut          int            `json:"timed_out"`
+	StaleRejects      uint64         `json:"stale_rejects"`
+	BogusStaleRejects uint64         `json:"bogus_stale_rejects"`
+	MessagesSent      uint64         `json:"messages_sent"`
+	MessagesDropped   uint64         `json:"messages_dropped"`
+	MessagesDup       uint64         `json:"messages_duplicated"`
+	MessagesReordered uint64         `json:"messages_reordered"`
+	Crashes           uint64         `json:"crashes"`
+	TimeWaitPeak      int            `json:"timewait_peak"`
+	LeftoverIDs       int            `json:"leftover_ids"`
+	Steps             int            `json:"steps"`
+	VirtualSeconds    float64        `json:"virtual_seconds"`
+}
+
+type churnNode struct {
+	n       *Node
+	free    []uint32 // QPN stack: the most recently freed on top
+	next    uint32   // next never-used QPN
+	qpn     map[cm.CommID]uint32
+	active  map[cm.CommID]bool
+	started int // attempts in flight
+}
+
+type churn struct {
+	cfg     ChurnConfig
+	sim     *Sim
+	nodes   []*churnNode
+	rng     *rand.Rand
+	res     ChurnResult
+	started int
+	done    int
+}
+
+func (c *ChurnConfig) defaults() {
+	if c.Nodes < 2 {
+		c.Nodes = 2
+	}
+	if c.Conns <= 0 {
+		c.Conns = 2000
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 4
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = 14
+	}
+	if c.ResponseTimeout == 0 {
+		c.ResponseTimeout = 14
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 8
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 10000*c.Conns + 1_000_000
+	}
+}
+
+const churnService = 0x1000
+
+// Churn runs the workload in deterministic mode and returns its summary.
+// The same configuration (seed included) always gives the same result.
+func Churn(cfg ChurnConfig) (ChurnResult, error) {
+	cfg.defaults()
+	w := &churn{cfg: cfg}
+	w.sim = New(Config{Seed: cfg.Seed, Loss: cfg.Loss, Dup: cfg.Dup, Reorder: cfg.Reorder,
+		Delay: cfg.Delay, Jitter: cfg.Jitter})
+	w.rng = rand.New(rand.NewPCG(cfg.Seed^0xc4c4, cfg.Seed))
+	w.res.RejectedByReason = map[string]int{}
+	for i := 0; i < cfg.Nodes; i++ {
+		cn := &churnNode{}
+		cn.n = w.sim.AddNode(fmt.Sprintf("n%d", i), cm.Config{LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
+			MaxHalfOpen: 1 << 20})
+		cn.n.Handler = func(n *Node, nt *cm.Notification) { w.notice(cn, nt) }
+		cn.n.OnCrash = func(n *Node) { w.crashed(cn) }
+		w.reset(cn)
+		w.nodes = append(w.nodes, cn)
+	}
+	for _, cn := range w.nodes {
+		w.listen(cn)
+	}
+	for _, cn := range w.nodes {
+		w.fill(cn)
+	}
+	steps := 0
+	peak := 0
+	for w.sim.Step() {
+		steps++
+		tw := 0
+		for _, cn := range w.nodes {
+			tw += cn.n.Engine.TimeWaitLen()
+		}
+		peak = max(peak, tw)
+		if steps >= cfg.MaxSteps {
+			return w.res, fmt.Errorf("simnet: churn did not finish in %d steps (%d of %d attempts done)", steps, w.done, cfg.Conns)
+		}
+	}
+	st := w.sim.Stats()
+	w.res.Attempts = w.started
+	w.res.StaleRejects = st.StaleRejects
+	w.res.BogusStaleRejects = st.BogusStaleRejects
+	w.res.MessagesSent = st.Sent
+	w.res.MessagesDropped = st.Lost
+	w.res.MessagesDup = st.Duplicated
+	w.res.MessagesReordered = st.Reordered
+	w.res.Crashes = st.Crashes
+	w.res.TimeWaitPeak = peak
+	w.res.Steps = steps
+	w.res.VirtualSeconds = w.sim.Now().Duration().Seconds()
+	for _, cn := range w.nodes {
+		w.res.LeftoverIDs += cn.n.Engine.NumIDs() - 1 // the listen stays
+	}
+	if w.done < w.started {
+		return w.res, fmt.Errorf("simnet: %d of %d attempts never finished", w.started-w.done, w.started)
+	}
+	return w.res, nil
+}
+
+func (w *churn) reset(cn *churnNode) {
+	cn.free = cn.free[:0]
+	cn.next = 0x100
+	cn.qpn = map[cm.CommID]uint32{}
+	cn.active = map[cm.CommID]bool{}
+	cn.started = 0
+}
+
+func (w *churn) listen(cn *churnNode) {
+	if _, err := cn.n.Engine.Listen(w.sim.Now(), churnService, cm.ExactMask); err != nil {
+		panic(err)
+	}
+}
+
+func (w *churn) crashed(cn *churnNode) {
+	// The node's attempts in flight are gone; count them finished.
+	w.done += cn.started
+	w.reset(cn)
+	w.listen(cn)
+	w.fill(cn)
+}
+
+func (cn *churnNode) allocQPN() uint32 {
+	if n := len(cn.free); n > 0 {
+		q := cn.free[n-1]
+		cn.free = cn.free[:n-1]
+		return q
+	}
+	cn.next++
+	return cn.next
+}
+
+// fill starts attempts until the node has Parallel in flight.
+func (w *churn) fill(cn *churnNode) {
+	for cn.started < w.cfg.Parallel && w.started < w.cfg.Conns {
+		peer := w.nodes[w.rng.IntN(len(w.nodes)-1)]
+		if peer == cn {
+			peer = w.nodes[len(w.nodes)-1]
+		}
+		q := cn.allocQPN()
+		p := &cm.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: churnService, LocalQPN: q,
+			StartingPSN: q, RemoteCMResponseTimeout: w.cfg.ResponseTimeout, LocalCMResponseTimeout: w.cfg.ResponseTimeout,
+			MaxCMRetries: w.cfg.MaxRetries, PrimaryLocalAckTimeout: w.cfg.AckTimeout, PathPacketPayloadMTU: wire.MTU4096,
+			RetryCount: 7, RNRRetryCount: 7, PrimaryLocalPortLID: cn.n.Addr.LID, PrimaryRemotePortLID: peer.n.Addr.LID,
+			PrimaryLocalPortGID: cn.n.Addr.GID, PrimaryRemotePortGID: peer.n.Addr.GID}}
+		id, err := cn.n.Engine.Connect(w.sim.Now(), p)
+		if err != nil {
+			cn.free = append(cn.free, q)
+			return
+		}
+		cn.qpn[id] = q
+		cn.active[id] = true
+		cn.started++
+		w.started++
+	}
+}
+
+// settle hands back an id's QPN once it is IDLE or in TimeWait, and ends
+// an active attempt.
+func (w *churn) settle(cn *churnNode, id cm.CommID) {
+	s := cn.n.Engine.State(id)
+	if s != cm.StateIdle && s != cm.StateTimeWait {
+		return
+	}
+	if q, ok := cn.qpn[id]; ok {
+		delete(cn.qpn, id)
+		cn.free = append(cn.free, q)
+	}
+	if cn.active[id] {
+		delete(cn.active, id)
+		cn.started--
+		w.done++
+		if w.cfg.Progress != nil {
+			w.cfg.Progress(w.done, w.cfg.Conns)
+		}
+		w.fill(cn)
+	}
+}
+
+func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
+	e, now := cn.n.Engine, w.sim.Now()
+	switch nt.Notice {
+	case cm.NoticeREQReceived:
+		q := cn.allocQPN()
+		cn.qpn[nt.ID] = q
+		if err := e.Accept(now, nt.ID, &wire.REP{LocalQPN: q, StartingPSN: q, RNRRetryCount: 7}); err != nil {
+			panic(err)
+		}
+	case cm.NoticeREPReceived:
+		_ = e.SendRTU(now, nt.ID, nil)
+	case cm.NoticeEstablished:
+		if !cn.active[nt.ID] {
+			break
+		}
+		w.res.Established++
+		if w.cfg.CrashRate > 0 && w.rng.Float64() < w.cfg.CrashRate {
+			victim := w.nodes[w.rng.IntN(len(w.nodes))]
+			w.sim.Crash(victim.n)
+			if victim == cn {
+				return
+			}
+		}
+		id := nt.ID
+		if w.cfg.Hold > 0 {
+			eng := e
+			w.sim.After(w.cfg.Hold, func() {
+				if cn.n.Engine == eng {
+					_ = eng.Disconnect(w.sim.Now(), id, nil)
+				}
+			})
+		} else {
+			_ = e.Disconnect(now, id, nil)
+		}
+	case cm.NoticeDREQReceived:
+		_ = e.SendDREP(now, nt.ID, nil)
+	case cm.NoticeRejected:
+		if cn.active[nt.ID] {
+			w.res.RejectedByReason[fmt.Sprint(uint16(nt.Reason))]++
+		}
+	case cm.NoticeTimedOut:
+		if cn.active[nt.ID] {
+			w.res.TimedOut++
+		}
+	}
+	w.settle(cn, nt.ID)
+}
