@@ -24,6 +24,9 @@ type ConnectParams struct {
 	// try, and is retried MaxCMRetries times. TimeWait lasts
 	// 4.096 µs × 2^PrimaryLocalAckTimeout.
 	REQ wire.REQ
+	// RTUPrivateData is the private data of the RTU the Manager sends when
+	// the REP arrives (the Engine leaves the RTU to the caller).
+	RTUPrivateData []byte
 }
 
 // SIDRParams are the arguments of SIDRRequest.

@@ -1,0 +1,340 @@
+package cm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// pair is two Managers on a real-time simulated fabric.
+type pair struct {
+	fab  *simnet.Fabric
+	a, b *cm.Manager
+	ea   *simnet.Endpoint
+	eb   *simnet.Endpoint
+}
+
+func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
+	p := &pair{fab: simnet.NewFabric(net)}
+	p.ea, p.eb = p.fab.NewEndpoint(), p.fab.NewEndpoint()
+	if ca.Engine.LocalGUID == 0 {
+		ca.Engine.LocalGUID = 0xa
+	}
+	if cb.Engine.LocalGUID == 0 {
+		cb.Engine.LocalGUID = 0xb
+	}
+	ca.Engine.Trace, cb.Engine.Trace = cm.RecordCell, cm.RecordCell
+	var err error
+	p.a, err = cm.NewManager(p.ea, ca)
+	require.NoError(t, err)
+	p.b, err = cm.NewManager(p.eb, cb)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, p.a.Close())
+		require.NoError(t, p.b.Close())
+		p.fab.Close()
+	})
+	return p
+}
+
+// fastREQ: 4.2 ms per try (2^10 + 2^10 x 4.096 us), 15 retries, 4 ms TimeWait.
+func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *cm.ConnectParams {
+	return &cm.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
+		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
+		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7}}
+}
+
+func lossy() simnet.Config {
+	return simnet.Config{Seed: 1, Loss: 0.2, Dup: 0.2, Reorder: 0.1, Delay: 20 * time.Microsecond, Jitter: 50 * time.Microsecond}
+}
+
+// serve accepts every request on l with QPN 0x100+n, answering SIDR too.
+func serve(ctx context.Context, t *testing.T, l *cm.Listener, conns chan<- *cm.Conn) {
+	serveErr(ctx, l, conns, nil)
+}
+
+// serveErr is serve that also reports failed Accepts.
+func serveErr(ctx context.Context, l *cm.Listener, conns chan<- *cm.Conn, failed chan<- error) {
+	go func() {
+		for n := uint32(0); ; n++ {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			go func(r *cm.Request, qpn uint32) {
+				c, err := r.Accept(ctx, &wire.REP{LocalQPN: qpn, StartingPSN: 7, RNRRetryCount: 7})
+				switch {
+				case err == nil && conns != nil:
+					select {
+					case conns <- c:
+					case <-ctx.Done():
+					}
+				case err != nil && failed != nil:
+					select {
+					case failed <- err:
+					case <-ctx.Done():
+					}
+				}
+			}(r, 0x100+n)
+		}
+	}()
+	go func() {
+		for {
+			r, err := l.AcceptSIDR(ctx)
+			if err != nil {
+				return
+			}
+			_ = r.Reply(ctx, &cm.SIDRReplyParams{QPN: 0x77, QKey: 0x1234})
+		}
+	}()
+}
+
+// The acceptance test of issue 4: two Managers establish, reject,
+// disconnect, migrate (LAP/APR) and resolve SIDR under 20% loss and
+// duplication.
+func TestManagerUnderLoss(t *testing.T) {
+	p := newPair(t, lossy(), cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	served := make(chan *cm.Conn, 16)
+	serve(ctx, t, l, served)
+
+	// Establish and disconnect, several times, reusing the QPN.
+	for i := 0; i < 5; i++ {
+		c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+		require.NoError(t, err, "attempt %d", i)
+		var sc *cm.Conn
+		select {
+		case sc = <-served:
+		case <-ctx.Done():
+			t.Fatal("b never established")
+		}
+		require.Equal(t, uint32(0x11), sc.RemoteQPN())
+		require.Equal(t, sc.LocalQPN(), c.RemoteQPN())
+		require.Equal(t, uint64(0xb), c.RemoteGUID())
+
+		if i == 0 {
+			// Migrate: a proposes an alternate path, b's policy accepts.
+			lap := &wire.LAP{RemoteCMResponseTimeout: 10, AlternateLocalPortLID: 11, AlternateRemotePortLID: 12,
+				AlternateLocalAckTimeout: 10}
+			require.NoError(t, c.LoadAltPath(ctx, lap))
+		}
+		require.NoError(t, c.Disconnect(ctx, nil))
+		require.ErrorIs(t, c.Err(), cm.ErrDisconnected)
+		select {
+		case <-sc.Done():
+		case <-ctx.Done():
+			t.Fatal("the passive side never saw the disconnect")
+		}
+	}
+
+	// Reject: nobody listens on 0x2000 (REJ 8).
+	_, err = p.a.Connect(ctx, fastREQ(p.eb, 0x2000, 0x12))
+	var rej *cm.RejectError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, wire.RejectInvalidServiceID, rej.Reason)
+
+	// SIDR.
+	rep, err := p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x1000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
+	require.NoError(t, err)
+	require.Equal(t, uint32(0x77), rep.QPN)
+	require.Equal(t, uint32(0x1234), rep.QKey)
+	_, err = p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x3000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
+	var se *cm.SIDRError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, wire.SIDRUnsupported, se.Status)
+
+	st := p.fab.Stats()
+	require.Greater(t, st.Lost, uint64(0))
+	require.Greater(t, st.Duplicated, uint64(0))
+}
+
+// The application rejects with its own reason, ARI and private data; delays
+// with an MRA first.
+func TestManagerRejectAndDelay(t *testing.T) {
+	p := newPair(t, simnet.Config{Seed: 2}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		_ = r.Delay(ctx, 12, []byte("wait"))
+		_ = r.Reject(ctx, wire.RejectConsumerDefined, []byte{1, 2, 3}, []byte("go away"))
+	}()
+	_, err = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+	var rej *cm.RejectError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, wire.RejectConsumerDefined, rej.Reason)
+	require.Equal(t, []byte{1, 2, 3}, rej.ARI)
+	require.Equal(t, "go away", string(rej.PrivateData[:7]))
+}
+
+// A peer that never answers: ErrTimeout after the retries, on a fake clock.
+func TestManagerConnectTimeoutFakeClock(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	clock := cm.NewFakeClock(0)
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
+	eb.SetDown(true)
+	m, err := cm.NewManager(ea, cm.ManagerConfig{Engine: cm.Config{LocalGUID: 0xa, Trace: cm.RecordCell}, Clock: clock})
+	require.NoError(t, err)
+	defer m.Close()
+	errc := make(chan error, 1)
+	go func() {
+		p := fastREQ(eb, 0x1000, 0x11)
+		p.REQ.MaxCMRetries = 3
+		_, err := m.Connect(context.Background(), p)
+		errc <- err
+	}()
+	for {
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, cm.ErrTimeout)
+			return
+		case <-time.After(time.Millisecond):
+			clock.Advance(5 * time.Millisecond)
+		}
+	}
+}
+
+// Connect gives up when its context does, destroying the attempt.
+func TestManagerConnectContext(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancelShort()
+	_, err = p.a.Connect(short, fastREQ(p.eb, 0x1000, 0x11)) // b never accepts
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	// The REJ(4) of the destroyed attempt reaches b: accepting now fails.
+	require.Eventually(t, func() bool {
+		_, err := r.Accept(ctx, &wire.REP{LocalQPN: 5})
+		return errors.Is(err, cm.ErrInvalidState)
+	}, 2*time.Second, 5*time.Millisecond)
+}
+
+// The remote side disconnects: Done closes with ErrDisconnected; Close of
+// the Manager ends everything and leaks nothing.
+func TestManagerRemoteDisconnectAndClose(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	served := make(chan *cm.Conn, 1)
+	failed := make(chan error, 1)
+	serveErr(ctx, l, served, failed)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+	require.NoError(t, err)
+	sc := <-served
+	require.NoError(t, sc.Disconnect(ctx, nil))
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), cm.ErrDisconnected)
+
+	c2, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x12))
+	require.NoError(t, err)
+	require.NoError(t, p.a.Close())
+	<-c2.Done()
+	require.ErrorIs(t, c2.Err(), cm.ErrClosed)
+	_, err = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x13))
+	require.ErrorIs(t, err, cm.ErrClosed)
+	// b saw a's DREQ sent on Close: its Accept either returned the
+	// connection, which then ended, or (the DREQ overtook the RTU) failed.
+	select {
+	case sc2 := <-served:
+		select {
+		case <-sc2.Done():
+		case <-ctx.Done():
+			t.Fatal("b never saw the DREQ a sent on Close")
+		}
+	case err := <-failed:
+		require.ErrorIs(t, err, cm.ErrDisconnected)
+	case <-ctx.Done():
+		t.Fatal("b's Accept never returned")
+	}
+}
+
+// The LAP policy refuses: LoadAltPath returns an *APRError.
+func TestManagerLAPRefused(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{
+		LAPPolicy: func(c *cm.Conn, lap *wire.LAP) wire.APRStatus { return wire.APRReject }})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+	require.NoError(t, err)
+	err = c.LoadAltPath(ctx, &wire.LAP{AlternateLocalPortLID: 3})
+	var ae *cm.APRError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, wire.APRReject, ae.Status)
+}
+
+// A full backlog rejects with reason 3 instead of dropping the REQ.
+func TestManagerBacklogFull(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000, Backlog: 1})
+	require.NoError(t, err)
+	go func() { _, _ = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11)) }()
+	time.Sleep(20 * time.Millisecond)
+	_, err = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x12))
+	var rej *cm.RejectError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, wire.RejectNoResources, rej.Reason)
+}
+
+// Many concurrent connections through one pair of Managers.
+func TestManagerConcurrent(t *testing.T) {
+	p := newPair(t, simnet.Config{Seed: 3, Loss: 0.05, Delay: 10 * time.Microsecond}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000, Backlog: 256})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func(qpn uint32) {
+			defer wg.Done()
+			c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, qpn))
+			if err != nil {
+				errs <- fmt.Errorf("qpn %#x: %w", qpn, err)
+				return
+			}
+			errs <- c.Disconnect(ctx, nil)
+		}(uint32(0x200 + i))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}

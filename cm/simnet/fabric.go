@@ -1,0 +1,174 @@
+package simnet
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ibcm/ibcm/cm/transport"
+)
+
+// Fabric is the real-time simulated fabric: its Endpoints implement
+// transport.Transport, so a cm.Manager runs over it with real timers. Loss,
+// duplication, reordering and delay follow Config (Manual is ignored); the
+// random decisions come from the seed, though goroutine scheduling makes a
+// real-time run as a whole not reproducible. Use Sim for that.
+type Fabric struct {
+	cfg     Config
+	mu      sync.Mutex
+	rng     *rand.Rand
+	eps     map[uint16]*Endpoint
+	next    uint16
+	pending map[*time.Timer]struct{}
+	closed  bool
+	stats   Stats
+}
+
+// NewFabric returns an empty real-time fabric.
+func NewFabric(cfg Config) *Fabric {
+	cfg.defaults()
+	return &Fabric{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xfab)), eps: map[uint16]*Endpoint{},
+		pending: map[*time.Timer]struct{}{}}
+}
+
+// Endpoint is one port on a Fabric; it implements transport.Transport.
+type Endpoint struct {
+	f      *Fabric
+	addr   transport.Addr
+	in     chan transport.Packet
+	closed chan struct{}
+	once   sync.Once
+	down   bool // guarded by f.mu
+}
+
+// NewEndpoint adds a port with the next LID (1, 2, ...) and GID fe80::LID.
+// Its receive queue holds 4096 MADs; more are dropped, as a full receive
+// queue drops them.
+func (f *Fabric) NewEndpoint() *Endpoint {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	ep := &Endpoint{f: f, in: make(chan transport.Packet, 4096), closed: make(chan struct{})}
+	ep.addr = transport.Addr{LID: f.next, QPN: 1, QKey: transport.GSIQKey}
+	ep.addr.GID[0], ep.addr.GID[1] = 0xfe, 0x80
+	binary.BigEndian.PutUint16(ep.addr.GID[14:], f.next)
+	f.eps[f.next] = ep
+	return ep
+}
+
+// Stats returns the fabric's counters.
+func (f *Fabric) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// Close stops every delivery in flight and closes every endpoint.
+func (f *Fabric) Close() {
+	f.mu.Lock()
+	f.closed = true
+	for t := range f.pending {
+		t.Stop()
+	}
+	clear(f.pending)
+	eps := make([]*Endpoint, 0, len(f.eps))
+	for _, ep := range f.eps {
+		eps = append(eps, ep)
+	}
+	f.mu.Unlock()
+	for _, ep := range eps {
+		_ = ep.Close()
+	}
+}
+
+// SetDown takes the endpoint off the fabric (a crashed or unplugged node):
+// everything it sends and everything sent to it is lost until SetDown(false).
+func (ep *Endpoint) SetDown(down bool) {
+	ep.f.mu.Lock()
+	ep.down = down
+	ep.f.mu.Unlock()
+}
+
+// LocalAddr returns the endpoint's LID and GID.
+func (ep *Endpoint) LocalAddr() transport.Addr { return ep.addr }
+
+// Send routes one MAD by destination LID.
+func (ep *Endpoint) Send(ctx context.Context, p *transport.Packet) error {
+	select {
+	case <-ep.closed:
+		return transport.ErrClosed
+	default:
+	}
+	f := ep.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Sent++
+	to := f.eps[p.Addr.LID]
+	if f.closed || to == nil || to.down || ep.down {
+		f.stats.Undeliverable++
+		return nil
+	}
+	if f.cfg.Loss > 0 && f.rng.Float64() < f.cfg.Loss {
+		f.stats.Lost++
+		return nil
+	}
+	pkt := transport.Packet{Addr: ep.addr, MAD: p.MAD}
+	copies := 1
+	if f.cfg.Dup > 0 && f.rng.Float64() < f.cfg.Dup {
+		f.stats.Duplicated++
+		copies = 2
+	}
+	for range copies {
+		d := f.cfg.Delay
+		if f.cfg.Jitter > 0 {
+			d += time.Duration(f.rng.Int64N(int64(f.cfg.Jitter)))
+		}
+		if f.cfg.Reorder > 0 && f.rng.Float64() < f.cfg.Reorder {
+			f.stats.Reordered++
+			d += f.cfg.ReorderDelay
+		}
+		var t *time.Timer
+		t = time.AfterFunc(d, func() {
+			f.mu.Lock()
+			delete(f.pending, t)
+			ok := !f.closed && !to.down
+			if ok {
+				f.stats.Delivered++
+			}
+			f.mu.Unlock()
+			if !ok {
+				return
+			}
+			select {
+			case to.in <- pkt:
+			case <-to.closed:
+			default:
+				f.mu.Lock()
+				f.stats.Lost++
+				f.mu.Unlock()
+			}
+		})
+		f.pending[t] = struct{}{}
+	}
+	return nil
+}
+
+// Recv returns the next MAD for the endpoint.
+func (ep *Endpoint) Recv(ctx context.Context) (transport.Packet, error) {
+	select {
+	case p := <-ep.in:
+		return p, nil
+	case <-ctx.Done():
+		return transport.Packet{}, ctx.Err()
+	case <-ep.closed:
+		return transport.Packet{}, transport.ErrClosed
+	}
+}
+
+// Close closes the endpoint; blocked Recv calls return transport.ErrClosed.
+func (ep *Endpoint) Close() error {
+	ep.once.Do(func() { close(ep.closed) })
+	return nil
+}
