@@ -32,6 +32,11 @@ type ChurnConfig struct {
 	// CM timing: Local ACK Timeout (TimeWait ≈ 4.096 µs × 2^AckTimeout),
 	// CM response timeouts and Max CM Retries of every REQ.
 	AckTimeout, ResponseTimeout, MaxRetries uint8
+	// Loopback: every node connects to itself (one engine is both ends).
+	Loopback bool
+	// CheckInvariants checks spec/cm.tla's invariants after every step
+	// (slow; for tests).
+	CheckInvariants bool
 	// MaxSteps bounds the run (0: 10000 × Conns + 10^6); running out is
 	// an error: something hangs.
 	MaxSteps int
@@ -78,8 +83,11 @@ type churn struct {
 }
 
 func (c *ChurnConfig) defaults() {
-	if c.Nodes < 2 {
+	if c.Nodes < 2 && !c.Loopback {
 		c.Nodes = 2
+	}
+	if c.Nodes < 1 {
+		c.Nodes = 1
 	}
 	if c.Conns <= 0 {
 		c.Conns = 2000
@@ -136,6 +144,11 @@ func Churn(cfg ChurnConfig) (ChurnResult, error) {
 			tw += cn.n.Engine.TimeWaitLen()
 		}
 		peak = max(peak, tw)
+		if cfg.CheckInvariants {
+			if err := w.sim.CheckInvariants(); err != nil {
+				return w.res, fmt.Errorf("simnet: step %d at %s: %w", steps, w.sim.Now(), err)
+			}
+		}
 		if steps >= cfg.MaxSteps {
 			return w.res, fmt.Errorf("simnet: churn did not finish in %d steps (%d of %d attempts done)", steps, w.done, cfg.Conns)
 		}
@@ -196,9 +209,12 @@ func (cn *churnNode) allocQPN() uint32 {
 // fill starts attempts until the node has Parallel in flight.
 func (w *churn) fill(cn *churnNode) {
 	for cn.started < w.cfg.Parallel && w.started < w.cfg.Conns {
-		peer := w.nodes[w.rng.IntN(len(w.nodes)-1)]
-		if peer == cn {
-			peer = w.nodes[len(w.nodes)-1]
+		peer := cn
+		if !w.cfg.Loopback {
+			peer = w.nodes[w.rng.IntN(len(w.nodes)-1)]
+			if peer == cn {
+				peer = w.nodes[len(w.nodes)-1]
+			}
 		}
 		q := cn.allocQPN()
 		p := &cm.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: churnService, LocalQPN: q,

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -48,4 +49,42 @@ func TestChurnFaults(t *testing.T) {
 		require.Zero(t, r.LeftoverIDs, "seed %d", seed)
 		t.Logf("seed %d: %+v", seed, r)
 	}
+}
+
+// spec/cm.tla's invariants hold after every step of runs with faults, in
+// both modes (the legacy one breaks only NoBogusStaleReject).
+func TestChurnInvariants(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			r, err := Churn(ChurnConfig{Conns: 150, Seed: seed, Nodes: 3, Loss: 0.2, Dup: 0.2, Reorder: 0.2,
+				CrashRate: 0.02, Jitter: 3 * time.Microsecond, MaxRetries: 5, LegacyTimeWaitQPN: legacy, CheckInvariants: true})
+			require.NoError(t, err, "seed %d legacy %v", seed, legacy)
+			if !legacy {
+				require.Zero(t, r.BogusStaleRejects)
+			}
+		}
+	}
+}
+
+// Linux bug 7: 10,000 loopback connections (one engine is both ends) all
+// finish; nothing hangs and nothing is left once TimeWait is over.
+func TestChurnLoopback10k(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10k connections")
+	}
+	r, err := Churn(ChurnConfig{Conns: 10000, Seed: 1, Nodes: 1, Loopback: true, Parallel: 64})
+	require.NoError(t, err)
+	require.Equal(t, 10000, r.Established)
+	require.Zero(t, r.LeftoverIDs)
+	require.Zero(t, r.BogusStaleRejects)
+}
+
+// The same with 10% loss: every attempt still ends (established or timed
+// out), none hangs.
+func TestChurnLoopbackLossy(t *testing.T) {
+	r, err := Churn(ChurnConfig{Conns: 2000, Seed: 2, Nodes: 1, Loopback: true, Parallel: 32, Loss: 0.1, Dup: 0.1})
+	require.NoError(t, err)
+	require.Zero(t, r.LeftoverIDs)
+	require.Equal(t, 2000, r.Attempts)
+	require.Greater(t, r.Established, 1500)
 }

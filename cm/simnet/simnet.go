@@ -76,6 +76,10 @@ type Node struct {
 	sim     *Sim
 	cfg     cm.Config
 	crashes int
+	// stepFrom records, while a REQ or REP is being delivered, each id's
+	// state before its first step: the oracle's view of the pre-state.
+	stepFrom map[cm.CommID]cm.State
+	tracing  bool
 }
 
 // Sim returns the simulation the node belongs to.
@@ -122,7 +126,8 @@ type Sim struct {
 type oracleState struct {
 	node    *Node
 	active  bool
-	match   bool
+	guid    uint64
+	qpn     uint32
 	localID uint32 // the REQ's or REP's Local Comm ID: the REJ's Remote Comm ID
 }
 
@@ -156,7 +161,19 @@ func (s *Sim) AddNode(name string, cfg cm.Config) *Node {
 	if cfg.Seed == 0 {
 		cfg.Seed = s.rng.Uint64()
 	}
-	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s, cfg: cfg}
+	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s, stepFrom: map[cm.CommID]cm.State{}}
+	user := cfg.Trace
+	cfg.Trace = func(ts cm.TraceStep) {
+		if n.tracing && ts.ID != 0 {
+			if _, seen := n.stepFrom[ts.ID]; !seen {
+				n.stepFrom[ts.ID] = ts.From
+			}
+		}
+		if user != nil {
+			user(ts)
+		}
+	}
+	n.cfg = cfg
 	n.Addr = transport.Addr{LID: lid, QPN: 1, QKey: transport.GSIQKey}
 	n.Addr.GID[0], n.Addr.GID[1] = 0xfe, 0x80
 	binary.BigEndian.PutUint16(n.Addr.GID[14:], lid)
@@ -234,7 +251,7 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 	if pk.Attr() == wire.AttrREJ && binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
 		s.stats.StaleRejects++
 		if o := &s.oracle; o.node == from && o.active &&
-			binary.BigEndian.Uint32(p.MAD[wire.HeaderSize+4:]) == o.localID && !o.match {
+			binary.BigEndian.Uint32(p.MAD[wire.HeaderSize+4:]) == o.localID && !connectedBefore(from, o.guid, o.qpn) {
 			s.stats.BogusStaleRejects++
 		}
 	}
@@ -291,11 +308,16 @@ func (s *Sim) deliver(p *Packet) {
 		switch m.AttrID {
 		case wire.AttrREQ:
 			s.oracle = oracleState{node: to, active: true, localID: m.REQ.LocalCommID,
-				match: connectedMatch(to.Engine, m.REQ.LocalCAGUID, m.REQ.LocalQPN)}
+				guid: m.REQ.LocalCAGUID, qpn: m.REQ.LocalQPN}
 		case wire.AttrREP:
 			s.oracle = oracleState{node: to, active: true, localID: m.REP.LocalCommID,
-				match: connectedMatch(to.Engine, m.REP.LocalCAGUID, m.REP.LocalQPN)}
+				guid: m.REP.LocalCAGUID, qpn: m.REP.LocalQPN}
 		}
+	}
+	if s.oracle.active {
+		clear(to.stepFrom)
+		to.tracing = true
+		defer func() { to.tracing = false }()
 	}
 	src := p.From.Addr
 	if err := to.Engine.Recv(s.now, src, p.MAD[:]); err != nil && to.RecvErr != nil {
@@ -306,11 +328,18 @@ func (s *Sim) deliver(p *Packet) {
 	s.oracle = oracleState{}
 }
 
-// connectedMatch is spec/cm.tla's ConnectedMatch, from the id states alone:
-// does a connected id hold (guid, qpn) as its remote?
-func connectedMatch(e *cm.Engine, guid uint64, qpn uint32) bool {
-	for id := range e.IDs() {
-		if id.State.Attr().Connected && id.RemoteGUID == guid && id.RemoteQPN == qpn {
+// connectedBefore is spec/cm.tla's ConnectedMatch evaluated on the state
+// before the delivery, from the id states alone: did a connected id hold
+// (guid, qpn) as its remote? An id that stepped since then counts with the
+// state it had before its first step (the remote GUID and QPN of an id never
+// change once connected). It runs only when a REJ(10) answers a REQ or REP.
+func connectedBefore(n *Node, guid uint64, qpn uint32) bool {
+	for id := range n.Engine.IDs() {
+		st := id.State
+		if from, stepped := n.stepFrom[id.ID]; stepped {
+			st = from
+		}
+		if st.Attr().Connected && id.RemoteGUID == guid && id.RemoteQPN == qpn {
 			return true
 		}
 	}
