@@ -20,7 +20,8 @@ func (e *Engine) Recv(now Time, from transport.Addr, mad []byte) error {
 		e.stats.Malformed++
 		return malformed(err)
 	}
-	in := input{m: m, from: &from}
+	e.rxFrom = from // not &from: the recursive step would move it to the heap
+	in := input{m: m, from: &e.rxFrom}
 	switch {
 	case m.AttrID == wire.AttrClassPortInfo && m.Method == wire.MethodGet:
 		in.ev = EvRecvClassPortInfoGet

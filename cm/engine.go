@@ -157,8 +157,9 @@ type Engine struct {
 	freeConns []*conn
 	freeBufs  []*[wire.MADSize]byte
 
-	idle  conn // the IDLE row's stand-in
-	stats Stats
+	idle   conn           // the IDLE row's stand-in
+	rxFrom transport.Addr // the sender of the MAD being received
+	stats  Stats
 }
 
 // NewEngine returns an Engine. The Config's LocalGUID should be set.
