@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -337,4 +338,71 @@ func TestManagerConcurrent(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// The RDMA IP CM service format, as rdma_cm uses it: the service ID names
+// the TCP port, the private data starts with the IP CM header.
+func TestManagerIPCM(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: wire.IPServiceID(4791)})
+	require.NoError(t, err)
+	got := make(chan string, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		h, port, rest, ok := r.IPCM()
+		got <- fmt.Sprintf("%v %d %v->%v:%d %q", ok, h.SrcPort, h.SrcIP, h.DstIP, port, rest[:5])
+		_ = r.Reject(ctx, wire.RejectConsumerDefined, nil, nil)
+	}()
+	cp := fastREQ(p.eb, 0, 0x11)
+	h := &wire.IPCMHeader{IPVersion: 4, SrcPort: 5555,
+		SrcIP: netip.MustParseAddr("192.168.0.1"), DstIP: netip.MustParseAddr("192.168.0.2")}
+	require.NoError(t, cm.SetIPCM(cp, h, 4791, []byte("hello")))
+	_, err = p.a.Connect(ctx, cp)
+	var rej *cm.RejectError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, `true 5555 192.168.0.1->192.168.0.2:4791 "hello"`, <-got)
+}
+
+// Closing a Listener rejects what waits in its backlog; Conn.Close
+// disconnects; CommEst establishes the passive side before the RTU.
+func TestManagerCloseAndCommEst(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000, Mask: 0xff00})
+	require.NoError(t, err)
+	_, err = p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x10ff, Mask: 0xff00})
+	require.ErrorIs(t, err, cm.ErrBusy)
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1042, 0x11))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return p.b.Stats().Received > 0 }, time.Second, time.Millisecond)
+	require.NoError(t, l.Close())
+	var rej *cm.RejectError
+	require.ErrorAs(t, <-errc, &rej)
+	require.Equal(t, wire.RejectConsumerDefined, rej.Reason)
+	_, err = l.Accept(ctx)
+	require.ErrorIs(t, err, cm.ErrClosed)
+
+	l2, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+	conns := make(chan *cm.Conn, 1)
+	serve(ctx, t, l2, conns)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x2000, 0x12))
+	require.NoError(t, err)
+	require.Equal(t, uint32(0x12), c.REQ().LocalQPN)
+	require.Equal(t, c.RemoteQPN(), c.REP().LocalQPN)
+	sc := <-conns
+	require.NoError(t, c.Close())
+	<-sc.Done()
+	require.ErrorIs(t, sc.Err(), cm.ErrDisconnected)
+	require.ErrorIs(t, sc.CommEst(ctx), cm.ErrInvalidState)
 }
