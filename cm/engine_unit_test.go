@@ -409,3 +409,37 @@ func TestIPCMHelpers(t *testing.T) {
 }
 
 var _ = errors.New
+
+// Every reject reason the application may give goes out as given, with its
+// ARI and private data, and reaches the active side; reason 10 puts the
+// active id in TimeWait, every other one frees it.
+func TestRejectEveryReason(t *testing.T) {
+	a := newTestNode(t, 0xa, 1, Config{})
+	b := newTestNode(t, 0xb, 2, Config{})
+	_, err := b.e.Listen(0, 1, ExactMask)
+	require.NoError(t, err)
+	for r := wire.RejectReason(1); r <= 35; r++ {
+		if r == 34 {
+			continue // unused
+		}
+		p := testREQ(1, uint32(r))
+		p.To = b.addr
+		cid, err := a.e.Connect(0, p)
+		require.NoError(t, err)
+		notes := pump(t, a, b)
+		require.NoError(t, b.e.Reject(0, notes[b][0].ID, r, []byte{byte(r)}, []byte("pd")))
+		notes = pump(t, a, b)
+		require.Len(t, notes[a], 1, "reason %d", r)
+		nt := notes[a][0]
+		require.Equal(t, NoticeRejected, nt.Notice)
+		require.Equal(t, r, nt.Reason)
+		require.Equal(t, r, nt.Msg.REJ.Reason)
+		require.Equal(t, []byte{byte(r)}, nt.Msg.REJ.ARI[:nt.Msg.REJ.RejectedInfoLength])
+		require.Equal(t, "pd", string(nt.Msg.REJ.PrivateData[:2]))
+		if r == wire.RejectStaleConn {
+			require.Equal(t, StateTimeWait, a.e.State(cid))
+		} else {
+			require.Equal(t, StateIdle, a.e.State(cid))
+		}
+	}
+}
