@@ -115,12 +115,14 @@ type Sim struct {
 	stats Stats
 
 	// OnSend is called for every MAD an engine sends, before the network
-	// decides its fate; OnDeliver before a MAD reaches its engine.
+	// decides its fate; OnDeliver before a MAD reaches its engine. The
+	// packet is valid during the call only (the Sim reuses it).
 	OnSend    func(p *Packet)
 	OnDeliver func(p *Packet)
 
 	oracle oracleState
 	timers timerHeap
+	free   []*Packet // delivered packets, reused
 }
 
 type oracleState struct {
@@ -246,7 +248,8 @@ func (s *Sim) Flush() {
 func (s *Sim) route(from *Node, p *transport.Packet) {
 	s.stats.Sent++
 	to := s.byLID[p.Addr.LID]
-	pk := &Packet{Seq: s.seq, From: from, To: to, MAD: p.MAD}
+	pk := s.newPacket()
+	*pk = Packet{Seq: s.seq, From: from, To: to, MAD: p.MAD}
 	s.seq++
 	if pk.Attr() == wire.AttrREJ && binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
 		s.stats.StaleRejects++
@@ -260,6 +263,7 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 	}
 	if to == nil {
 		s.stats.Undeliverable++
+		s.recycle(pk)
 		return
 	}
 	if s.cfg.Manual {
@@ -268,16 +272,18 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 	}
 	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
 		s.stats.Lost++
+		s.recycle(pk)
 		return
 	}
 	s.schedule(pk)
 	if s.cfg.Dup > 0 && s.rng.Float64() < s.cfg.Dup {
 		s.stats.Duplicated++
-		cp := *pk
+		cp := s.newPacket()
+		*cp = *pk
 		cp.Seq = s.seq
 		s.seq++
 		cp.Copy = true
-		s.schedule(&cp)
+		s.schedule(cp)
 	}
 }
 
@@ -303,16 +309,19 @@ func (s *Sim) deliver(p *Packet) {
 		s.OnDeliver(p)
 	}
 	s.oracle = oracleState{}
-	var m wire.MAD
-	if err := wire.DecodeMAD(p.MAD[:], &m); err == nil && m.Method == wire.MethodSend {
-		switch m.AttrID {
-		case wire.AttrREQ:
-			s.oracle = oracleState{node: to, active: true, localID: m.REQ.LocalCommID,
-				guid: m.REQ.LocalCAGUID, qpn: m.REQ.LocalQPN}
-		case wire.AttrREP:
-			s.oracle = oracleState{node: to, active: true, localID: m.REP.LocalCommID,
-				guid: m.REP.LocalCAGUID, qpn: m.REP.LocalQPN}
+	if h, err := wire.DecodeHeader(p.MAD[:]); err == nil && h.Method == wire.MethodSend &&
+		(h.AttrID == wire.AttrREQ || h.AttrID == wire.AttrREP) {
+		// Only the fields the oracle needs (cm-wire-layout.md offsets).
+		body := p.MAD[wire.HeaderSize:]
+		o := oracleState{node: to, active: true, localID: binary.BigEndian.Uint32(body[0:])}
+		if h.AttrID == wire.AttrREQ {
+			o.guid = binary.BigEndian.Uint64(body[16:])
+			o.qpn = binary.BigEndian.Uint32(body[32:]) >> 8
+		} else {
+			o.guid = binary.BigEndian.Uint64(body[28:])
+			o.qpn = binary.BigEndian.Uint32(body[12:]) >> 8
 		}
+		s.oracle = o
 	}
 	if s.oracle.active {
 		clear(to.stepFrom)
@@ -383,7 +392,9 @@ func (s *Sim) Step() bool {
 		s.now = t
 	}
 	if len(s.queue) > 0 && s.queue[0].At <= s.now {
-		s.deliver(s.queue.pop())
+		p := s.queue.pop()
+		s.deliver(p)
+		s.recycle(p)
 		return true
 	}
 	if len(s.timers) > 0 && s.timers[0].at <= s.now {
@@ -426,6 +437,21 @@ func (s *Sim) Run(maxSteps int) int {
 		n++
 	}
 	return n
+}
+
+func (s *Sim) newPacket() *Packet {
+	if n := len(s.free); n > 0 {
+		p := s.free[n-1]
+		s.free = s.free[:n-1]
+		return p
+	}
+	return new(Packet)
+}
+
+func (s *Sim) recycle(p *Packet) {
+	if len(s.free) < 4096 {
+		s.free = append(s.free, p)
+	}
 }
 
 // ---- manual mode.
