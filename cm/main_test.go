@@ -44,8 +44,11 @@ func missingCells() []string {
 				continue
 			}
 			total++
-			if cellHits.main[s][e] > 0 {
+			if n := cellHits.main[s][e]; n > 0 {
 				hit++
+				if testing.Verbose() {
+					fmt.Printf("  hit %6d  %s/%s (%s)\n", n, s, e, k)
+				}
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s/%s (%s)", s, e, k))
@@ -57,8 +60,11 @@ func missingCells() []string {
 				continue
 			}
 			total++
-			if cellHits.lap[s][e] > 0 {
+			if n := cellHits.lap[s][e]; n > 0 {
 				hit++
+				if testing.Verbose() {
+					fmt.Printf("  hit %6d  ESTABLISHED/%s/%s (LAP)\n", n, s, e)
+				}
 				continue
 			}
 			out = append(out, fmt.Sprintf("ESTABLISHED/%s/%s (LAP)", s, e))

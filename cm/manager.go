@@ -539,8 +539,11 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 type ListenParams struct {
 	ServiceID uint64
 	// Mask selects the service IDs s with s&Mask == ServiceID&Mask; zero
-	// means ExactMask (for a wildcard listen use Engine.Listen).
+	// means ExactMask.
 	Mask uint64
+	// Wildcard listens on every service ID (mask 0); a more specific
+	// listen still takes the REQs it matches.
+	Wildcard bool
 	// Backlog bounds the requests waiting for Accept (default 128); a REQ
 	// beyond it is rejected with reason 3, a SIDR_REQ with status 2.
 	Backlog int
@@ -558,7 +561,10 @@ type Listener struct {
 
 // Listen starts listening.
 func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error) {
-	if p.Mask == 0 {
+	switch {
+	case p.Wildcard:
+		p.Mask = 0
+	case p.Mask == 0:
 		p.Mask = ExactMask
 	}
 	if p.Backlog <= 0 {

@@ -406,3 +406,24 @@ func TestManagerCloseAndCommEst(t *testing.T) {
 	require.ErrorIs(t, sc.Err(), cm.ErrDisconnected)
 	require.ErrorIs(t, sc.CommEst(ctx), cm.ErrInvalidState)
 }
+
+// A wildcard listen takes what no more specific listen does.
+func TestManagerWildcard(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	wild, err := p.b.Listen(ctx, cm.ListenParams{Wildcard: true})
+	require.NoError(t, err)
+	exact, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		sid uint64
+		l   *cm.Listener
+	}{{0x1000, exact}, {0x4242, wild}} {
+		go func() { _, _ = p.a.Connect(ctx, fastREQ(p.eb, c.sid, uint32(c.sid))) }()
+		r, err := c.l.Accept(ctx)
+		require.NoError(t, err)
+		require.Equal(t, c.sid, r.REQ().ServiceID)
+		require.NoError(t, r.Reject(ctx, 0, nil, nil))
+	}
+}

@@ -19,6 +19,26 @@ import (
 // TestScenarios runs the scripts in testdata/scenarios: two or more engines
 // on a manual simulated fabric, every message, table step and notification
 // written to a transcript that must match the checked-in one.
+//
+// Commands (ids are named <node>.<n> in the order they come to be; a
+// command without id= acts on the node's id of the latest notification or
+// call):
+//
+//	sim [seed=N] [manual=false]         before any node
+//	node NAME [guid= seed= legacy nostale maxids= maxhalfopen= dropexcess gid= altgid=]
+//	listen node= sid= [mask=]
+//	connect from= to= [sid= qpn= retries= resp= lresp= ack= pd= dgid= alt altgid=]
+//	accept node= [id=] [qpn= pd=]       reject node= [id=] [reason= ari=hex pd=]
+//	mra node= [id=] [timeout=]          rtu | disconnect | drep | commest | destroy node= [id=]
+//	lap node= [id=] [alt-lid=]          apr node= [id=] [status=]
+//	sidr from= to= [sid= timeout= retries=]   sidr-reply node= [id=] [status= qpn= qkey=]
+//	deliver [n=]                        deliver pending MADs (all, including the answers)
+//	drop [i=] | dup [i=] | pending      lose, duplicate, list pending MADs
+//	tick DURATION                       advance virtual time, firing timers
+//	crash NODE                          lose all of a node's CM state
+//	inject from= to= + JSON MAD         ($a.1 stands for id a.1's comm ID)
+//	raw from= to= + hex                 a raw 256-byte MAD
+//	state NODE | stats NODE             ids and tables; non-zero counters
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/scenarios/*.txt")
 	if err != nil || len(files) == 0 {
