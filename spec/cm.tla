@@ -12,7 +12,7 @@
 (*                                                                         *)
 (* Action names are the engine's event names (cm.Event.String()).          *)
 (***************************************************************************)
-EXTENDS Naturals, FiniteSets, CMTable
+EXTENDS Naturals, FiniteSets, TLC, CMTable
 
 CONSTANTS
     Nodes,              \* CM nodes; a node's CA GUID is the node itself
@@ -24,9 +24,11 @@ CONSTANTS
     MaxRetries,         \* Max CM Retries of every message
     MaxCrashes,         \* crash/restart budget
     MaxNet,             \* messages in flight (state constraint)
+    Loss,               \* the network may lose a message
     Duplicate,          \* the network may deliver a message twice
     LegacyTimeWaitQPN,  \* pre-fix Linux: the remote QPN stays in its table during TimeWait
-    StaleCheck          \* passive stale-connection detection (12.4.1) is on
+    StaleCheck,         \* passive stale-connection detection (12.4.1) is on
+    MaxDepth            \* bound on behaviour length for breadth-first search; 0: none
 
 VARIABLES
     conn,       \* conn[n][h]: the id in slot h of node n
@@ -49,10 +51,12 @@ IdleConn == [state |-> "IDLE", lid |-> 0, qpn |-> 0, rnode |-> 0, rid |-> 0, rqp
 
 \* One message. lid is the sender's comm ID, rid the receiver's (0 when not
 \* yet known), qpn the sender's QPN (REQ, REP) or the receiver's (DREQ), info
-\* the REJ reason or the message MRAed (0 REQ, 1 REP, as on the wire).
+\* the REJ reason or the message MRAed (0 REQ, 1 REP, as on the wire). A REJ
+\* carries 10 (stale) or 0 (any other reason): the receiver's table tells
+\* only those two apart, and merging the rest keeps the state space small.
 Message == [type : {"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP"},
             src : Nodes, dst : Nodes, lid : CommIDs \cup {0}, rid : CommIDs \cup {0},
-            qpn : QPNs \cup {0}, info : {0, 1, 4, 8, 10, 28}]
+            qpn : QPNs \cup {0}, info : {0, 1, 10}]
 
 TypeOK ==
     /\ conn \in [Nodes -> [Handles -> Conn]]
@@ -86,7 +90,8 @@ Min(S) == CHOOSE x \in S : \A y \in S : x <= y
 CanAlloc(n) == nextLid[n] <= MaxCommID
 
 \* A QP is free once its id is IDLE or in TimeWait: applications destroy and
-\* recreate QPs right after DREP, so the same QPN comes back at once (the seed).
+\* recreate QPs right after DREP, and the lowest free QPN is taken, so the
+\* same QPN comes back at once (the seed's workload).
 FreeQPNs(n) == {q \in QPNs : \A h \in Handles :
                    conn[n][h].state \notin (States \ {"IDLE", "TIMEWAIT"}) \/ conn[n][h].qpn # q}
 
@@ -96,8 +101,6 @@ FreeHandles(n) == {h \in Handles : conn[n][h].state = "IDLE"}
 ConnectedMatch(n, r, q) ==
     \E h \in Handles : conn[n][h].state \in ConnectedStates /\ conn[n][h].rnode = r /\ conn[n][h].rqpn = q
 
-\* States whose id has an entry in the remote-QPN table.
-TracksQPN(s) == s \in ConnectedStates \/ (LegacyTimeWaitQPN /\ s \in TimeWaitStates)
 
 -----------------------------------------------------------------------------
 (* One table step. A node view nd = [conn, rid, qpn, out] is threaded      *)
@@ -111,7 +114,7 @@ Mk(type, src, dst, lid, rid, qpn, info) ==
 
 \* The message entry t sends for id c of node n (Resend rebuilds the same copy).
 Out(n, c, t, reason) ==
-    LET rej == IF t.reason # 0 THEN t.reason ELSE reason
+    LET rej == IF (IF t.reason # 0 THEN t.reason ELSE reason) = 10 THEN 10 ELSE 0
     IN CASE t.send = "NONE" -> {}
          [] t.send = "REQ"  -> {Mk("REQ", n, c.rnode, c.lid, 0, c.qpn, 0)}
          [] t.send = "REP"  -> {Mk("REP", n, c.rnode, c.lid, c.rid, c.qpn, 0)}
@@ -125,7 +128,8 @@ Out(n, c, t, reason) ==
 After(c, t, ev) ==
     IF "Free" \in t.effects THEN IdleConn
     ELSE [c EXCEPT !.state = t.next,
-                   !.retries = CASE "StartTimer" \in t.effects -> MaxRetries
+                   !.retries = CASE t.next \notin TimerStates -> 0   \* no timer: nothing to count
+                                 [] "StartTimer" \in t.effects -> MaxRetries
                                  [] ev = "Timeout" -> c.retries - 1
                                  [] OTHER -> c.retries]
 
@@ -159,7 +163,7 @@ Reply(nd, n, m, ev) ==
     LET t == Table["IDLE"][ev]
     IN IF t.kind = "Stateless"
        THEN [nd EXCEPT !.out = @ \cup
-               CASE t.send = "REJ"  -> {Mk("REJ", n, m.src, 0, m.lid, 0, t.reason)}
+               CASE t.send = "REJ"  -> {Mk("REJ", n, m.src, 0, m.lid, 0, IF t.reason = 10 THEN 10 ELSE 0)}
                  [] t.send = "DREP" -> {Mk("DREP", n, m.src, m.rid, m.lid, 0, 0)}]
        ELSE nd
 
@@ -180,8 +184,9 @@ Connect(n, h) ==
     /\ n \in Clients
     /\ conn[n][h].state = "IDLE"
     /\ CanAlloc(n)
-    /\ \E q \in FreeQPNs(n), r \in Servers \ {n} :
-          LET c == [IdleConn EXCEPT !.lid = nextLid[n], !.qpn = q, !.rnode = r]
+    /\ FreeQPNs(n) # {}
+    /\ \E r \in Servers \ {n} :
+          LET c == [IdleConn EXCEPT !.lid = nextLid[n], !.qpn = Min(FreeQPNs(n)), !.rnode = r]
           IN Commit(n, Do(NodeView(n), n, h, c, "Connect", 0), {})
     /\ nextLid' = [nextLid EXCEPT ![n] = @ + 1]
     /\ UNCHANGED bogusStale
@@ -312,7 +317,7 @@ RecvDREQ(m) ==
 -----------------------------------------------------------------------------
 (* The environment.                                                         *)
 
-Lose(m) == m \in net /\ net' = net \ {m} /\ UNCHANGED <<conn, ridTable, qpnTable, nextLid, crashes, bogusStale>>
+Lose(m) == Loss /\ m \in net /\ net' = net \ {m} /\ UNCHANGED <<conn, ridTable, qpnTable, nextLid, crashes, bogusStale>>
 
 \* A crash loses all CM state; the peers keep theirs, which is how stale
 \* connections arise. QPs are gone too, so their numbers come back. The comm
@@ -350,6 +355,10 @@ LiveSpec == Spec /\ Fairness
 
 NetBound == Cardinality(net) <= MaxNet
 
+\* Every behaviour up to MaxDepth steps: TLC searches breadth first, so this
+\* checks all of them exhaustively and stops where the space gets too wide.
+DepthBound == MaxDepth = 0 \/ TLCGet("level") <= MaxDepth
+
 -----------------------------------------------------------------------------
 (* Invariants. pbt/ implements each in Go under the same name.              *)
 
@@ -370,7 +379,10 @@ TablesMatchStates ==
         /\ \A e \in qpnTable[n] : e[1] = conn[n][e[3]].rnode /\ e[2] = conn[n][e[3]].rqpn
         /\ \A h \in Handles :
               /\ (conn[n][h].state \in RemoteIDStates) = (\E e \in ridTable[n] : e[3] = h)
-              /\ TracksQPN(conn[n][h].state) = (\E e \in qpnTable[n] : e[3] = h)
+              /\ LET has == \E e \in qpnTable[n] : e[3] = h IN
+                 \* Legacy: a TimeWait id keeps the entry it had when connected.
+                 IF LegacyTimeWaitQPN /\ conn[n][h].state \in TimeWaitStates THEN TRUE
+                 ELSE (conn[n][h].state \in ConnectedStates) = has
 
 \* A local comm ID is never reused before TimeWait exit.
 UniqueLocalCommID ==
