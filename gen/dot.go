@@ -43,7 +43,9 @@ func emitDOT(t *def.Table) ([]byte, error) {
 				labels[e.Next] = append(labels[e.Next], ev.Name)
 			}
 			for _, to := range order {
-				w("  %s%s -> %s%s [label=%q];\n", prefix, names(si), prefix, to, strings.Join(labels[to], "\\n"))
+				// Event names are identifiers: the label needs no escaping but
+				// its line breaks, which DOT writes as \n inside the quotes.
+				w("  %s%s -> %s%s [label=\"%s\"];\n", prefix, names(si), prefix, to, strings.Join(labels[to], `\n`))
 			}
 		}
 	}
