@@ -3,7 +3,7 @@ GO      ?= go
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all deps generate check-generate build vet model model-test sim test unit race interop bench fuzz-short pbt-long conformance clean
+.PHONY: all deps generate check-generate build vet model model-test sim test unit interop bench fuzz-short pbt-long conformance clean
 
 all: deps check-generate build model sim
 
@@ -34,11 +34,9 @@ model-test:
 sim: build
 	$(GO) run ./cmd/ibcm sim --conns 2000 --seed 1
 
+# Every Go test, under the race detector.
 unit:
-	$(GO) test -count=1 ./...
-
-race:
-	$(GO) test -race -count=1 -short ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 interop:
 	tools/interop/run.sh
@@ -48,6 +46,12 @@ bench:
 
 fuzz-short:
 	tools/fuzz.sh 20s
+
+pbt-long:
+	tools/pbt-long.sh
+
+conformance:
+	tools/conformance.sh
 
 test: deps check-generate vet unit model-test fuzz-short interop
 	@echo "make test: all checks passed"
