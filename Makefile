@@ -31,8 +31,11 @@ model:
 model-test:
 	tools/model.sh --manifest spec/manifest.tsv
 
+# The seed's workload: QPs opened and closed fast, each QPN reused right after
+# DREQ/DREP. The spec-correct engine, then the pre-fix Linux behaviour.
 sim: build
 	$(GO) run ./cmd/ibcm sim --conns 2000 --seed 1
+	$(GO) run ./cmd/ibcm sim --conns 2000 --seed 1 --legacy-timewait-qpn
 
 # Every Go test, under the race detector.
 unit:
