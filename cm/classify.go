@@ -41,7 +41,7 @@ func (e *Engine) Recv(now Time, from transport.Addr, mad []byte) error {
 // idleConn returns the IDLE row's stand-in id for inputs that match none.
 // It is never registered, so no table step can keep it.
 func (e *Engine) idleConn() *conn {
-	e.idle = conn{heapIdx: -1}
+	e.idle = conn{heapIdx: timerNone}
 	return &e.idle
 }
 

@@ -137,9 +137,11 @@ type Engine struct {
 	sidr       map[SIDRKey]*conn
 	listens    listenTable
 
-	twHead, twTail *conn
-	twLen          int
-	halfOpen       int
+	lanes    [32]twLane // TimeWait timers, by Local ACK Timeout
+	laneMask uint32     // the non-empty lanes
+	twSeq    uint64     // TimeWait entries so far
+	twLen    int
+	halfOpen int
 
 	timers timerHeap
 
@@ -238,18 +240,17 @@ func reverse(s []*wire.MAD) {
 
 // Deadline returns the earliest timer deadline, and false when no timer runs.
 func (e *Engine) Deadline() (Time, bool) {
-	if len(e.timers) == 0 {
+	c := e.nextTimer()
+	if c == nil {
 		return Never, false
 	}
-	return e.timers[0].deadline, true
+	return c.deadline, true
 }
 
 // Tick fires every timer due at now, in deadline order.
 func (e *Engine) Tick(now Time) {
 	e.setNow(now)
-	for len(e.timers) > 0 && e.timers[0].deadline <= e.now {
-		c := e.timers[0]
-		e.stopTimer(c)
+	for c := e.popDue(); c != nil; c = e.popDue() {
 		e.fire(c)
 	}
 }

@@ -107,7 +107,7 @@ func (e *Engine) newID() (*conn, error) {
 
 func (e *Engine) start(c *conn, in *input) (CommID, error) {
 	if err := e.prepare(c, in); err != nil {
-		*c = conn{heapIdx: -1}
+		*c = conn{heapIdx: timerNone}
 		e.freeConns = append(e.freeConns, c)
 		return 0, err
 	}

@@ -29,7 +29,7 @@ type IDInfo struct {
 func (c *conn) info() IDInfo {
 	return IDInfo{ID: c.id, State: c.state, LAP: c.lap, Active: c.flags&flagActive != 0,
 		LocalQPN: c.qpn, RemoteGUID: c.rguid, RemoteID: c.rid, RemoteQPN: c.rqpn,
-		ServiceID: c.sid, Mask: c.mask, Listen: c.listen, Timer: c.heapIdx >= 0, Deadline: c.deadline,
+		ServiceID: c.sid, Mask: c.mask, Listen: c.listen, Timer: c.heapIdx != timerNone, Deadline: c.deadline,
 		Retries: c.retries, Addr: c.addr}
 }
 
@@ -118,7 +118,23 @@ func (e *Engine) SIDRTable() iter.Seq2[SIDRKey, CommID] {
 // TimeWaitList iterates over the ids in TimeWait, oldest first.
 func (e *Engine) TimeWaitList() iter.Seq[CommID] {
 	return func(yield func(CommID) bool) {
-		for c := e.twHead; c != nil; c = c.twNext {
+		// Each lane is in entry order: merge them by entry number.
+		var cur [32]*conn
+		for k := range e.lanes {
+			cur[k] = e.lanes[k].head
+		}
+		for {
+			best := -1
+			for k, c := range cur {
+				if c != nil && (best < 0 || c.twEntry() < cur[best].twEntry()) {
+					best = k
+				}
+			}
+			if best < 0 {
+				return
+			}
+			c := cur[best]
+			cur[best] = c.twNext
 			if !yield(c.id) {
 				return
 			}

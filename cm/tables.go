@@ -12,6 +12,9 @@ import (
 // conn is one CM id: a connection, a listen or a SIDR exchange. Its table
 // memberships always match State.Attr() (TablesMatchStates).
 type conn struct {
+	// Fields ordered so that the struct has no padding: 176 bytes, which
+	// issue 8's TimeWait budget (256 B an entry with its table slots)
+	// depends on (TestConnSize).
 	id       CommID
 	state    State
 	lap      LAPState
@@ -19,30 +22,35 @@ type conn struct {
 	maxRetry uint8 // Max CM Retries of the id's exchanges
 	ackTO    uint8 // primary path Local ACK Timeout (5-bit): TimeWait length, MRA round trip
 	flags    connFlags
-
-	qpn   uint32 // local QPN (0 until the passive side accepts)
-	rqpn  uint32 // remote QPN
-	rid   CommID // remote comm ID (SIDR_REQ_RCVD: the request ID)
-	rguid uint64 // remote CA GUID
+	pkey     uint16 // SIDR: partition key of the request
+	qpn      uint32 // local QPN (0 until the passive side accepts)
+	rqpn     uint32 // remote QPN
+	rid      CommID // remote comm ID (SIDR_REQ_RCVD: the request ID)
+	heapIdx  int32  // index in the timer heap; timerNone, timerLane (a TimeWait lane)
+	listen   CommID // passive ids: the listen that took the REQ
+	rguid    uint64 // remote CA GUID
 
 	respTO   time.Duration // per-try wait of this id's requests (REQ/REP/DREQ/LAP/SIDR_REQ)
 	curTO    time.Duration // per-try wait of the outstanding request (an MRA lengthens it)
 	deadline Time
-	heapIdx  int32 // index in the timer heap, -1 when no timer runs
 
-	sid    uint64 // service ID (a listen's ID)
-	mask   uint64 // a listen's mask
-	listen CommID // passive ids: the listen that took the REQ
-	tid    uint64 // TID for answers: the REQ's (passive), the last DREQ's or LAP's
-	pkey   uint16 // SIDR: partition key of the request
-	addr   transport.Addr
+	sid  uint64 // service ID (a listen's ID)
+	mask uint64 // a listen's mask
+	tid  uint64 // TID for answers: the REQ's (passive), the last DREQ's or LAP's
+	addr transport.Addr
 
 	sent    *[wire.MADSize]byte // last main-line message, for Resend
 	lapSent *[wire.MADSize]byte // last LAP or MRA(LAP), for Resend
 
 	prev, next     *conn // all ids, in creation order
-	twPrev, twNext *conn // the TimeWait list
+	twPrev, twNext *conn // the id's TimeWait lane (while it is in TimeWait)
 }
+
+// heapIdx values other than heap indexes.
+const (
+	timerNone int32 = -1 // no timer runs
+	timerLane int32 = -2 // the TimeWait timer runs: the id is in a TimeWait lane
+)
 
 type connFlags uint8
 
@@ -150,7 +158,7 @@ func (e *Engine) newConn() *conn {
 	} else {
 		c = new(conn)
 	}
-	c.heapIdx = -1
+	c.heapIdx = timerNone
 	return c
 }
 
@@ -183,7 +191,7 @@ func (e *Engine) release(c *conn) {
 	} else {
 		e.tail = c.prev
 	}
-	*c = conn{heapIdx: -1}
+	*c = conn{heapIdx: timerNone}
 	if len(e.freeConns) < 1024 {
 		e.freeConns = append(e.freeConns, c)
 	}
@@ -266,18 +274,23 @@ func (e *Engine) removeSIDR(c *conn) {
 	c.flags &^= flagInSIDR
 }
 
-// ---- the TimeWait list (oldest first).
+// ---- TimeWait. An id in TimeWait is counted in twLen and its timer runs
+// in a TimeWait lane instead of the heap: one FIFO list per TimeWait
+// length, that is per Local ACK Timeout (0-31), in order of entry. An id
+// enters its lane at now + the lane's length, so every lane is in
+// deadline order and entering or leaving TimeWait is O(1) however many ids
+// wait. Tick moves the lane entries due at the earliest deadline into the
+// heap before firing it, so timers still fire in (deadline, comm ID) order.
+// While an id is in TimeWait no request is outstanding and curTO holds its
+// entry number, which orders TimeWaitList across lanes.
+
+type twLane struct{ head, tail *conn }
 
 func (e *Engine) enterTimeWait(c *conn) {
-	c.twPrev, c.twNext = e.twTail, nil
-	if e.twTail != nil {
-		e.twTail.twNext = c
-	} else {
-		e.twHead = c
-	}
-	e.twTail = c
 	e.twLen++
 	c.flags |= flagInTW
+	c.curTO = time.Duration(e.twSeq)
+	e.twSeq++
 	e.stats.TimeWaitPeak = max(e.stats.TimeWaitPeak, e.twLen)
 }
 
@@ -285,19 +298,91 @@ func (e *Engine) exitTimeWait(c *conn) {
 	if c.flags&flagInTW == 0 {
 		return
 	}
+	if c.heapIdx == timerLane {
+		e.stopTimer(c)
+	}
+	e.twLen--
+	c.flags &^= flagInTW
+	c.curTO = 0
+}
+
+// twEntry is the entry number of an id in TimeWait.
+func (c *conn) twEntry() uint64 { return uint64(c.curTO) }
+
+func (e *Engine) laneAppend(c *conn) {
+	k := c.ackTO
+	l := &e.lanes[k]
+	c.twPrev, c.twNext = l.tail, nil
+	if l.tail != nil {
+		l.tail.twNext = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	e.laneMask |= 1 << k
+	c.heapIdx = timerLane
+}
+
+func (e *Engine) laneRemove(c *conn) {
+	k := c.ackTO
+	l := &e.lanes[k]
 	if c.twPrev != nil {
 		c.twPrev.twNext = c.twNext
 	} else {
-		e.twHead = c.twNext
+		l.head = c.twNext
 	}
 	if c.twNext != nil {
 		c.twNext.twPrev = c.twPrev
 	} else {
-		e.twTail = c.twPrev
+		l.tail = c.twPrev
 	}
 	c.twPrev, c.twNext = nil, nil
-	e.twLen--
-	c.flags &^= flagInTW
+	if l.head == nil {
+		e.laneMask &^= 1 << k
+	}
+}
+
+// nextTimer returns an id whose timer has the earliest deadline, or nil.
+func (e *Engine) nextTimer() *conn {
+	var c *conn
+	if len(e.timers) > 0 {
+		c = e.timers[0]
+	}
+	for m := e.laneMask; m != 0; m &= m - 1 {
+		if h := e.lanes[bits.TrailingZeros32(m)].head; c == nil || h.deadline < c.deadline {
+			c = h
+		}
+	}
+	return c
+}
+
+// popDue stops and returns the id whose timer fires next if it is due at
+// e.now: the least (deadline, comm ID) among the heap and the lanes.
+func (e *Engine) popDue() *conn {
+	c := e.nextTimer()
+	if c == nil || c.deadline > e.now {
+		return nil
+	}
+	if e.laneMask != 0 {
+		e.pullLanes(c.deadline)
+		c = e.timers[0]
+	}
+	e.stopTimer(c)
+	return c
+}
+
+// pullLanes moves every lane entry due at deadline d, the earliest, into
+// the heap, which then orders them by comm ID among the other timers due
+// at d.
+func (e *Engine) pullLanes(d Time) {
+	for m := e.laneMask; m != 0; m &= m - 1 {
+		l := &e.lanes[bits.TrailingZeros32(m)]
+		for l.head != nil && l.head.deadline <= d {
+			c := l.head
+			e.laneRemove(c)
+			e.heapPush(c)
+		}
+	}
 }
 
 // ---- the listen table. A listen (id, mask) matches s when
@@ -398,16 +483,20 @@ func (t *listenTable) match(sid uint64) *conn {
 }
 
 // ---- the timer heap: an indexed binary min-heap of ids by deadline (ties
-// by comm ID, so firing order is deterministic).
+// by comm ID, so firing order is deterministic). It holds every timer but
+// TimeWait's.
 
 type timerHeap []*conn
 
-func (h timerHeap) less(i, j int) bool {
-	if h[i].deadline != h[j].deadline {
-		return h[i].deadline < h[j].deadline
+// timerLess orders timers by deadline, then comm ID.
+func timerLess(a, b *conn) bool {
+	if a.deadline != b.deadline {
+		return a.deadline < b.deadline
 	}
-	return h[i].id < h[j].id
+	return a.id < b.id
 }
+
+func (h timerHeap) less(i, j int) bool { return timerLess(h[i], h[j]) }
 
 func (h timerHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -445,8 +534,18 @@ func (h timerHeap) down(i int) {
 	}
 }
 
-// arm (re)starts c's timer at deadline at.
+// arm (re)starts c's timer at deadline at: in its TimeWait lane when c is
+// in TimeWait, in the heap otherwise.
 func (e *Engine) arm(c *conn, at Time) {
+	if c.flags&flagInTW != 0 && c.ackTO < 32 {
+		e.stopTimer(c)
+		c.deadline = at
+		e.laneAppend(c)
+		return
+	}
+	if c.heapIdx == timerLane {
+		e.stopTimer(c)
+	}
 	c.deadline = at
 	if c.heapIdx >= 0 {
 		i := int(c.heapIdx)
@@ -454,6 +553,10 @@ func (e *Engine) arm(c *conn, at Time) {
 		e.timers.down(int(c.heapIdx))
 		return
 	}
+	e.heapPush(c)
+}
+
+func (e *Engine) heapPush(c *conn) {
 	c.heapIdx = int32(len(e.timers))
 	e.timers = append(e.timers, c)
 	e.timers.up(int(c.heapIdx))
@@ -461,19 +564,23 @@ func (e *Engine) arm(c *conn, at Time) {
 
 func (e *Engine) stopTimer(c *conn) {
 	i := int(c.heapIdx)
-	if i < 0 {
+	switch {
+	case c.heapIdx == timerLane:
+		e.laneRemove(c)
+	case i >= 0:
+		last := len(e.timers) - 1
+		if i != last {
+			e.timers.swap(i, last)
+		}
+		e.timers[last] = nil
+		e.timers = e.timers[:last]
+		if i != last {
+			e.timers.up(i)
+			e.timers.down(i)
+		}
+	default:
 		return
 	}
-	last := len(e.timers) - 1
-	if i != last {
-		e.timers.swap(i, last)
-	}
-	e.timers[last] = nil
-	e.timers = e.timers[:last]
-	c.heapIdx = -1
+	c.heapIdx = timerNone
 	c.deadline = 0
-	if i != last {
-		e.timers.up(i)
-		e.timers.down(i)
-	}
 }
