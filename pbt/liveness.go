@@ -1,0 +1,223 @@
+package pbt
+
+import (
+	"fmt"
+
+	"github.com/ibcm/ibcm/cm"
+)
+
+// The liveness counterparts, checked by Finish at the end of a sequence.
+// spec/cm.tla states them under
+//
+//	\* The application answers, timers fire, TimeWait ends.
+//	Fairness ==
+//	    /\ \A n \in Nodes, h \in Handles :
+//	          /\ WF_vars(Accept(n, h)) /\ WF_vars(SendRTU(n, h)) /\ WF_vars(SendDREP(n, h))
+//	          /\ WF_vars(Timeout(n, h)) /\ WF_vars(TimeoutFinal(n, h)) /\ WF_vars(TimeWaitExpiry(n, h))
+//
+// as
+//
+//	AttemptsEnd == \A n \in Nodes, h \in Handles :
+//	    conn[n][h].state \in AttemptStates ~> conn[n][h].state \in {"ESTABLISHED", "IDLE"}
+//
+//	TimeWaitEnds == \A n \in Nodes, h \in Handles :
+//	    conn[n][h].state = "TIMEWAIT" ~> conn[n][h].state = "IDLE"
+//
+// Finish makes the rest of the behaviour fair: no more faults, every
+// pending message is delivered, the application answers everything it is
+// asked (Accept, SendRTU, SendDREP, and the APR and SIDR_REP the spec's
+// model leaves out), and time advances past every deadline, until nothing
+// is left to do. Then every id that was attempting must have reached
+// ESTABLISHED or IDLE (AttemptsEnd), every id that was in TimeWait must be
+// gone and the TimeWait lists empty (TimeWaitEnds), and every id left is a
+// listen or an established connection (Quiescent). Finally the
+// application disconnects everything, settles again, and every table must
+// be empty but the listens; destroying those leaves nothing at all
+// (ClosedTablesEmpty).
+
+// AttemptStates is spec/cm.tla's AttemptStates.
+var AttemptStates = []cm.State{cm.StateReqSent, cm.StateMraReqRcvd, cm.StateReqRcvd, cm.StateMraReqSent,
+	cm.StateRepSent, cm.StateMraRepRcvd, cm.StateRepRcvd, cm.StateMraRepSent}
+
+func isAttempt(s cm.State) bool {
+	for _, a := range AttemptStates {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+type watched struct {
+	node  int
+	id    cm.CommID
+	state cm.State
+}
+
+func (s *System) finish() (string, error) {
+	var attempts, timeWait []watched
+	for i, n := range s.Nodes {
+		clear(s.per[i].reached)
+		for id := range n.Engine.IDs() {
+			switch {
+			case isAttempt(id.State):
+				attempts = append(attempts, watched{i, id.ID, id.State})
+			case id.State == cm.StateTimeWait:
+				timeWait = append(timeWait, watched{i, id.ID, id.State})
+			}
+		}
+	}
+	s.watch = true
+	steps, err := s.settle()
+	s.watch = false
+	if err != nil {
+		return "", err
+	}
+	for _, w := range attempts {
+		if !s.per[w.node].reached[w.id] {
+			now, _ := s.Nodes[w.node].Engine.Info(w.id)
+			return "", fmt.Errorf("AttemptsEnd: %s %#x was in %s; after a fair settle it is in %s and never reached ESTABLISHED or IDLE",
+				s.Nodes[w.node].Name, w.id, w.state, now.State)
+		}
+	}
+	for _, w := range timeWait {
+		if now, ok := s.Nodes[w.node].Engine.Info(w.id); ok {
+			return "", fmt.Errorf("TimeWaitEnds: %s %#x was in TIMEWAIT; after a fair settle it is in %s", s.Nodes[w.node].Name, w.id, now.State)
+		}
+	}
+	for _, n := range s.Nodes {
+		if l := n.Engine.TimeWaitLen(); l != 0 {
+			return "", fmt.Errorf("TimeWaitEnds: %s: %d ids still on the TimeWait list after a fair settle", n.Name, l)
+		}
+		for id := range n.Engine.IDs() {
+			if id.State != cm.StateListen && id.State != cm.StateEstablished {
+				return "", fmt.Errorf("Quiescent: %s %#x is in %s/%s after a fair settle", n.Name, id.ID, id.State, id.LAP)
+			}
+		}
+	}
+	// Close everything.
+	for i, n := range s.Nodes {
+		for id := range n.Engine.IDs() {
+			if id.State == cm.StateEstablished {
+				s.logf("    close: Disconnect %s", s.idName(target{i, id}))
+				if err := n.Engine.Disconnect(s.now(), id.ID, nil); err != nil {
+					return "", fmt.Errorf("AppCallsFollowTable: Disconnect %s %#x: %w", NodeName(i), id.ID, err)
+				}
+			}
+		}
+	}
+	s.Sim.Flush()
+	more, err := s.settle()
+	if err != nil {
+		return "", err
+	}
+	for _, n := range s.Nodes {
+		e := n.Engine
+		var listens []cm.CommID
+		for id := range e.IDs() {
+			if id.State != cm.StateListen {
+				return "", fmt.Errorf("ClosedTablesEmpty: %s %#x is in %s after everything was disconnected", n.Name, id.ID, id.State)
+			}
+			listens = append(listens, id.ID)
+		}
+		for k := range e.RemoteIDTable() {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: remote-ID entry %+v left", n.Name, k)
+		}
+		for k := range e.RemoteQPNTable() {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: remote-QPN entry %+v left", n.Name, k)
+		}
+		for k := range e.SIDRTable() {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: SIDR entry %+v left", n.Name, k)
+		}
+		if e.TimeWaitLen() != 0 || e.HalfOpen() != 0 {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: TimeWait %d, half open %d", n.Name, e.TimeWaitLen(), e.HalfOpen())
+		}
+		if _, armed := e.Deadline(); armed {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: a timer still runs", n.Name)
+		}
+		for _, id := range listens {
+			if err := e.Destroy(s.now(), id); err != nil {
+				return "", fmt.Errorf("AppCallsFollowTable: Destroy listen %#x: %w", id, err)
+			}
+		}
+		if e.NumIDs() != 0 {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: %d ids left after destroying the listens", n.Name, e.NumIDs())
+		}
+		for k := range e.ListenTable() {
+			return "", fmt.Errorf("ClosedTablesEmpty: %s: listen entry %+v left", n.Name, k)
+		}
+	}
+	s.Sim.Flush()
+	if p := len(s.Sim.Pending()); p != 0 {
+		return "", fmt.Errorf("ClosedTablesEmpty: destroying the listens sent %d messages", p)
+	}
+	if !s.verbose() {
+		return "", nil
+	}
+	return fmt.Sprintf("settled in %d steps, closed in %d, t=%s", steps, more, s.now()), nil
+}
+
+// settle runs the fair rest of a behaviour until nothing is left to do:
+// the application answers, then pending messages are delivered oldest
+// first, then time advances to the next deadline. The invariants are
+// checked after every step.
+func (s *System) settle() (int, error) {
+	for step := 0; ; step++ {
+		if step == settleBound {
+			return step, fmt.Errorf("Quiescent: still busy after %d fair steps", settleBound)
+		}
+		answered, err := s.answer()
+		switch {
+		case err != nil:
+			return step, err
+		case answered != "":
+			s.logf("    fair: %s", answered)
+		case len(s.Sim.Pending()) > 0:
+			if s.verbose() {
+				s.logf("    fair: deliver %s", s.describe(s.Sim.Pending()[0]))
+			}
+			s.deliver(0)
+		default:
+			t, ok := s.Sim.NextEvent()
+			if !ok {
+				return step, nil
+			}
+			s.Sim.RunUntil(t)
+			s.logf("    fair: advance to t=%s", t)
+		}
+		s.Sim.Flush()
+		if err := s.check(); err != nil {
+			return step, err
+		}
+	}
+}
+
+// answer makes the first application answer some id awaits, if any, and
+// says which.
+func (s *System) answer() (string, error) {
+	for i, n := range s.Nodes {
+		for id := range n.Engine.IDs() {
+			var ev cm.Event
+			switch {
+			case id.State == cm.StateReqRcvd || id.State == cm.StateMraReqSent:
+				ev = cm.EvAccept
+			case id.State == cm.StateRepRcvd || id.State == cm.StateMraRepSent:
+				ev = cm.EvSendRTU
+			case id.State == cm.StateDreqRcvd:
+				ev = cm.EvSendDREP
+			case id.State == cm.StateSidrReqRcvd:
+				ev = cm.EvSIDRReply
+			case id.State == cm.StateEstablished && (id.LAP == cm.LAPRcvd || id.LAP == cm.LAPMraSent):
+				ev = cm.EvAnswerLAP
+			default:
+				continue
+			}
+			desc := s.idName(target{i, id})
+			if err := s.call(target{i, id}, ev, 0, nil); err != nil {
+				return "", fmt.Errorf("AppCallsFollowTable: fair %s on %s %#x in %s: %w", ev, n.Name, id.ID, id.State, err)
+			}
+			return ev.String() + " " + desc, nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,158 @@
+package pbt
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leanovate/gopter"
+	"github.com/stretchr/testify/require"
+)
+
+// Budgets. go test ./pbt/ (make test) runs the default; -short a tenth;
+// IBCM_PBT_SEQUENCES and IBCM_PBT_MAXLEN override (tools/pbt-long.sh).
+const (
+	defaultSequences = 12000
+	shortSequences   = 1200
+	defaultMaxLen    = 60
+)
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func seed(t *testing.T) int64 {
+	s, err := Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestProperty is the stateful property over the real engine: random
+// sequences of commands (commands.go) on 2–4 engines, every invariant of
+// spec/cm.tla after every command, the liveness counterparts at the end.
+// A failure is shrunk, printed with its transcript, and saved as a replay
+// regression test under testdata/found/ (TestReplay then fails on it until
+// the engine is fixed).
+func TestProperty(t *testing.T) {
+	n := shortSequences
+	if !testing.Short() {
+		n = defaultSequences
+	}
+	n = envInt(t, "IBCM_PBT_SEQUENCES", n)
+	maxLen := envInt(t, "IBCM_PBT_MAXLEN", defaultMaxLen)
+	sd := seed(t)
+	t.Logf("IBCM_PBT_SEED=%d IBCM_PBT_SEQUENCES=%d IBCM_PBT_MAXLEN=%d", sd, n, maxLen)
+
+	cov := NewCoverage()
+	st := &Suite{Coverage: cov}
+	start := time.Now()
+	res := st.Property().Check(Parameters(sd, n, maxLen))
+	took := time.Since(start)
+	hit, total := cov.TransitionCells()
+	t.Logf("%s in %s (%.0f sequences/s)", res.Status, took.Round(time.Millisecond), float64(cov.Sequences)/took.Seconds())
+	t.Logf("covered: %d sequences, %d commands, %d table steps; %d distinct (state, LAP state) tuples; %d distinct projected node states; %d of %d Transition cells (%d cells of any kind)",
+		cov.Sequences, cov.Commands, cov.Steps, cov.Tuples(), cov.NodeStates(), hit, total, cov.Cells())
+	if m := cov.Missed(); len(m) > 0 {
+		t.Logf("Transition cells not reached: %s", strings.Join(m, " "))
+	}
+	if res.Passed() {
+		return
+	}
+	report(t, st, res, "")
+	if st.Last != nil {
+		sc := st.Last.Scenario("", fmt.Sprintf("found by TestProperty with IBCM_PBT_SEED=%d on %s: %v", sd, time.Now().Format(time.DateOnly), st.Last.Err),
+			"the engine must pass it: this file replays as a failing test until the bug is fixed")
+		dir := filepath.Join("testdata", "found")
+		name := filepath.Join(dir, fmt.Sprintf("seed%d.txt", sd))
+		if err := os.MkdirAll(dir, 0o755); err == nil && os.WriteFile(name, []byte(sc.String()), 0o644) == nil {
+			t.Logf("saved as %s", name)
+		}
+	}
+	t.Fatalf("the property failed with IBCM_PBT_SEED=%d", sd)
+}
+
+// report prints the result of a failed check: the shrunk counterexample
+// as a scenario and its annotated replay.
+func report(t *testing.T, st *Suite, res *gopter.TestResult, expect string) {
+	t.Helper()
+	t.Logf("%s after %d runs (shrinking included); labels: %v", res.Status, st.Sequences, res.Labels)
+	if res.Error != nil {
+		t.Logf("error: %v\n%s", res.Error, res.ErrorStack)
+	}
+	if st.Last == nil {
+		return
+	}
+	st.Last = st.Last.Simplify()
+	sc := st.Last.Scenario(expect)
+	t.Logf("shrunk counterexample (%d commands):\n%s", len(sc.Commands), sc)
+	var tr strings.Builder
+	sc.Replay(func(line string) { tr.WriteString(line + "\n") })
+	t.Logf("transcript:\n%s", tr.String())
+}
+
+// TestLegacyFails is the evidence that the properties bite: the same
+// suite, same seed, over engines with the Linux seed bug
+// (LegacyTimeWaitQPN: the remote QPN stays in its table during TimeWait)
+// must break NoBogusStaleReject, and shrink it to at most 12 commands.
+func TestLegacyFails(t *testing.T) {
+	sd := seed(t)
+	t.Logf("IBCM_PBT_SEED=%d", sd)
+	st := &Suite{Legacy: true}
+	res := st.Property().Check(Parameters(sd, defaultSequences, defaultMaxLen))
+	require.False(t, res.Passed(), "the legacy engine passed: the properties do not bite")
+	require.NotNil(t, st.Last)
+	report(t, st, res, "NoBogusStaleReject")
+	require.Equal(t, "NoBogusStaleReject", Invariant(st.Last.Err), "the legacy engine broke another property first: %v", st.Last.Err)
+	require.LessOrEqual(t, len(st.Last.Commands), 12, "the shrunk counterexample is too long")
+
+	// It replays, and the fixed engine passes it.
+	sc := st.Last.Scenario("NoBogusStaleReject")
+	require.Equal(t, "NoBogusStaleReject", Invariant(sc.Replay(nil)))
+	sc.Legacy = false
+	require.NoError(t, sc.Replay(nil), "the fixed engine fails the legacy counterexample")
+}
+
+// TestReplay replays every scenario under testdata/ (the regression tests
+// of failures found) and checks its expectation. A scenario that expects a
+// failure on legacy engines must pass on the fixed ones.
+func TestReplay(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	found, _ := filepath.Glob(filepath.Join("testdata", "found", "*.txt"))
+	files = append(files, found...)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
+			fd, err := os.Open(f)
+			require.NoError(t, err)
+			defer fd.Close()
+			sc, err := ReadScenario(fd)
+			require.NoError(t, err)
+			var tr strings.Builder
+			err = sc.Replay(func(line string) { tr.WriteString(line + "\n") })
+			if sc.Expect == "" {
+				require.NoError(t, err, "transcript:\n%s", tr.String())
+			} else {
+				require.Error(t, err, "expected %s to fail; transcript:\n%s", sc.Expect, tr.String())
+				require.Equal(t, sc.Expect, Invariant(err), "transcript:\n%s", tr.String())
+			}
+			if sc.Legacy {
+				sc.Legacy = false
+				require.NoError(t, sc.Replay(nil), "the fixed engine fails a legacy scenario")
+			}
+		})
+	}
+}

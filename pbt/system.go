@@ -1,0 +1,459 @@
+// Package pbt is the property-based test suite of the CM engine (project
+// issue 5): a stateful gopter test (github.com/leanovate/gopter/commands)
+// that drives 2–4 engines on a manual-mode simnet fabric with random
+// application calls and network faults, and checks spec/cm.tla's
+// invariants after every command and its liveness properties at the end of
+// every sequence; plus properties of the generated transition table.
+//
+// The invariants are implemented here (invariants.go) under the names
+// spec/cm.tla gives them, from the engines' introspection only, and
+// independently of simnet's CheckInvariants.
+package pbt
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// CM timing of every connection the suite makes. Virtual time is free, so
+// only the ratios matter: TimeWait ≈ 4.2 ms, a REQ waits ≈ 8.4 ms per try.
+const (
+	serviceBase = 0x1000 // service IDs are serviceBase + SID argument
+	ackTimeout  = 10     // primary path Local ACK Timeout: 4.096 µs × 2^10
+	respTimeout = 10     // CM response timeouts
+	qpnBase     = 0x11   // the lowest QPN a node hands out
+	freshBase   = 0x100  // QPNs from here on are never reused
+	farAway     = 10_000_000_000
+	settleBound = 20000 // steps of one fair settle before it counts as not ending
+)
+
+// System is the system under test: engines on a manual-mode simulated
+// fabric, the application around them (QPN allocation, names for logs) and
+// the stale-reject oracle.
+type System struct {
+	Sim    *simnet.Sim
+	Nodes  []*simnet.Node
+	Legacy bool
+
+	// Log, when set, gets one line per command: the command and what it
+	// resolved to (which id, which message).
+	Log func(string)
+
+	per    []*nodeApp
+	oracle staleOracle
+	cov    *Coverage
+	watch  bool // during a settle: the tracer records ids reaching ESTABLISHED or IDLE
+	ran    []op
+	failed bool
+	onFail func(ran []op, err error)
+	line   string // the command being logged, until something is said about it
+	steps  int    // table steps (trace calls)
+}
+
+// nodeApp is the application's bookkeeping for one node.
+type nodeApp struct {
+	fresh     uint32
+	lastFreed uint32             // the QPN of the id most recently disconnected, or 0
+	holding   []holder           // ids holding a QPN at the last scan, in creation order
+	live      map[cm.CommID]bool // ids at the last scan
+	released  map[cm.CommID]bool // comm IDs held earlier in this incarnation and since released
+	reached   map[cm.CommID]bool // settle: ids that stepped into ESTABLISHED or IDLE
+	names     map[cm.CommID]string
+	count     int
+}
+
+type holder struct {
+	id  cm.CommID
+	qpn uint32
+}
+
+// NodeName is the name of node i in scenarios and logs: a, b, c, d.
+func NodeName(i int) string { return string(rune('a' + i)) }
+
+// NewSystem returns the nodes of model m (2..4) on a fresh manual-mode
+// fabric. m.Seed fixes the engines' comm-ID allocators; with m.Limits the
+// engines have small resource bounds (MaxIDs 8, MaxHalfOpen 2, node c
+// drops excess REQs instead of rejecting them). Every engine knows its
+// port GID and alternate GID, so a REQ naming others is refused (REJ 12,
+// 18). legacy configures every engine with LegacyTimeWaitQPN. cov, when
+// non-nil, collects coverage.
+func NewSystem(m Model, legacy bool, cov *Coverage) *System {
+	s := &System{Legacy: legacy, cov: cov}
+	s.Sim = simnet.New(simnet.Config{Seed: m.Seed, Manual: true})
+	s.oracle.sys = s
+	s.Sim.OnDeliver = s.oracle.onDeliver
+	s.Sim.OnSend = s.oracle.onSend
+	for i := range m.Nodes {
+		cfg := cm.Config{LegacyTimeWaitQPN: legacy, Trace: func(ts cm.TraceStep) { s.trace(i, ts) }}
+		// simnet.AddNode: LID index+1, GID fe80::<LID>.
+		cfg.LocalGID[0], cfg.LocalGID[1] = 0xfe, 0x80
+		binary.BigEndian.PutUint16(cfg.LocalGID[14:], uint16(i+1))
+		cfg.AltGIDs = []wire.GID{cfg.LocalGID}
+		if m.Limits {
+			cfg.MaxIDs, cfg.MaxHalfOpen, cfg.DropExcessREQ = 8, 2, i == 2
+		}
+		n := s.Sim.AddNode(NodeName(i), cfg)
+		if n.Addr.GID != cfg.LocalGID {
+			panic("pbt: simnet addressing changed")
+		}
+		s.Nodes = append(s.Nodes, n)
+		s.per = append(s.per, &nodeApp{fresh: freshBase, live: map[cm.CommID]bool{},
+			released: map[cm.CommID]bool{}, reached: map[cm.CommID]bool{}, names: map[cm.CommID]string{}})
+	}
+	return s
+}
+
+func (s *System) now() cm.Time { return s.Sim.Now() }
+
+func (s *System) verbose() bool { return s.Log != nil }
+
+func (s *System) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.flushLine()
+		s.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// note logs what the command being run resolved to, on its line.
+func (s *System) note(desc string) {
+	if s.Log == nil || desc == "" {
+		return
+	}
+	if s.line == "" {
+		s.Log("    # " + desc)
+		return
+	}
+	s.Log(fmt.Sprintf("%-44s # %s", s.line, desc))
+	s.line = ""
+}
+
+func (s *System) flushLine() {
+	if s.line != "" {
+		s.Log(s.line)
+		s.line = ""
+	}
+}
+
+func (s *System) trace(i int, ts cm.TraceStep) {
+	s.steps++
+	if s.cov != nil {
+		s.cov.step(ts)
+	}
+	if s.watch && ts.ID != 0 && ts.Kind == cm.KindTransition && (ts.To == cm.StateEstablished || ts.To == cm.StateIdle) {
+		s.per[i].reached[ts.ID] = true
+	}
+}
+
+// result is what a command's Run returns: the first property it broke.
+type result struct {
+	err error
+}
+
+// run executes one command and checks every invariant after it.
+func (s *System) run(c op) *result {
+	if s.Log != nil {
+		s.line = c.String()
+	}
+	did, err := c.apply(s)
+	s.note(did)
+	s.Sim.Flush()
+	if err == nil {
+		err = s.check()
+	}
+	s.scan()
+	s.ran = append(s.ran, c)
+	if s.Log != nil {
+		s.flushLine()
+		if err != nil {
+			s.Log("    FAILED: " + err.Error())
+		}
+	}
+	if s.cov != nil {
+		s.cov.Commands++
+		s.cov.nodes(s)
+	}
+	if err != nil && !s.failed {
+		s.failed = true
+		if s.onFail != nil {
+			s.onFail(slices.Clone(s.ran), err)
+		}
+	}
+	return &result{err: err}
+}
+
+// check evaluates the state invariants of spec/cm.tla.
+func (s *System) check() error {
+	if err := NoBogusStaleReject(&s.oracle); err != nil {
+		return err
+	}
+	if err := StaleDetected(s.Nodes); err != nil {
+		return err
+	}
+	if err := TablesMatchStates(s.Nodes); err != nil {
+		return err
+	}
+	released := make([]map[cm.CommID]bool, len(s.per))
+	for i, p := range s.per {
+		released[i] = p.released
+	}
+	if err := UniqueLocalCommID(s.Nodes, released); err != nil {
+		return err
+	}
+	return EstablishedAgree(s.Nodes)
+}
+
+// scan updates the application's view after a command: the QPN most
+// recently freed (an id holding one left for TimeWait or IDLE), the comm
+// IDs released (UniqueLocalCommID's history) and names for new ids.
+func (s *System) scan() {
+	for i, n := range s.Nodes {
+		p := s.per[i]
+		var holding []holder
+		live := make(map[cm.CommID]bool, len(p.live)+1)
+		for id := range n.Engine.IDs() {
+			live[id.ID] = true
+			if _, ok := p.names[id.ID]; !ok {
+				p.count++
+				p.names[id.ID] = fmt.Sprintf("%s.%d", NodeName(i), p.count)
+			}
+			if holdsQPN(id) {
+				holding = append(holding, holder{id.ID, id.LocalQPN})
+			}
+		}
+		for _, h := range p.holding {
+			if !slices.ContainsFunc(holding, func(x holder) bool { return x.id == h.id }) {
+				p.lastFreed = h.qpn
+			}
+		}
+		for id := range p.live {
+			if !live[id] {
+				p.released[id] = true
+			}
+		}
+		p.holding, p.live = holding, live
+	}
+}
+
+// holdsQPN: the spec's FreeQPNs: a QP is in use while its id is neither
+// IDLE nor in TimeWait.
+func holdsQPN(id cm.IDInfo) bool {
+	return id.LocalQPN != 0 && id.State != cm.StateTimeWait && id.State != cm.StateIdle
+}
+
+// crashed resets the application's view of node i after a crash: its QPs
+// and comm IDs are gone, and the new engine starts a new allocator.
+func (s *System) crashed(i int) {
+	p := s.per[i]
+	p.holding = nil
+	p.live = map[cm.CommID]bool{}
+	p.released = map[cm.CommID]bool{}
+	p.lastFreed = 0
+}
+
+// QPN choices of Connect and Accept.
+type qpnPolicy int
+
+const (
+	qpnLowest qpnPolicy = iota // the lowest QPN not in use (spec/cm.tla Min(FreeQPNs)): reuses TimeWait QPNs at once
+	qpnFreed                   // the QPN of the id most recently disconnected, even if still in use (none yet: as qpnLive)
+	qpnLive                    // the K-th QPN an id of the node still uses (none: as qpnLowest)
+	qpnFresh                   // a QPN never used before
+	numQPNPolicies
+)
+
+var qpnNames = [...]string{"lowest", "freed", "live", "fresh"}
+
+func (p qpnPolicy) String() string { return qpnNames[p] }
+
+func (s *System) pickQPN(i int, pol qpnPolicy, k int) uint32 {
+	n, p := s.Nodes[i], s.per[i]
+	var used []uint32
+	for id := range n.Engine.IDs() {
+		if holdsQPN(id) && !slices.Contains(used, id.LocalQPN) {
+			used = append(used, id.LocalQPN)
+		}
+	}
+	switch pol {
+	case qpnFreed:
+		if p.lastFreed != 0 {
+			return p.lastFreed
+		}
+		fallthrough // none freed yet: one in use (so a shrunk sequence keeps reusing)
+	case qpnLive:
+		if len(used) > 0 {
+			return used[k%len(used)]
+		}
+	case qpnFresh:
+		p.fresh++
+		return p.fresh
+	}
+	q := uint32(qpnBase)
+	for slices.Contains(used, q) {
+		q++
+	}
+	return q
+}
+
+// target is an id of a node.
+type target struct {
+	node int
+	id   cm.IDInfo
+}
+
+// allows reports whether the table lets event ev move id (a Transition
+// cell, in the alternate-path table for ESTABLISHED's LAP events).
+func allows(id cm.IDInfo, ev cm.Event) bool {
+	tr := cm.Lookup(id.State, ev)
+	if tr.Kind == cm.KindSub {
+		return cm.LookupLAP(id.LAP, ev).Kind == cm.KindTransition
+	}
+	return tr.Kind == cm.KindTransition
+}
+
+// targets lists the ids, node by node in creation order, that event ev
+// can move; ev < 0 lists every id.
+func (s *System) targets(ev cm.Event, any bool) []target {
+	var out []target
+	for i, n := range s.Nodes {
+		for id := range n.Engine.IDs() {
+			if any || allows(id, ev) {
+				out = append(out, target{i, id})
+			}
+		}
+	}
+	return out
+}
+
+func (s *System) pick(ev cm.Event, k int) (target, bool) {
+	ts := s.targets(ev, false)
+	if len(ts) == 0 {
+		return target{}, false
+	}
+	return ts[k%len(ts)], true
+}
+
+// name returns the log name of comm ID id on node i.
+func (s *System) name(i int, id cm.CommID) string {
+	if id == 0 {
+		return "0"
+	}
+	p := s.per[i]
+	if nm, ok := p.names[id]; ok {
+		return nm
+	}
+	p.count++
+	p.names[id] = fmt.Sprintf("%s.%d", NodeName(i), p.count)
+	return p.names[id]
+}
+
+func (s *System) idName(t target) string {
+	if !s.verbose() {
+		return ""
+	}
+	st := t.id.State.String()
+	if t.id.State == cm.StateEstablished {
+		st += "/" + t.id.LAP.String()
+	}
+	return fmt.Sprintf("%s (%s)", s.name(t.node, t.id.ID), st)
+}
+
+func (s *System) index(n *simnet.Node) int {
+	for i, x := range s.Nodes {
+		if x == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// describe summarizes a packet for logs.
+func (s *System) describe(p *simnet.Packet) string {
+	if !s.verbose() {
+		return ""
+	}
+	var m wire.MAD
+	if err := wire.DecodeMAD(p.MAD[:], &m); err != nil {
+		return "malformed"
+	}
+	from, to := s.index(p.From), s.index(p.To)
+	ids := func(l, r uint32) string {
+		return fmt.Sprintf("%s->%s", s.name(from, cm.CommID(l)), s.name(to, cm.CommID(r)))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s->%s ", m.AttrID, NodeName(from), NodeName(to))
+	switch m.AttrID {
+	case wire.AttrREQ:
+		fmt.Fprintf(&b, "%s qpn=%#x", s.name(from, cm.CommID(m.REQ.LocalCommID)), m.REQ.LocalQPN)
+	case wire.AttrREP:
+		fmt.Fprintf(&b, "%s qpn=%#x", ids(m.REP.LocalCommID, m.REP.RemoteCommID), m.REP.LocalQPN)
+	case wire.AttrREJ:
+		fmt.Fprintf(&b, "%s reason=%d", ids(m.REJ.LocalCommID, m.REJ.RemoteCommID), m.REJ.Reason)
+	case wire.AttrMRA:
+		fmt.Fprintf(&b, "%s for=%s", ids(m.MRA.LocalCommID, m.MRA.RemoteCommID), m.MRA.MessageMRAed)
+	case wire.AttrRTU:
+		b.WriteString(ids(m.RTU.LocalCommID, m.RTU.RemoteCommID))
+	case wire.AttrDREQ:
+		fmt.Fprintf(&b, "%s qpn=%#x", ids(m.DREQ.LocalCommID, m.DREQ.RemoteCommID), m.DREQ.RemoteQPNEECN)
+	case wire.AttrDREP:
+		b.WriteString(ids(m.DREP.LocalCommID, m.DREP.RemoteCommID))
+	case wire.AttrLAP:
+		b.WriteString(ids(m.LAP.LocalCommID, m.LAP.RemoteCommID))
+	case wire.AttrAPR:
+		fmt.Fprintf(&b, "%s status=%d", ids(m.APR.LocalCommID, m.APR.RemoteCommID), m.APR.ARStatus)
+	case wire.AttrSIDRReq:
+		fmt.Fprintf(&b, "req=%#x", m.SIDRReq.RequestID)
+	case wire.AttrSIDRRep:
+		fmt.Fprintf(&b, "req=%#x status=%d", m.SIDRRep.RequestID, m.SIDRRep.Status)
+	}
+	if p.Copy {
+		b.WriteString(" (copy)")
+	}
+	return b.String()
+}
+
+// deliver delivers pending message i, with the stale-reject oracle armed.
+func (s *System) deliver(i int) {
+	s.Sim.Deliver(i)
+	s.oracle.done()
+}
+
+// reqTemplate is the REQ of a Connect from node i to node j.
+// bad 1 names a wrong primary remote GID, 2 a wrong alternate one.
+func (s *System) reqTemplate(i, j int, sid uint64, qpn uint32, retries uint8, alt bool, bad int) *cm.ConnectParams {
+	from, to := s.Nodes[i], s.Nodes[j]
+	p := &cm.ConnectParams{To: to.Addr, REQ: wire.REQ{
+		ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
+		RemoteCMResponseTimeout: respTimeout, LocalCMResponseTimeout: respTimeout,
+		MaxCMRetries: retries, PrimaryLocalAckTimeout: ackTimeout,
+		PathPacketPayloadMTU: wire.MTU1024, RetryCount: 7, RNRRetryCount: 7,
+		PrimaryLocalPortLID: from.Addr.LID, PrimaryRemotePortLID: to.Addr.LID,
+		PrimaryLocalPortGID: from.Addr.GID, PrimaryRemotePortGID: to.Addr.GID}}
+	if alt {
+		p.REQ.AlternateLocalPortLID = from.Addr.LID + 100
+		p.REQ.AlternateRemotePortLID = to.Addr.LID + 100
+		p.REQ.AlternateLocalPortGID = from.Addr.GID
+		p.REQ.AlternateRemotePortGID = to.Addr.GID
+		p.REQ.AlternateLocalAckTimeout = ackTimeout
+	}
+	switch bad {
+	case 1:
+		p.REQ.PrimaryRemotePortGID[15] ^= 0x80
+	case 2:
+		p.REQ.AlternateLocalPortLID = from.Addr.LID + 100
+		p.REQ.AlternateRemotePortLID = to.Addr.LID + 100
+		p.REQ.AlternateRemotePortGID = to.Addr.GID
+		p.REQ.AlternateRemotePortGID[15] ^= 0x80
+	}
+	return p
+}
+
+func lapTemplate(n *simnet.Node) *wire.LAP {
+	return &wire.LAP{RemoteCMResponseTimeout: respTimeout, AlternateLocalPortLID: n.Addr.LID + 200,
+		AlternateRemotePortLID: 300, AlternateLocalAckTimeout: ackTimeout}
+}

@@ -1,0 +1,235 @@
+package pbt
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/gen/def"
+)
+
+// Properties of the generated transition table. Each takes the table as
+// lookup functions so that the tests can show it refusing a mutated one.
+
+// Table is a connection table and its alternate-path sub-table.
+type Table struct {
+	Main func(cm.State, cm.Event) cm.Transition
+	LAP  func(cm.LAPState, cm.Event) cm.LAPTransition
+}
+
+// Generated is the table in cm/table_gen.go.
+var Generated = Table{Main: cm.Lookup, LAP: cm.LookupLAP}
+
+// MatchesDefinition checks every (state, event) cell of t against the
+// shared definition (gen/def Build()): next state, kind, message, reason,
+// notice and effects; and the names, state attributes and event classes
+// the generator emitted. Alternate-path cells are compared for the events
+// ESTABLISHED delegates (the others are meaningless in the sub-table).
+func MatchesDefinition(t Table) error {
+	d, err := def.Build()
+	if err != nil {
+		return fmt.Errorf("definition: %w", err)
+	}
+	if len(def.States) != cm.NumStates || len(def.LAPStates) != cm.NumLAPStates || len(def.Events) != cm.NumEvents {
+		return fmt.Errorf("sizes: definition %d states, %d LAP states, %d events; generated %d, %d, %d",
+			len(def.States), len(def.LAPStates), len(def.Events), cm.NumStates, cm.NumLAPStates, cm.NumEvents)
+	}
+	for i, ds := range def.States {
+		s := cm.State(i)
+		a := s.Attr()
+		if s.String() != ds.Name {
+			return fmt.Errorf("state %d: generated %s, defined %s", i, s, ds.Name)
+		}
+		want := cm.StateAttr{RemoteID: ds.RemoteID, Connected: ds.Connected, Listen: ds.Listen, SIDR: ds.SIDR,
+			TimeWait: ds.TimeWait, Timer: ds.Timer, Holds: ds.Holds}
+		if a != want {
+			return fmt.Errorf("%s: attributes %+v, defined %+v", s, a, want)
+		}
+	}
+	for i, dl := range def.LAPStates {
+		if l := cm.LAPState(i); l.String() != dl.Name {
+			return fmt.Errorf("LAP state %d: generated %s, defined %s", i, l, dl.Name)
+		}
+	}
+	for i, de := range def.Events {
+		ev := cm.Event(i)
+		if ev.String() != de.Name || ev.Class().String() != de.Class.String() || ev.LAP() != de.LAP {
+			return fmt.Errorf("event %d: generated %s (%s, LAP %v), defined %s (%s, LAP %v)",
+				i, ev, ev.Class(), ev.LAP(), de.Name, de.Class, de.LAP)
+		}
+	}
+	for si := range def.States {
+		for ei := range def.Events {
+			tr := t.Main(cm.State(si), cm.Event(ei))
+			if err := sameCell(d.Main[si][ei], tr.Next.String(), tr.Kind, tr.Send, tr.Reason, tr.Notice, tr.Effects); err != nil {
+				return fmt.Errorf("(%s, %s): %w", cm.State(si), cm.Event(ei), err)
+			}
+		}
+	}
+	for li := range def.LAPStates {
+		for ei, de := range def.Events {
+			if !de.LAP {
+				continue
+			}
+			tr := t.LAP(cm.LAPState(li), cm.Event(ei))
+			if err := sameCell(d.LAP[li][ei], tr.Next.String(), tr.Kind, tr.Send, tr.Reason, tr.Notice, tr.Effects); err != nil {
+				return fmt.Errorf("(ESTABLISHED/%s, %s): %w", cm.LAPState(li), cm.Event(ei), err)
+			}
+		}
+	}
+	return nil
+}
+
+func sameCell(want def.Entry, next string, kind cm.Kind, send cm.Msg, reason uint16, notice cm.Notice, effs cm.Effect) error {
+	var got []string
+	for i := range cm.NumEffects {
+		if f := cm.Effect(1) << i; effs&f != 0 {
+			got = append(got, f.String())
+		}
+	}
+	var w []string
+	for _, f := range want.Effects {
+		w = append(w, string(f))
+	}
+	slices.Sort(got)
+	slices.Sort(w)
+	switch {
+	case next != want.Next:
+		return fmt.Errorf("next %s, defined %s", next, want.Next)
+	case kind.String() != def.KindNames[want.Kind]:
+		return fmt.Errorf("kind %s, defined %s", kind, def.KindNames[want.Kind])
+	case send.String() != string(want.Send):
+		return fmt.Errorf("sends %s, defined %s", send, want.Send)
+	case int(reason) != want.Reason:
+		return fmt.Errorf("reason %d, defined %d", reason, want.Reason)
+	case notice.String() != string(want.Notice):
+		return fmt.Errorf("notice %s, defined %s", notice, want.Notice)
+	case !slices.Equal(got, w):
+		return fmt.Errorf("effects %v, defined %v", got, w)
+	}
+	return nil
+}
+
+// edges returns the Transition cells of the connection table as a graph.
+func (t Table) edges() [cm.NumStates][]cm.State {
+	var g [cm.NumStates][]cm.State
+	for s := range cm.State(cm.NumStates) {
+		for ev := range cm.Event(cm.NumEvents) {
+			if tr := t.Main(s, ev); tr.Kind == cm.KindTransition && !slices.Contains(g[s], tr.Next) {
+				g[s] = append(g[s], tr.Next)
+			}
+		}
+	}
+	return g
+}
+
+// lapEdges does the same for the alternate-path table (LAP events only).
+func (t Table) lapEdges() [cm.NumLAPStates][]cm.LAPState {
+	var g [cm.NumLAPStates][]cm.LAPState
+	for s := range cm.LAPState(cm.NumLAPStates) {
+		for ev := range cm.Event(cm.NumEvents) {
+			if tr := t.LAP(s, ev); ev.LAP() && tr.Kind == cm.KindTransition && !slices.Contains(g[s], tr.Next) {
+				g[s] = append(g[s], tr.Next)
+			}
+		}
+	}
+	return g
+}
+
+// reach returns the nodes reachable from roots in graph g.
+func reach[S ~uint8](g [][]S, roots ...S) []bool {
+	seen := make([]bool, len(g))
+	queue := slices.Clone(roots)
+	for _, r := range roots {
+		seen[r] = true
+	}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, n := range g[s] {
+			if !seen[n] {
+				seen[n] = true
+				queue = append(queue, n)
+			}
+		}
+	}
+	return seen
+}
+
+func reverse[S ~uint8](g [][]S) [][]S {
+	r := make([][]S, len(g))
+	for s, ns := range g {
+		for _, n := range ns {
+			r[n] = append(r[n], S(s))
+		}
+	}
+	return r
+}
+
+// Reachable: every state is reachable from IDLE or LISTEN over Transition
+// cells, and every alternate-path state from LAP_UNINIT or LAP_IDLE (where
+// an id enters ESTABLISHED).
+func Reachable(t Table) error {
+	g := t.edges()
+	seen := reach(g[:], cm.StateIdle, cm.StateListen)
+	for s, ok := range seen {
+		if !ok {
+			return fmt.Errorf("%s is not reachable from IDLE or LISTEN", cm.State(s))
+		}
+	}
+	lg := t.lapEdges()
+	lseen := reach(lg[:], cm.LAPUninit, cm.LAPIdle)
+	for s, ok := range lseen {
+		if !ok {
+			return fmt.Errorf("ESTABLISHED/%s is not reachable from LAP_UNINIT or LAP_IDLE", cm.LAPState(s))
+		}
+	}
+	return nil
+}
+
+// ReturnsToIdle: from every state IDLE is reachable over Transition cells,
+// and from every alternate-path state LAP_IDLE.
+func ReturnsToIdle(t Table) error {
+	g := t.edges()
+	back := reach(reverse(g[:]), cm.StateIdle)
+	for s, ok := range back {
+		if !ok {
+			return fmt.Errorf("no way back to IDLE from %s", cm.State(s))
+		}
+	}
+	lg := t.lapEdges()
+	lback := reach(reverse(lg[:]), cm.LAPIdle)
+	for s, ok := range lback {
+		if !ok {
+			return fmt.Errorf("no way back to LAP_IDLE from ESTABLISHED/%s", cm.LAPState(s))
+		}
+	}
+	return nil
+}
+
+// TimeWaitOnlyExpires: the only cell that leaves TIMEWAIT is
+// TimeWaitExpiry, to IDLE, leaving the TimeWait list and freeing the comm
+// ID. Every other Transition cell of the row (the DREP resent for a
+// duplicate DREQ, the Destroy the definition names) stays in TIMEWAIT and
+// touches no table; no cell answers statelessly or delegates.
+func TimeWaitOnlyExpires(t Table) error {
+	for ev := range cm.Event(cm.NumEvents) {
+		tr := t.Main(cm.StateTimeWait, ev)
+		switch {
+		case ev == cm.EvTimeWaitExpiry:
+			if tr.Kind != cm.KindTransition || tr.Next != cm.StateIdle || tr.Effects != cm.EffExitTimeWait|cm.EffFree {
+				return fmt.Errorf("(TIMEWAIT, TimeWaitExpiry) is %s to %s with %s, not a Transition to IDLE with ExitTimeWait|Free", tr.Kind, tr.Next, tr.Effects)
+			}
+		case tr.Kind == cm.KindTransition && tr.Next != cm.StateTimeWait:
+			return fmt.Errorf("(TIMEWAIT, %s) leaves TIMEWAIT for %s", ev, tr.Next)
+		case tr.Kind == cm.KindTransition && tr.Effects&^cm.EffResend != 0:
+			return fmt.Errorf("(TIMEWAIT, %s) stays but has effects %s", ev, tr.Effects)
+		case tr.Kind == cm.KindSub || tr.Kind == cm.KindStateless:
+			return fmt.Errorf("(TIMEWAIT, %s) is %s", ev, tr.Kind)
+		}
+	}
+	if tr := t.Main(cm.StateTimeWait, cm.EvDestroy); tr.Kind != cm.KindTransition || tr.Next != cm.StateTimeWait {
+		return fmt.Errorf("(TIMEWAIT, Destroy) is %s to %s; the definition keeps the id in TIMEWAIT", tr.Kind, tr.Next)
+	}
+	return nil
+}
