@@ -406,7 +406,7 @@ func (e *Engine) step(c *conn, in *input) error {
 	if tr.Notice != NoticeNone {
 		e.notify(c, tr.Notice, from, in, tr.Reason)
 	}
-	if eff&EffFree != 0 && e.ids[c.id] == c {
+	if eff&EffFree != 0 && c.flags&flagRegistered != 0 {
 		e.release(c)
 	}
 	e.trace(in.ev, id, from, tr.Next, KindTransition, nil)

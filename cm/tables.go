@@ -62,6 +62,7 @@ const (
 	flagInSIDR                         // in the SIDR table
 	flagInTW                           // in the TimeWait list
 	flagInListen                       // in the listen table
+	flagRegistered                     // holds its comm ID: e.ids[c.id] == c
 )
 
 // halfOpen reports the passive states counted against MaxHalfOpen.
@@ -166,6 +167,7 @@ func (e *Engine) newConn() *conn {
 func (e *Engine) register(c *conn, id CommID) {
 	c.id = id
 	e.ids[id] = c
+	c.flags |= flagRegistered
 	c.prev = e.tail
 	c.next = nil
 	if e.tail != nil {

@@ -80,6 +80,10 @@ type churn struct {
 	res     ChurnResult
 	started int
 	done    int
+	// Scratch arguments of Connect and Accept: the engine copies what it
+	// keeps, so one of each serves every call without allocating.
+	connect cm.ConnectParams
+	rep     wire.REP
 }
 
 func (c *ChurnConfig) defaults() {
@@ -217,7 +221,8 @@ func (w *churn) fill(cn *churnNode) {
 			}
 		}
 		q := cn.allocQPN()
-		p := &cm.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: churnService, LocalQPN: q,
+		p := &w.connect
+		*p = cm.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: churnService, LocalQPN: q,
 			StartingPSN: q, RemoteCMResponseTimeout: w.cfg.ResponseTimeout, LocalCMResponseTimeout: w.cfg.ResponseTimeout,
 			MaxCMRetries: w.cfg.MaxRetries, PrimaryLocalAckTimeout: w.cfg.AckTimeout, PathPacketPayloadMTU: wire.MTU4096,
 			RetryCount: 7, RNRRetryCount: 7, PrimaryLocalPortLID: cn.n.Addr.LID, PrimaryRemotePortLID: peer.n.Addr.LID,
@@ -262,7 +267,8 @@ func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
 	case cm.NoticeREQReceived:
 		q := cn.allocQPN()
 		cn.qpn[nt.ID] = q
-		if err := e.Accept(now, nt.ID, &wire.REP{LocalQPN: q, StartingPSN: q, RNRRetryCount: 7}); err != nil {
+		w.rep = wire.REP{LocalQPN: q, StartingPSN: q, RNRRetryCount: 7}
+		if err := e.Accept(now, nt.ID, &w.rep); err != nil {
 			panic(err)
 		}
 	case cm.NoticeREPReceived:

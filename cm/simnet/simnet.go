@@ -309,12 +309,14 @@ func (s *Sim) deliver(p *Packet) {
 		s.OnDeliver(p)
 	}
 	s.oracle = oracleState{}
-	if h, err := wire.DecodeHeader(p.MAD[:]); err == nil && h.Method == wire.MethodSend &&
-		(h.AttrID == wire.AttrREQ || h.AttrID == wire.AttrREP) {
-		// Only the fields the oracle needs (cm-wire-layout.md offsets).
+	// A REQ or REP the engine will decode: the header fields DecodeHeader
+	// validates, read in place (cm-wire-layout.md offsets).
+	if attr := p.Attr(); (attr == wire.AttrREQ || attr == wire.AttrREP) && p.MAD[0] == wire.BaseVersion &&
+		p.MAD[1] == wire.MgmtClassCM && p.MAD[2] == wire.ClassVersionCM && p.MAD[3] == wire.MethodSend {
+		// Only the fields the oracle needs.
 		body := p.MAD[wire.HeaderSize:]
 		o := oracleState{node: to, active: true, localID: binary.BigEndian.Uint32(body[0:])}
-		if h.AttrID == wire.AttrREQ {
+		if attr == wire.AttrREQ {
 			o.guid = binary.BigEndian.Uint64(body[16:])
 			o.qpn = binary.BigEndian.Uint32(body[32:]) >> 8
 		} else {
