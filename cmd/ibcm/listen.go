@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+func init() {
+	register("listen", "accept CM connections over user_mad or the simulated fabric", runListen)
+}
+
+const listenUsage = `usage: ibcm listen [flags]
+
+Listens on a service ID, answers --count REQs with a REP (or a REJ with
+--reject), waits for the RTU and holds each connection until the peer
+disconnects (or --hold runs out, then sends the DREQ itself). Ends when
+--count connections have ended and left TimeWait (--count 0: never), or at
+--timeout.
+
+Examples:
+  # For rping -c -a 10.0.0.2 -p 7176 (Linux rdma_cm) over Soft-RoCE:
+  ibcm listen --device rxe0 --port 1 --ip --tcp-port 7176 --expect peer-disconnect
+  # Self-contained, over the in-process simulated fabric:
+  ibcm listen --transport sim --sim-peer --sid 0x1000 --count 2
+
+`
+
+// listenArgs are the flags only listen has.
+type listenArgs struct {
+	reject      uint
+	peerArgs    string
+	onListening func(transport.Addr) // connect --sim-peer learns the address
+	stop        <-chan struct{}      // closed: stop accepting (connect --sim-peer)
+}
+
+func runListen(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o := &netOpts{cmd: "listen"}
+	var la listenArgs
+	fs := listenFlags(o, &la, stderr)
+	if code, ok := parseAndCheck(fs, o, args, stderr); !ok {
+		return code
+	}
+	if la.reject > 0xffff {
+		fmt.Fprintln(stderr, "ibcm listen: --reject is a 16-bit reason")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return listenMain(ctx, o, &la, stdout, stderr)
+}
+
+func listenFlags(o *netOpts, la *listenArgs, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("listen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.register(fs)
+	fs.DurationVar(&o.hold, "hold", -1, "how long to hold a connection before sending DREQ ourselves (negative: until the peer disconnects or --timeout)")
+	fs.UintVar(&la.reject, "reject", 0, "answer every REQ with a REJ of this reason (e.g. 28, consumer) instead of a REP")
+	fs.StringVar(&la.peerArgs, "sim-peer-args", "", "extra flags for the --sim-peer connector, e.g. \"--hold 1s\"")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, listenUsage, netFlagsHelp)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr io.Writer) int {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	want, _ := parseExpect(o.expect)
+	ep, err := openEndpoint(o)
+	if err != nil {
+		return setupFailed(o, stdout, err)
+	}
+	r := newNetRun(o, stdout)
+	r.ep = ep
+	if err := r.startManager(); err != nil {
+		ep.close()
+		return setupFailed(o, stdout, err)
+	}
+	r.event("READY", "%s seed=%#x", ep.desc, o.seed)
+	r.mu.Lock()
+	r.passiv = true
+	r.mu.Unlock()
+	l, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: o.sid})
+	if err != nil {
+		r.event("ERROR", "kind=listen msg=%q", err.Error())
+		return r.finish(ctx, want, "listen failed: "+err.Error())
+	}
+	port := ""
+	if o.ip {
+		port = fmt.Sprintf(" tcp-port=%d", o.tcpPort)
+	}
+	r.event("LISTENING", "sid=%#x%s id=%#x lid=%d gid=%s", o.sid, port, uint32(l.ID()), ep.local.LID, ep.local.IP())
+
+	var waitPeer func(time.Duration)
+	if o.simPeer {
+		var perr error
+		if waitPeer, perr = startListenPeer(ctx, o, la, ep.local, stderr); perr != nil {
+			fmt.Fprintln(stderr, "ibcm listen: bad --sim-peer-args:", perr)
+		}
+	}
+	if la.onListening != nil {
+		la.onListening(ep.local)
+	}
+
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	if la.stop != nil {
+		go func() {
+			select {
+			case <-la.stop:
+				acancel()
+			case <-actx.Done():
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	accepted := 0
+	closed := false
+	for o.count == 0 || accepted < o.count {
+		req, err := l.Accept(actx)
+		if err != nil {
+			break
+		}
+		accepted++
+		if o.count > 0 && accepted == o.count {
+			_ = l.Close()
+			closed = true
+		}
+		q := req.REQ()
+		r.mu.Lock()
+		c := r.byID[req.ID()]
+		if c == nil { // not seen by the tracer (cannot happen): keep count anyway
+			c = r.newConn(0)
+			c.id = req.ID()
+		}
+		c.qpn = o.qpnOf(c.num)
+		c.ackTO = q.PrimaryLocalAckTimeout
+		pos := 0
+		if o.trace {
+			pos = 1 // after the step of the REQ
+		}
+		c.insertLine(pos, r.eventLine("REQ-RECEIVED", "conn=%d id=%#x from=%s remote-id=%#x remote-qpn=%#x remote-guid=%#x sid=%#x%s",
+			c.num, uint32(req.ID()), addrString(req.From()), q.LocalCommID, q.LocalQPN, q.LocalCAGUID, q.ServiceID, reqIPCM(req)))
+		r.mu.Unlock()
+		if la.reject != 0 {
+			reason := wire.RejectReason(la.reject)
+			if err := req.Reject(ctx, reason, nil, nil); err != nil {
+				r.mu.Lock()
+				c.err = err.Error()
+				r.mu.Unlock()
+				r.release(c, "ERROR", "msg=%q", "reject: "+err.Error())
+				continue
+			}
+			r.mu.Lock()
+			c.rejReason = int(reason)
+			r.mu.Unlock()
+			r.release(c, "REJECT-SENT", "reason=%d (%s)", uint16(reason), reason)
+			continue
+		}
+		rep := &wire.REP{
+			LocalQPN:            c.qpn,
+			StartingPSN:         rand.Uint32() & 0xffffff,
+			ResponderResources:  q.InitiatorDepth,
+			InitiatorDepth:      q.ResponderResources,
+			TargetAckDelay:      15,
+			EndToEndFlowControl: true,
+			RNRRetryCount:       7,
+		}
+		wg.Go(func() {
+			conn, err := req.Accept(ctx, rep)
+			if err != nil {
+				r.mu.Lock()
+				overtaken := errors.Is(err, cm.ErrDisconnected) && c.dreqRcvd
+				r.mu.Unlock()
+				if overtaken {
+					// The peer's DREQ came before its RTU (lost or
+					// reordered): it had established, and is done.
+					r.release(c, "DREQ-BEFORE-RTU", "id=%#x", uint32(req.ID()))
+					return
+				}
+				r.mu.Lock()
+				if errors.Is(err, cm.ErrTimeout) {
+					c.timedOut = true
+				} else {
+					c.err = err.Error()
+				}
+				r.mu.Unlock()
+				if errors.Is(err, cm.ErrTimeout) {
+					r.release(c, "TIMEOUT", "no RTU")
+				} else {
+					r.release(c, "ERROR", "msg=%q", err.Error())
+				}
+				return
+			}
+			r.release(c, "ESTABLISHED", "id=%#x remote-id=%#x qpn=%#x remote-qpn=%#x remote-guid=%#x",
+				uint32(conn.ID()), q.LocalCommID, conn.LocalQPN(), conn.RemoteQPN(), conn.RemoteGUID())
+			r.hold(ctx, c, conn, o.hold)
+		})
+	}
+	if !closed {
+		_ = l.Close()
+	}
+	wg.Wait()
+	missing := ""
+	if o.count > 0 && accepted < o.count {
+		missing = fmt.Sprintf("%d of %d connection requests came", accepted, o.count)
+	}
+	code := r.finish(ctx, want, missing)
+	if waitPeer != nil {
+		waitPeer(3 * time.Second)
+	}
+	return code
+}
+
+// startListenPeer runs `connect` to the listener at a in this process (for
+// --sim-peer).
+func startListenPeer(ctx context.Context, o *netOpts, la *listenArgs, a transport.Addr, stderr io.Writer) (func(time.Duration), error) {
+	po := &netOpts{cmd: "connect"}
+	ca := connectArgs{to: &a}
+	pfs := connectFlags(po, &ca, io.Discard)
+	n := o.count
+	if n == 0 {
+		n = 1
+	}
+	pargs := []string{"--transport", "sim", "--sim-fabric", o.simFabric, "--name", "sim-peer",
+		"--count", fmt.Sprint(n), "--expect", mirrorExpect(o.expect)}
+	if o.trace {
+		pargs = append(pargs, "--trace")
+	}
+	if strings.Contains(mirrorExpect(o.expect), "peer-disconnect") {
+		pargs = append(pargs, "--hold", "-1s") // this side disconnects
+	}
+	if o.ip {
+		pargs = append(pargs, "--ip", "--tcp-port", fmt.Sprint(o.tcpPort))
+	} else {
+		pargs = append(pargs, "--sid", fmt.Sprint(o.sid))
+	}
+	pargs = append(pargs, strings.Fields(la.peerArgs)...)
+	if _, ok := parseAndCheck(pfs, po, pargs, stderr); !ok {
+		return nil, errors.New(strings.Join(pargs, " "))
+	}
+	if err := ca.check(po); err != nil {
+		return nil, err
+	}
+	return startSimPeer(ctx, func(pctx context.Context, w io.Writer) int {
+		return connectMain(pctx, po, &ca, w, stderr)
+	}, stderr), nil
+}
+
+// reqIPCM describes the IP CM header of an RDMA IP CM request.
+func reqIPCM(req *cm.Request) string {
+	h, port, _, ok := req.IPCM()
+	if !ok {
+		return ""
+	}
+	if !h.SrcIP.IsValid() {
+		h.SrcIP = netip.IPv4Unspecified()
+	}
+	return " ipcm=" + ipcmString(h, port)
+}

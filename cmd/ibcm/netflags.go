@@ -1,0 +1,833 @@
+package main
+
+// Shared by `ibcm listen` and `ibcm connect`: the transport flags, the
+// in-process simulated fabrics, the machine-readable event lines and the
+// --expect checks.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/hw/umad"
+)
+
+const netFlagsHelp = `Transport:
+  --transport umad   a Linux user_mad port (/dev/infiniband/umadN). ib_cm must
+                     not be loaded: the kernel CM owns class 0x07 otherwise.
+                     The CA GUID and GID come from the port (sysfs).
+  --transport sim    an in-process simulated fabric (cm/simnet), named by
+                     --sim-fabric: every listen and connect of one process
+                     with the same name share it (endpoint LIDs 1, 2, ... in
+                     the order they attach, GID fe80::LID). --sim-peer adds
+                     the other side in the same process, so one command is a
+                     complete run.
+
+Queue pairs: ibcm has no verbs QPs. --qpn is only announced in the REQ or REP
+(and is the key of the peer's stale-connection check); data the peer sends to
+it is dropped by the local device.
+
+Output: one line per event, "IBCM-EVENT <NAME> t=<seconds> key=value ...",
+with NAME among READY LISTENING REQ-SENT REQ-RECEIVED MRA-RECEIVED
+ESTABLISHED REJECTED REJECT-SENT TIMEOUT DREQ-SENT DREP-RECEIVED
+DREQ-RECEIVED DREQ-BEFORE-RTU REJ-RECEIVED DREP-SENT DISCONNECTED TIMEWAIT
+TIMEWAIT-EXIT RETRY ERROR
+(conn=N numbers the connections of the run); with --trace also
+"IBCM-STEP ..." for every state-table step; and last
+"IBCM-RESULT <name> PASS|FAIL outcomes=... want=...". Exit status 0 when
+every connection had the outcome --expect asks for, 1 otherwise, 2 on a
+usage error.
+
+Outcomes (--expect, comma-separated, one per connection, the last repeats):
+  established      established; the disconnect (ours or the peer's) completed
+  local-disconnect established, then our DREQ was answered with a DREP (or
+                   sent because a new REQ reused the QPN: stale-disconnect)
+  peer-disconnect  established, then the peer sent a DREQ (answered)
+  rej:N            rejected with REJ reason N (connect), or REJ N sent (listen)
+  timeout          no answer within the CM retries
+With --wait-timewait (default) every connection that entered TimeWait must
+also leave it before the command ends.
+
+Flags:
+`
+
+// netOpts are the flags of listen and connect.
+type netOpts struct {
+	cmd       string // "listen" or "connect"
+	transport string
+	device    string
+	port      int
+	gidIndex  int
+	simFabric string
+	simPeer   bool
+	guid      uint64
+
+	ip      bool
+	tcpPort uint
+	srcIP   string
+	dstIP   string
+	sid     uint64
+
+	qpn     uint64
+	qpnStep uint64
+	count   int
+	hold    time.Duration
+	timeout time.Duration
+
+	ackTimeout  uint
+	respTimeout uint
+	retries     uint
+
+	expect       string
+	name         string
+	trace        bool
+	seed         uint64
+	waitTimeWait bool
+}
+
+func (o *netOpts) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.transport, "transport", "umad", "umad (a user_mad port) or sim (in-process simulated fabric)")
+	fs.StringVar(&o.device, "device", "", "umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)")
+	fs.IntVar(&o.port, "port", 0, "umad: port number on --device (default: the first ACTIVE one)")
+	fs.IntVar(&o.gidIndex, "gid-index", -1, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)")
+	fs.StringVar(&o.simFabric, "sim-fabric", "ibcm", "sim: name of the in-process fabric to attach to")
+	fs.BoolVar(&o.simPeer, "sim-peer", false, "sim: also run the other side (a listener for connect, a connector for listen) in this process")
+	fs.Uint64Var(&o.guid, "guid", 0, "local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)")
+	fs.BoolVar(&o.ip, "ip", false, "RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data")
+	fs.UintVar(&o.tcpPort, "tcp-port", 0, "with --ip: the TCP port (rping's -p)")
+	fs.StringVar(&o.srcIP, "src-ip", "", "with --ip: source IP of the IP CM header (default: the local GID as an IP address)")
+	fs.Uint64Var(&o.sid, "sid", 0, "service ID (plain IB CM; with --ip it is derived from --tcp-port)")
+	fs.Uint64Var(&o.qpn, "qpn", 0, "QPN to announce (ibcm has no verbs QPs; default random)")
+	fs.Uint64Var(&o.qpnStep, "qpn-step", 1, "added to --qpn for each further connection (0: every connection announces the same QPN)")
+	fs.IntVar(&o.count, "count", 1, "number of connections")
+	fs.DurationVar(&o.timeout, "timeout", 0, "overall time limit (0: none)")
+	fs.UintVar(&o.retries, "retries", 15, "Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)")
+	fs.UintVar(&o.respTimeout, "cm-response-timeout", 20, "CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)")
+	fs.StringVar(&o.expect, "expect", "established", "expected outcome of each connection (see above)")
+	fs.StringVar(&o.name, "name", o.cmd, "name on the IBCM-RESULT line")
+	fs.BoolVar(&o.trace, "trace", false, "print every state-table step (IBCM-STEP lines)")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
+	fs.BoolVar(&o.waitTimeWait, "wait-timewait", true, "before exiting, wait until every connection has left TimeWait")
+}
+
+// check validates the flags shared by both commands.
+func (o *netOpts) check() error {
+	switch o.transport {
+	case "umad", "sim":
+	default:
+		return fmt.Errorf("--transport must be umad or sim, not %q", o.transport)
+	}
+	if o.ip {
+		if o.tcpPort == 0 || o.tcpPort > 0xffff {
+			return errors.New("--ip needs --tcp-port in 1..65535")
+		}
+		if o.sid != 0 {
+			return errors.New("--sid and --ip exclude each other (--ip derives the service ID from --tcp-port)")
+		}
+		o.sid = wire.IPServiceID(uint16(o.tcpPort))
+	} else if o.sid == 0 {
+		return errors.New("need --sid, or --ip with --tcp-port")
+	}
+	if o.count < 0 {
+		return errors.New("--count must be >= 0")
+	}
+	if o.ackTimeout > 31 || o.respTimeout > 31 {
+		return errors.New("timeouts are 5-bit exponents (0..31)")
+	}
+	if o.retries > 15 {
+		return errors.New("--retries is at most 15")
+	}
+	if o.qpn > 0xffffff {
+		return errors.New("--qpn is 24 bits")
+	}
+	if o.qpn == 0 {
+		o.qpn = 0x1000 + rand.Uint64N(0xff0000)
+	}
+	if o.seed == 0 {
+		o.seed = rand.Uint64()
+	}
+	if _, err := parseExpect(o.expect); err != nil {
+		return err
+	}
+	if o.simPeer && o.transport != "sim" {
+		return errors.New("--sim-peer needs --transport sim")
+	}
+	return nil
+}
+
+// qpnOf is the QPN of connection k (from 1), 24 bits.
+func (o *netOpts) qpnOf(k int) uint32 {
+	return uint32((o.qpn + uint64(k-1)*o.qpnStep) & 0xffffff)
+}
+
+// ---- transports.
+
+// endpoint is an open transport with what the engine needs to know about it.
+type endpoint struct {
+	tr    transport.Transport
+	local transport.Addr
+	guid  uint64
+	roce  bool
+	desc  string
+	close func()
+}
+
+// openUMAD opens a user_mad port; tests replace it with a umadfake port.
+var openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
+	var cfg umad.Config
+	opts := umad.Options{Device: device, Port: port}
+	if gidIndex >= 0 {
+		p, err := cfg.FindPort(device, port)
+		if err != nil {
+			return nil, err
+		}
+		g, ok := p.GIDAt(gidIndex)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s port %d has no GID at index %d", umad.ErrNoPort, p.Device, p.Port, gidIndex)
+		}
+		opts.Device, opts.Port, opts.SourceGID = p.Device, p.Port, g.IP()
+	}
+	return umad.Open(opts)
+}
+
+func openEndpoint(o *netOpts) (*endpoint, error) {
+	switch o.transport {
+	case "sim":
+		ep, release := attachSim(o.simFabric)
+		a := ep.LocalAddr()
+		e := &endpoint{tr: ep, local: a, guid: o.guid, close: release}
+		if e.guid == 0 {
+			e.guid = 0x0002c90300000000 + uint64(a.LID)
+		}
+		e.desc = fmt.Sprintf("transport=sim fabric=%s lid=%d gid=%s guid=%#x", o.simFabric, a.LID, a.IP(), e.guid)
+		return e, nil
+	default:
+		t, err := openUMAD(o.device, o.port, o.gidIndex)
+		if err != nil {
+			return nil, err
+		}
+		p := t.Port()
+		a := t.LocalAddr()
+		e := &endpoint{tr: t, local: a, guid: o.guid, roce: p.RoCE(), close: func() { _ = t.Close() }}
+		if e.guid == 0 {
+			e.guid = p.NodeGUID
+		}
+		if e.guid == 0 {
+			t.Close()
+			return nil, fmt.Errorf("umad: %s has no node GUID; give --guid", p.Device)
+		}
+		e.desc = fmt.Sprintf("transport=umad device=%s port=%d link=%s lid=%d gid=%s gid-index=%d guid=%#x",
+			p.Device, p.Port, p.LinkLayer, a.LID, a.IP(), a.GIDIndex, e.guid)
+		return e, nil
+	}
+}
+
+// Named in-process fabrics: every endpoint of one name shares a Fabric,
+// which closes when the last endpoint is released.
+var simFabrics = struct {
+	sync.Mutex
+	m map[string]*simFabric
+}{m: map[string]*simFabric{}}
+
+type simFabric struct {
+	f    *simnet.Fabric
+	refs int
+}
+
+func attachSim(name string) (*simnet.Endpoint, func()) {
+	simFabrics.Lock()
+	defer simFabrics.Unlock()
+	sf := simFabrics.m[name]
+	if sf == nil {
+		sf = &simFabric{f: simnet.NewFabric(simnet.Config{Seed: rand.Uint64()})}
+		simFabrics.m[name] = sf
+	}
+	sf.refs++
+	ep := sf.f.NewEndpoint()
+	var once sync.Once
+	return ep, func() {
+		once.Do(func() {
+			_ = ep.Close()
+			simFabrics.Lock()
+			defer simFabrics.Unlock()
+			if sf.refs--; sf.refs == 0 {
+				sf.f.Close()
+				delete(simFabrics.m, name)
+			}
+		})
+	}
+}
+
+// simGID is the GID of the simulated endpoint with the given LID.
+func simGID(lid uint16) [16]byte {
+	var g [16]byte
+	g[0], g[1] = 0xfe, 0x80
+	g[14], g[15] = byte(lid>>8), byte(lid)
+	return g
+}
+
+// ---- events and outcomes.
+
+// lineOut writes whole lines to w, one at a time.
+type lineOut struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineOut) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = io.WriteString(l.w, s+"\n")
+}
+
+// connRec is what a run knows about one of its connections. Guarded by
+// netRun.mu.
+type connRec struct {
+	num       int
+	id        cm.CommID
+	qpn       uint32
+	ackTO     uint8 // Local ACK Timeout: TimeWait length
+	estab     bool
+	dreqSent  bool
+	drepRcvd  bool
+	dreqRcvd  bool
+	drepSent  bool
+	dreqLost  bool // our DREQ's retries ran out
+	staleDREQ bool // found stale: DREQ sent, straight into TimeWait
+	rejEstab  bool // a REJ ended the established connection
+	timewait  bool
+	twAt      time.Time
+	twExit    bool
+	rejReason int // REJ received (connect) or sent (listen); -1: none
+	timedOut  bool
+	err       string
+	estabAt   time.Time
+	// While the caller waits for the setup (Connect, Accept), the lines of
+	// the Manager's goroutine wait here, so that the outcome line
+	// (ESTABLISHED, REJECTED, ...) comes out where the setup ended.
+	holding bool
+	queue   []string
+	mark    int       // where in queue the setup ended (-1: not yet)
+	markAt  time.Time // and when
+}
+
+// setupState reports whether s is a state of connection setup (REQ sent or
+// received up to the RTU).
+func setupState(s cm.State) bool {
+	switch s {
+	case cm.StateReqSent, cm.StateReqRcvd, cm.StateMraReqSent, cm.StateMraReqRcvd,
+		cm.StateRepSent, cm.StateRepRcvd, cm.StateMraRepSent, cm.StateMraRepRcvd:
+		return true
+	}
+	return false
+}
+
+// held says how long the connection was established.
+func (c *connRec) held() string {
+	if !c.estab {
+		return " held=none"
+	}
+	return fmt.Sprintf(" held=%.3fs", time.Since(c.estabAt).Seconds())
+}
+
+// outcome classifies a finished connection.
+func (c *connRec) outcome() string {
+	switch {
+	case c.rejReason >= 0:
+		return "rej:" + strconv.Itoa(c.rejReason)
+	case c.dreqRcvd && !c.dreqSent && c.drepSent:
+		// Also a DREQ that overtook the RTU (REP_SENT → DREQ_RCVD): the
+		// peer had established.
+		return "peer-disconnect"
+	case c.estab && c.staleDREQ:
+		return "stale-disconnect"
+	case c.estab && c.rejEstab:
+		return "rejected-after-rtu"
+	case c.estab && c.dreqSent && c.drepRcvd:
+		return "local-disconnect"
+	case c.estab && c.dreqSent && c.dreqRcvd && c.drepSent:
+		return "crossed-disconnect"
+	case c.estab && c.dreqLost:
+		return "dreq-timeout"
+	case c.estab:
+		return "established-unfinished"
+	case c.timedOut:
+		return "timeout"
+	case c.err != "":
+		return "error"
+	}
+	return "none"
+}
+
+// netRun is one listen or connect run: the Manager, its tracer and the
+// connections' records.
+type netRun struct {
+	o      *netOpts
+	out    *lineOut
+	ep     *endpoint
+	mgr    *cm.Manager
+	start  time.Time
+	mu     sync.Mutex
+	conns  []*connRec
+	byID   map[cm.CommID]*connRec
+	next   *connRec // the active connection whose EvConnect step comes next
+	passiv bool     // new REQs create connections
+	change chan struct{}
+}
+
+func newNetRun(o *netOpts, stdout io.Writer) *netRun {
+	return &netRun{o: o, out: &lineOut{w: stdout}, start: time.Now(), byID: map[cm.CommID]*connRec{},
+		change: make(chan struct{}, 1)}
+}
+
+func (r *netRun) since() string { return r.at(time.Now()) }
+
+func (r *netRun) at(t time.Time) string { return fmt.Sprintf("%.3f", t.Sub(r.start).Seconds()) }
+
+// event prints an IBCM-EVENT line now.
+func (r *netRun) event(name, f string, a ...any) {
+	r.out.line(r.eventLine(name, f, a...))
+}
+
+func (r *netRun) eventLine(name, f string, a ...any) string {
+	return r.eventLineAt(time.Now(), name, f, a...)
+}
+
+func (r *netRun) eventLineAt(t time.Time, name, f string, a ...any) string {
+	s := "IBCM-EVENT " + name + " t=" + r.at(t)
+	if f != "" {
+		s += " " + fmt.Sprintf(f, a...)
+	}
+	return s
+}
+
+// connEvent prints, or queues while c is held, an event of connection c.
+// r.mu must be held.
+func (r *netRun) connEvent(c *connRec, name, f string, a ...any) {
+	s := r.eventLine(name, "conn="+strconv.Itoa(c.num)+" "+f, a...)
+	if c.holding {
+		c.queue = append(c.queue, s)
+		return
+	}
+	r.out.line(s)
+}
+
+// release prints the lines queued for c, with the line name (the outcome of
+// the setup: ESTABLISHED, REJECTED, ...) where the setup ended.
+func (r *netRun) release(c *connRec, name, f string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := c.mark
+	if m < 0 || m > len(c.queue) {
+		m = len(c.queue)
+	}
+	for _, s := range c.queue[:m] {
+		r.out.line(s)
+	}
+	at := time.Now()
+	if c.mark >= 0 {
+		at = c.markAt // the step that ended the setup, not this call
+	}
+	r.out.line(r.eventLineAt(at, name, "conn="+strconv.Itoa(c.num)+" "+f, a...))
+	for _, s := range c.queue[m:] {
+		r.out.line(s)
+	}
+	c.queue, c.holding, c.mark = nil, false, -1
+}
+
+// insertLine queues line s for c after its first pos lines. r.mu must be held.
+func (c *connRec) insertLine(pos int, s string) {
+	pos = min(pos, len(c.queue))
+	c.queue = append(c.queue[:pos], append([]string{s}, c.queue[pos:]...)...)
+	if c.mark >= pos {
+		c.mark++
+	}
+}
+
+func (r *netRun) signal() {
+	select {
+	case r.change <- struct{}{}:
+	default:
+	}
+}
+
+// newConn adds connection record number len+1. r.mu must be held.
+func (r *netRun) newConn(qpn uint32) *connRec {
+	c := &connRec{num: len(r.conns) + 1, qpn: qpn, rejReason: -1, holding: true, mark: -1}
+	r.conns = append(r.conns, c)
+	return c
+}
+
+// startManager starts the Manager on r.ep with r.trace as its tracer.
+func (r *netRun) startManager() error {
+	cfg := cm.ManagerConfig{Engine: cm.Config{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID),
+		Seed: r.o.seed, Trace: r.trace}}
+	m, err := cm.NewManager(r.ep.tr, cfg)
+	if err != nil {
+		return err
+	}
+	r.mgr = m
+	return nil
+}
+
+// trace runs on the Manager's goroutine after every table step.
+func (r *netRun) trace(s cm.TraceStep) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.byID[s.ID]
+	if c == nil && s.ID != 0 && s.From == cm.StateIdle {
+		switch {
+		case s.Event == cm.EvConnect && r.next != nil:
+			c, r.next = r.next, nil
+		case s.Event == cm.EvRecvREQ && r.passiv && (r.o.count == 0 || len(r.conns) < r.o.count):
+			c = r.newConn(0)
+		}
+		if c != nil {
+			c.id = s.ID
+			r.byID[s.ID] = c
+		}
+	}
+	if r.o.trace {
+		n := ""
+		if c != nil {
+			n = " conn=" + strconv.Itoa(c.num)
+		}
+		line := fmt.Sprintf("IBCM-STEP t=%s%s id=%#x %s %s -> %s %s", r.since(), n, uint32(s.ID), s.Event, s.From, s.To, s.Kind)
+		if c != nil && c.holding {
+			c.queue = append(c.queue, line)
+		} else {
+			r.out.line(line)
+		}
+	}
+	if c == nil {
+		return
+	}
+	if c.holding && c.mark < 0 && setupState(s.From) && !setupState(s.To) {
+		c.mark, c.markAt = len(c.queue), time.Now()
+	}
+	switch s.Event {
+	case cm.EvRecvMRAForREQ, cm.EvRecvMRAForREP:
+		r.connEvent(c, "MRA-RECEIVED", "id=%#x", uint32(c.id))
+	case cm.EvDisconnect, cm.EvStale, cm.EvDestroy:
+		switch {
+		case s.From == cm.StateEstablished && s.Event == cm.EvStale:
+			// A REQ or REP reused the connection's QPN: DREQ, and
+			// straight into TimeWait (12.9.8.3.1).
+			c.staleDREQ = true
+			r.connEvent(c, "DREQ-SENT", "id=%#x cause=stale", uint32(c.id))
+			r.connEvent(c, "DISCONNECTED", "by=local cause=stale%s", c.held())
+		case s.From == cm.StateEstablished && s.To == cm.StateDreqSent:
+			c.dreqSent = true
+			r.connEvent(c, "DREQ-SENT", "id=%#x", uint32(c.id))
+		}
+	case cm.EvRecvDREP:
+		if s.From == cm.StateDreqSent {
+			c.drepRcvd = true
+			r.connEvent(c, "DREP-RECEIVED", "id=%#x", uint32(c.id))
+			r.connEvent(c, "DISCONNECTED", "by=local%s", c.held())
+		}
+	case cm.EvRecvDREQ:
+		if s.From != s.To && s.To == cm.StateDreqRcvd {
+			c.dreqRcvd = true
+			r.connEvent(c, "DREQ-RECEIVED", "id=%#x", uint32(c.id))
+		}
+	case cm.EvSendDREP:
+		c.drepSent = true
+		by := "peer"
+		if c.dreqSent {
+			by = "both"
+		}
+		r.connEvent(c, "DREP-SENT", "id=%#x", uint32(c.id))
+		r.connEvent(c, "DISCONNECTED", "by=%s%s", by, c.held())
+	case cm.EvRecvREJ, cm.EvRecvREJStale:
+		if s.From == cm.StateEstablished {
+			// The peer still waited for our RTU (lost, or overtaken by a
+			// later message) and gave up, or found it stale.
+			c.rejEstab = true
+			r.connEvent(c, "REJ-RECEIVED", "id=%#x state=ESTABLISHED stale=%v", uint32(c.id), s.Event == cm.EvRecvREJStale)
+		}
+	case cm.EvTimeoutFinal:
+		if s.From == cm.StateDreqSent {
+			c.dreqLost = true
+			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
+		}
+	}
+	if s.To == cm.StateEstablished && s.From != cm.StateEstablished {
+		c.estab = true
+		c.estabAt = time.Now()
+	}
+	if s.To == cm.StateTimeWait && s.From != cm.StateTimeWait {
+		c.timewait, c.twAt = true, time.Now()
+		r.connEvent(c, "TIMEWAIT", "id=%#x for=%s", uint32(c.id), wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
+	}
+	if s.To == cm.StateIdle {
+		if s.From == cm.StateTimeWait {
+			c.twExit = true
+			r.connEvent(c, "TIMEWAIT-EXIT", "id=%#x after=%.3fs", uint32(c.id), time.Since(c.twAt).Seconds())
+		}
+		delete(r.byID, s.ID)
+	}
+	if s.To == cm.StateTimeWait || s.To == cm.StateIdle {
+		r.signal()
+	}
+}
+
+// waitTimeWait waits until every connection that entered TimeWait left it
+// (bounded by its TimeWait length plus slack, and ctx).
+func (r *netRun) waitTimeWait(ctx context.Context) {
+	if !r.o.waitTimeWait {
+		return
+	}
+	for {
+		r.mu.Lock()
+		var latest time.Time
+		pending := 0
+		for _, c := range r.conns {
+			if c.timewait && !c.twExit {
+				pending++
+				if end := c.twAt.Add(wire.TimeoutDuration(c.ackTO) + 2*time.Second); end.After(latest) {
+					latest = end
+				}
+			}
+		}
+		r.mu.Unlock()
+		if pending == 0 {
+			return
+		}
+		d := time.Until(latest)
+		if d <= 0 {
+			r.event("ERROR", "msg=%q", fmt.Sprintf("%d connections still in TimeWait past its length", pending))
+			return
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-r.change:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// hold keeps an established connection for --hold (negative: until the
+// peer disconnects or ctx ends), then disconnects it.
+func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.Duration) {
+	var tc <-chan time.Time
+	if hold >= 0 {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		tc = t.C
+	}
+	select {
+	case <-conn.Done():
+		return
+	case <-tc:
+	case <-ctx.Done():
+	}
+	// Our DREQ: bounded by its retries inside the engine; the context only
+	// guards against a Manager that stopped.
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := conn.Disconnect(dctx, nil); err != nil && !errors.Is(err, cm.ErrClosed) {
+		r.mu.Lock()
+		r.connEvent(c, "ERROR", "msg=%q", "disconnect: "+err.Error())
+		r.mu.Unlock()
+	}
+}
+
+// finish closes the Manager and the transport and prints the result line.
+func (r *netRun) finish(ctx context.Context, want []string, missing string) int {
+	r.waitTimeWait(ctx)
+	if r.mgr != nil {
+		_ = r.mgr.Close()
+	}
+	r.ep.close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var got []string
+	ok := true
+	var bad []string
+	n := r.o.count
+	if n == 0 {
+		n = len(r.conns)
+	}
+	for i := range max(n, len(r.conns)) {
+		o := "none"
+		var c *connRec
+		if i < len(r.conns) {
+			c = r.conns[i]
+			o = c.outcome()
+			for _, s := range c.queue { // never released: a failed setup
+				r.out.line(s)
+			}
+		}
+		got = append(got, o)
+		w := want[min(i, len(want)-1)]
+		if !outcomeMatches(w, o) {
+			ok = false
+			bad = append(bad, fmt.Sprintf("conn %d: %s, want %s", i+1, o, w))
+		}
+		if c != nil && r.o.waitTimeWait && c.timewait && !c.twExit {
+			ok = false
+			bad = append(bad, fmt.Sprintf("conn %d: TimeWait did not end", i+1))
+		}
+	}
+	verdict := "PASS"
+	if !ok {
+		verdict = "FAIL"
+	}
+	detail := ""
+	if len(bad) > 0 {
+		detail = " problems=" + strconv.Quote(strings.Join(bad, "; "))
+	}
+	if missing != "" {
+		detail += " note=" + strconv.Quote(missing)
+	}
+	r.out.line(fmt.Sprintf("IBCM-RESULT %s %s conns=%d outcomes=%s want=%s t=%s%s", r.o.name, verdict, len(r.conns),
+		strings.Join(got, ","), r.o.expect, r.since(), detail))
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+func parseExpect(s string) ([]string, error) {
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout":
+		case strings.HasPrefix(w, "rej:"):
+			n, err := strconv.ParseUint(w[4:], 10, 16)
+			if err != nil {
+				return nil, fmt.Errorf("--expect: bad reject reason in %q", w)
+			}
+			w = "rej:" + strconv.FormatUint(n, 10)
+		default:
+			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout)", w)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// mirrorExpect is what the other side of a --sim-peer run should see.
+func mirrorExpect(s string) string {
+	w, err := parseExpect(s)
+	if err != nil {
+		return "established"
+	}
+	for i, x := range w {
+		switch x {
+		case "local-disconnect":
+			w[i] = "peer-disconnect"
+		case "peer-disconnect":
+			w[i] = "local-disconnect"
+		case "timeout":
+			w[i] = "established"
+		}
+	}
+	return strings.Join(w, ",")
+}
+
+func outcomeMatches(want, got string) bool {
+	switch want {
+	case "established":
+		return got == "local-disconnect" || got == "peer-disconnect" || got == "crossed-disconnect" || got == "stale-disconnect"
+	case "local-disconnect":
+		return got == want || got == "stale-disconnect"
+	}
+	return want == got
+}
+
+// ---- addressing helpers.
+
+// ipOf is the IP address a GID stands for on RoCE (IPv4-mapped or IPv6).
+func ipOf(gid [16]byte) netip.Addr { return netip.AddrFrom16(gid).Unmap() }
+
+func parseIP(flagName, s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return a, fmt.Errorf("--%s: %w", flagName, err)
+	}
+	return a, nil
+}
+
+// ipcmHeader builds the IP CM header from src to dst.
+func ipcmHeader(src, dst netip.Addr, srcPort uint16) wire.IPCMHeader {
+	h := wire.IPCMHeader{IPVersion: 6, SrcPort: srcPort, SrcIP: src, DstIP: dst}
+	if src.Unmap().Is4() && dst.Unmap().Is4() {
+		h.IPVersion = 4
+	}
+	return h
+}
+
+// describeErr names an error for an ERROR line.
+func describeErr(err error) string {
+	switch {
+	case errors.Is(err, umad.ErrClassInUse):
+		return "class-in-use"
+	case errors.Is(err, umad.ErrNoDevice), errors.Is(err, umad.ErrNoPort):
+		return "no-port"
+	}
+	return "setup"
+}
+
+// parseAndCheck parses args into fs and validates o; on failure it returns
+// the exit status (0 for -h).
+func parseAndCheck(fs *flag.FlagSet, o *netOpts, args []string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ibcm %s: unexpected argument %q\n", o.cmd, fs.Arg(0))
+		return 2, false
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintf(stderr, "ibcm %s: %v\n", o.cmd, err)
+		return 2, false
+	}
+	return 0, true
+}
+
+// prefixWriter prefixes every line written to w (for --sim-peer's output).
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := strings.IndexByte(string(p.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := io.WriteString(p.w, p.prefix+string(p.buf[:i+1])); err != nil {
+			return len(b), err
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
