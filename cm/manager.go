@@ -12,7 +12,8 @@ import (
 
 // ManagerConfig configures a Manager.
 type ManagerConfig struct {
-	// Engine configures the core; Engine.LocalGUID must be set.
+	// Engine configures the core. Engine.LocalGUID must be set, unless the
+	// transport implements transport.LocalGUIDer.
 	Engine Config
 	// Clock defaults to RealClock().
 	Clock Clock
@@ -53,6 +54,9 @@ type Manager struct {
 
 // NewManager starts a Manager over tr.
 func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
+	if g, ok := tr.(transport.LocalGUIDer); ok && cfg.Engine.LocalGUID == 0 {
+		cfg.Engine.LocalGUID = g.LocalGUID()
+	}
 	if cfg.Engine.LocalGUID == 0 {
 		return nil, errors.New("cm: ManagerConfig.Engine.LocalGUID is required")
 	}

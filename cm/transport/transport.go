@@ -63,5 +63,14 @@ type Transport interface {
 	Close() error
 }
 
+// LocalGUIDer is implemented by a Transport that knows the GUID of the
+// channel adapter its port belongs to (the CM's Local CA GUID), such as a
+// umad port's node GUID. cm.NewManager uses it when its configuration leaves
+// the GUID zero.
+type LocalGUIDer interface {
+	// LocalGUID returns the CA GUID, or 0 when unknown.
+	LocalGUID() uint64
+}
+
 // ErrClosed is returned by a Transport after Close.
 var ErrClosed = errors.New("transport: closed")
