@@ -130,6 +130,9 @@ func (c Connect) apply(s *System) (string, error) {
 		p.REQ.RemoteCMResponseTimeout = 32 // 5 bits
 		ids := e.NumIDs()
 		_, err := e.Connect(s.now(), p)
+		if errors.Is(err, cm.ErrNoResources) && e.NumIDs() == ids { // the bound is checked first
+			return "no resources", nil
+		}
 		if !errors.Is(err, cm.ErrBadParam) || e.NumIDs() != ids || e.HasReady() {
 			return "", fmt.Errorf("AppCallsFollowTable: Connect with a bad REQ: %v, %d ids before, %d after", err, ids, e.NumIDs())
 		}
@@ -182,6 +185,9 @@ func (c SIDR) apply(s *System) (string, error) {
 		p.PrivateData = make([]byte, 300)
 		ids := e.NumIDs()
 		_, err := e.SIDRRequest(s.now(), p)
+		if errors.Is(err, cm.ErrNoResources) && e.NumIDs() == ids {
+			return "no resources", nil
+		}
 		if !errors.Is(err, cm.ErrBadParam) || e.NumIDs() != ids || e.HasReady() {
 			return "", fmt.Errorf("AppCallsFollowTable: SIDRRequest with bad private data: %v, %d ids before, %d after", err, ids, e.NumIDs())
 		}

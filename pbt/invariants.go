@@ -31,7 +31,14 @@ import (
 // REQ or REP is delivered it records, from the receiver's id states before
 // the delivery, whether a connected id (State.Attr().Connected) has the
 // message's (CA GUID, QPN) as its remote; when a REJ with reason 10 then
-// leaves that node it must be justified by that match.
+// leaves that node it must be justified by that match. (The REJ leaves
+// after the step that sent it, which already moved the matched id to
+// TimeWait; like ConnectedMatch in the spec's unprimed state, the oracle
+// judges the state the engine decided on.) A REJ(10) that answers the
+// REQ or REP needs the match; one the stale id itself sends its own peer
+// (an attempt not yet established stands down with REJ(10)) must come from
+// an id that was connected to that remote; one sent while no REQ or REP
+// was being delivered has nothing to justify it.
 func NoBogusStaleReject(o *staleOracle) error { return o.violation }
 
 // staleOracle implements NoBogusStaleReject's history variable.

@@ -60,6 +60,11 @@ func TestProperty(t *testing.T) {
 	cov := NewCoverage()
 	st := &Suite{Coverage: cov}
 	start := time.Now()
+	if n >= 50000 {
+		st.Progress = func(runs int) {
+			t.Logf("%d sequences, %d commands, %s", runs, cov.Commands, time.Since(start).Round(time.Second))
+		}
+	}
 	res := st.Property().Check(Parameters(sd, n, maxLen))
 	took := time.Since(start)
 	hit, total := cov.TransitionCells()
@@ -155,4 +160,19 @@ func TestReplay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The oracle accepts a justified REJ(10): the scenario sends one.
+func TestStaleRejectJustified(t *testing.T) {
+	fd, err := os.Open(filepath.Join("testdata", "stale_after_crash.txt"))
+	require.NoError(t, err)
+	defer fd.Close()
+	sc, err := ReadScenario(fd)
+	require.NoError(t, err)
+	var tr strings.Builder
+	s, err := sc.Run(func(line string) { tr.WriteString(line + "\n") })
+	require.NoError(t, err, tr.String())
+	require.Contains(t, tr.String(), "reason=10", "no REJ(10) was sent:\n%s", tr.String())
+	require.NotZero(t, s.Sim.Stats().StaleRejects)
+	t.Logf("transcript:\n%s", tr.String())
 }

@@ -252,6 +252,12 @@ func (sc *Scenario) String() string {
 // failure (nil when every postcondition held). log, when set, gets the
 // annotated transcript.
 func (sc *Scenario) Replay(log func(string)) error {
+	_, err := sc.Run(log)
+	return err
+}
+
+// Run is Replay that also returns the system, for a look at its state.
+func (sc *Scenario) Run(log func(string)) (*System, error) {
 	s := NewSystem(sc.Model, sc.Legacy, nil)
 	s.Log = log
 	var first error
@@ -260,7 +266,7 @@ func (sc *Scenario) Replay(log func(string)) error {
 	if first == nil && !res.Success() {
 		first = fmt.Errorf("replay failed: %v", res.Labels)
 	}
-	return first
+	return s, first
 }
 
 // Invariant returns the name a failure's message starts with.

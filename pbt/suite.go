@@ -19,6 +19,8 @@ type Suite struct {
 	// a check has failed, Last is the shrunk counterexample.
 	Last      *Failure
 	Sequences int // runs started (shrinking included)
+	// Progress, when set, is called every 10000 runs with the count.
+	Progress func(runs int)
 }
 
 // Failure is a failed run: the commands up to the first broken property.
@@ -51,6 +53,9 @@ func (st *Suite) Commands() commands.Commands {
 				st.Last = f
 			}
 			st.Sequences++
+			if st.Progress != nil && st.Sequences%10000 == 0 {
+				st.Progress(st.Sequences)
+			}
 			if st.Coverage != nil {
 				st.Coverage.Sequences++
 			}
