@@ -85,7 +85,10 @@ type Transport struct {
 	rerr     error // reader's fatal error, valid once readDone is closed
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport   = (*Transport)(nil)
+	_ transport.LocalGUIDer = (*Transport)(nil)
+)
 
 // Open finds the port that opts select through sysfs, opens its umad device
 // and registers the CM agents.
@@ -203,6 +206,10 @@ func register(d Device, methods ...uint8) (uint32, error) {
 
 // Port returns the port the transport is bound to.
 func (t *Transport) Port() Port { return t.port }
+
+// LocalGUID returns the device's node GUID, the CM's Local CA GUID
+// (transport.LocalGUIDer: cm.NewManager needs no GUID of its own).
+func (t *Transport) LocalGUID() uint64 { return t.port.NodeGUID }
 
 // LocalAddr describes the local port: LID, GID and GID index, P_Key index;
 // GRH and a hop limit are set on RoCE.

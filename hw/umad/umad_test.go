@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
 	"go.uber.org/goleak"
@@ -482,4 +484,51 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A cm.Manager over umad takes its CA GUID from the port (LocalGUIDer): the
+// node GUIDs reach the peer in the REQ and the REP.
+func TestManagerGUIDFromPort(t *testing.T) {
+	_, a, b := rocePair(t)
+	if a.LocalGUID() != a.Port().NodeGUID || a.LocalGUID() == 0 {
+		t.Fatalf("LocalGUID %#x, node GUID %#x", a.LocalGUID(), a.Port().NodeGUID)
+	}
+	ma, err := cm.NewManager(a, cm.ManagerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ma.Close()
+	mb, err := cm.NewManager(b, cm.ManagerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	c := ctx(t)
+	l, err := mb.Listen(c, cm.ListenParams{ServiceID: 0x77})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan uint64, 1)
+	go func() {
+		req, err := l.Accept(c)
+		if err != nil {
+			got <- 0
+			return
+		}
+		got <- req.REQ().LocalCAGUID
+		_, _ = req.Accept(c, &wire.REP{LocalQPN: 0x22})
+	}()
+	conn, err := ma.Connect(c, &cm.ConnectParams{To: b.LocalAddr(), REQ: wire.REQ{ServiceID: 0x77, LocalQPN: 0x11}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; g != a.Port().NodeGUID {
+		t.Errorf("REQ Local CA GUID %#x, want %#x", g, a.Port().NodeGUID)
+	}
+	if g := conn.RemoteGUID(); g != b.Port().NodeGUID {
+		t.Errorf("REP Local CA GUID %#x, want %#x", g, b.Port().NodeGUID)
+	}
+	if err := conn.Disconnect(c, nil); err != nil {
+		t.Fatal(err)
+	}
 }
