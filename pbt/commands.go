@@ -124,7 +124,7 @@ func (c Connect) apply(s *System) (string, error) {
 		j = (i + 1) % n
 	}
 	qpn := s.pickQPN(i, qpnPolicy(c.QPN%int(numQPNPolicies)), c.K)
-	p := s.reqTemplate(i, j, serviceBase+uint64(c.SID%2), qpn, uint8(c.Retries%4), c.Alt, c.Bad%3)
+	p := s.reqTemplate(i, j, serviceBase+uint64(c.SID%2), qpn, uint8(c.Retries%4), c.Alt, c.Bad%4)
 	e := s.Nodes[i].Engine
 	if c.Bad%4 == 3 {
 		p.REQ.RemoteCMResponseTimeout = 32 // 5 bits
@@ -222,7 +222,7 @@ func (s *System) callOn(ev cm.Event, k, arg int) (string, error) {
 	}
 	s.note(s.idName(t))
 	if err := s.call(t, ev, arg, nil); err != nil {
-		return "", fmt.Errorf("AppCallsFollowTable: %s on %#x in %s/%s, which the table allows: %w", ev, t.id.ID, t.id.State, t.id.LAP, err)
+		return "", fmt.Errorf("AppCallsFollowTable: %s on %s in %s/%s, which the table allows: %w", ev, t.id.ID, t.id.State, t.id.LAP, err)
 	}
 	return "", nil
 }
@@ -456,13 +456,13 @@ func (c Probe) apply(s *System) (string, error) {
 	badParam := pd != nil && kind == cm.KindTransition && send != cm.MsgNONE && !resend
 	desc := s.idName(t)
 	if c.Gone && s.verbose() {
-		desc = fmt.Sprintf("%s: unknown comm ID %#x", NodeName(t.node), t.id.ID)
+		desc = fmt.Sprintf("%s: unknown comm ID %s", NodeName(t.node), t.id.ID)
 	}
 	s.note(desc)
 	desc = ""
 	ids := e.NumIDs()
 	err := s.call(t, ev, 0, pd)
-	where := fmt.Sprintf("%s on %#x in %s/%s", ev, t.id.ID, t.id.State, t.id.LAP)
+	where := fmt.Sprintf("%s on %s in %s/%s", ev, t.id.ID, t.id.State, t.id.LAP)
 	var se *cm.StateError
 	switch {
 	case kind != cm.KindInvalid && !badParam:

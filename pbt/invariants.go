@@ -151,7 +151,7 @@ func StaleDetected(nodes []*simnet.Node) error {
 			}
 			k := peer{id.RemoteGUID, id.RemoteQPN}
 			if o, dup := seen[k]; dup {
-				return fmt.Errorf("StaleDetected: %s: ids %#x (%s) and %#x (%s) are both connected to QPN %#x of %#x",
+				return fmt.Errorf("StaleDetected: %s: ids %s (%s) and %s (%s) are both connected to QPN %#x of %#x",
 					n.Name, o.ID, o.State, id.ID, id.State, k.qpn, k.guid)
 			}
 			seen[k] = id
@@ -207,11 +207,11 @@ func tablesMatch(n *simnet.Node, legacy bool) error {
 		info, live := ids[id]
 		switch {
 		case !live:
-			return fmt.Errorf("a %s entry names %#x, which holds no comm ID", what, id)
+			return fmt.Errorf("a %s entry names %s, which holds no comm ID", what, id)
 		case in[id]:
-			return fmt.Errorf("%#x (%s) has two %s entries", id, info.State, what)
+			return fmt.Errorf("%s (%s) has two %s entries", id, info.State, what)
 		case !names(info):
-			return fmt.Errorf("the %s entry of %#x (%s) does not name its remote", what, id, info.State)
+			return fmt.Errorf("the %s entry of %s (%s) does not name its remote", what, id, info.State)
 		}
 		in[id] = true
 		return nil
@@ -256,25 +256,25 @@ func tablesMatch(n *simnet.Node, legacy bool) error {
 	for id, info := range ids {
 		a := info.State.Attr()
 		if !a.Holds {
-			return fmt.Errorf("%#x holds its comm ID in %s", id, info.State)
+			return fmt.Errorf("%s holds its comm ID in %s", id, info.State)
 		}
 		if a.RemoteID != inRID[id] {
-			return fmt.Errorf("%#x in %s: in the remote-ID table: %v", id, info.State, inRID[id])
+			return fmt.Errorf("%s in %s: in the remote-ID table: %v", id, info.State, inRID[id])
 		}
 		if !(legacy && a.TimeWait) && a.Connected != inQPN[id] {
-			return fmt.Errorf("%#x in %s: in the remote-QPN table: %v", id, info.State, inQPN[id])
+			return fmt.Errorf("%s in %s: in the remote-QPN table: %v", id, info.State, inQPN[id])
 		}
 		if a.Listen != inListen[id] {
-			return fmt.Errorf("%#x in %s: in the listen table: %v", id, info.State, inListen[id])
+			return fmt.Errorf("%s in %s: in the listen table: %v", id, info.State, inListen[id])
 		}
 		if a.SIDR != inSIDR[id] {
-			return fmt.Errorf("%#x in %s: in the SIDR table: %v", id, info.State, inSIDR[id])
+			return fmt.Errorf("%s in %s: in the SIDR table: %v", id, info.State, inSIDR[id])
 		}
 		if a.TimeWait != inTW[id] {
-			return fmt.Errorf("%#x in %s: on the TimeWait list: %v", id, info.State, inTW[id])
+			return fmt.Errorf("%s in %s: on the TimeWait list: %v", id, info.State, inTW[id])
 		}
 		if want := awaits(info); info.Timer != want {
-			return fmt.Errorf("%#x in %s/%s: timer running: %v", id, info.State, info.LAP, info.Timer)
+			return fmt.Errorf("%s in %s/%s: timer running: %v", id, info.State, info.LAP, info.Timer)
 		}
 	}
 	return nil
@@ -313,10 +313,10 @@ func UniqueLocalCommID(nodes []*simnet.Node, released []map[cm.CommID]bool) erro
 				return fmt.Errorf("UniqueLocalCommID: %s: an id in %s holds comm ID 0", n.Name, id.State)
 			}
 			if st, dup := seen[id.ID]; dup {
-				return fmt.Errorf("UniqueLocalCommID: %s: comm ID %#x held in %s and in %s", n.Name, id.ID, st, id.State)
+				return fmt.Errorf("UniqueLocalCommID: %s: comm ID %s held in %s and in %s", n.Name, id.ID, st, id.State)
 			}
 			if released != nil && released[i][id.ID] {
-				return fmt.Errorf("UniqueLocalCommID: %s: comm ID %#x reused (%s) after it was released", n.Name, id.ID, id.State)
+				return fmt.Errorf("UniqueLocalCommID: %s: comm ID %s reused (%s) after it was released", n.Name, id.ID, id.State)
 			}
 			seen[id.ID] = id.State
 		}
@@ -359,7 +359,7 @@ func EstablishedAgree(nodes []*simnet.Node) error {
 			continue
 		}
 		if x.id.RemoteQPN != y.id.LocalQPN || y.id.RemoteQPN != x.id.LocalQPN {
-			return fmt.Errorf("EstablishedAgree: %s %#x (QPN %#x, remote QPN %#x) and %s %#x (QPN %#x, remote QPN %#x)",
+			return fmt.Errorf("EstablishedAgree: %s %s (QPN %#x, remote QPN %#x) and %s %s (QPN %#x, remote QPN %#x)",
 				nodes[x.node].Name, x.id.ID, x.id.LocalQPN, x.id.RemoteQPN, nodes[y.node].Name, y.id.ID, y.id.LocalQPN, y.id.RemoteQPN)
 		}
 	}

@@ -76,13 +76,13 @@ func (s *System) finish() (string, error) {
 	for _, w := range attempts {
 		if !s.per[w.node].reached[w.id] {
 			now, _ := s.Nodes[w.node].Engine.Info(w.id)
-			return "", fmt.Errorf("AttemptsEnd: %s %#x was in %s; after a fair settle it is in %s and never reached ESTABLISHED or IDLE",
+			return "", fmt.Errorf("AttemptsEnd: %s %s was in %s; after a fair settle it is in %s and never reached ESTABLISHED or IDLE",
 				s.Nodes[w.node].Name, w.id, w.state, now.State)
 		}
 	}
 	for _, w := range timeWait {
 		if now, ok := s.Nodes[w.node].Engine.Info(w.id); ok {
-			return "", fmt.Errorf("TimeWaitEnds: %s %#x was in TIMEWAIT; after a fair settle it is in %s", s.Nodes[w.node].Name, w.id, now.State)
+			return "", fmt.Errorf("TimeWaitEnds: %s %s was in TIMEWAIT; after a fair settle it is in %s", s.Nodes[w.node].Name, w.id, now.State)
 		}
 	}
 	for _, n := range s.Nodes {
@@ -91,7 +91,7 @@ func (s *System) finish() (string, error) {
 		}
 		for id := range n.Engine.IDs() {
 			if id.State != cm.StateListen && id.State != cm.StateEstablished {
-				return "", fmt.Errorf("Quiescent: %s %#x is in %s/%s after a fair settle", n.Name, id.ID, id.State, id.LAP)
+				return "", fmt.Errorf("Quiescent: %s %s is in %s/%s after a fair settle", n.Name, id.ID, id.State, id.LAP)
 			}
 		}
 	}
@@ -101,7 +101,7 @@ func (s *System) finish() (string, error) {
 			if id.State == cm.StateEstablished {
 				s.logf("    close: Disconnect %s", s.idName(target{i, id}))
 				if err := n.Engine.Disconnect(s.now(), id.ID, nil); err != nil {
-					return "", fmt.Errorf("AppCallsFollowTable: Disconnect %s %#x: %w", NodeName(i), id.ID, err)
+					return "", fmt.Errorf("AppCallsFollowTable: Disconnect %s %s: %w", NodeName(i), id.ID, err)
 				}
 			}
 		}
@@ -116,7 +116,7 @@ func (s *System) finish() (string, error) {
 		var listens []cm.CommID
 		for id := range e.IDs() {
 			if id.State != cm.StateListen {
-				return "", fmt.Errorf("ClosedTablesEmpty: %s %#x is in %s after everything was disconnected", n.Name, id.ID, id.State)
+				return "", fmt.Errorf("ClosedTablesEmpty: %s %s is in %s after everything was disconnected", n.Name, id.ID, id.State)
 			}
 			listens = append(listens, id.ID)
 		}
@@ -137,7 +137,7 @@ func (s *System) finish() (string, error) {
 		}
 		for _, id := range listens {
 			if err := e.Destroy(s.now(), id); err != nil {
-				return "", fmt.Errorf("AppCallsFollowTable: Destroy listen %#x: %w", id, err)
+				return "", fmt.Errorf("AppCallsFollowTable: Destroy listen %s: %w", id, err)
 			}
 		}
 		if e.NumIDs() != 0 {
@@ -214,7 +214,7 @@ func (s *System) answer() (string, error) {
 			}
 			desc := s.idName(target{i, id})
 			if err := s.call(target{i, id}, ev, 0, nil); err != nil {
-				return "", fmt.Errorf("AppCallsFollowTable: fair %s on %s %#x in %s: %w", ev, n.Name, id.ID, id.State, err)
+				return "", fmt.Errorf("AppCallsFollowTable: fair %s on %s %s in %s: %w", ev, n.Name, id.ID, id.State, err)
 			}
 			return ev.String() + " " + desc, nil
 		}

@@ -20,6 +20,7 @@ import (
 //	seed 7
 //	legacy                      (optional: engines with LegacyTimeWaitQPN)
 //	limits                      (optional: engines with small resource bounds)
+//	nostale                     (optional: engines with DisableStaleCheck)
 //	expect pass                 (or: expect fail <InvariantName>)
 //	----
 //	listen node=b sid=0
@@ -159,9 +160,9 @@ func ParseCommand(line string) (commands.Command, error) {
 
 // Scenario is a replayable command sequence.
 type Scenario struct {
-	Comment  []string
-	Model    Model
-	Legacy   bool
+	Comment []string
+	Model   Model
+	Variant
 	Expect   string // "" (pass) or the name of the invariant that must fail
 	Commands []commands.Command
 }
@@ -195,6 +196,8 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 				sc.Model.Seed, err = strconv.ParseUint(words[1], 10, 64)
 			case words[0] == "legacy" && len(words) == 1:
 				sc.Legacy = true
+			case words[0] == "nostale" && len(words) == 1:
+				sc.NoStale = true
 			case words[0] == "limits" && len(words) == 1:
 				sc.Model.Limits = true
 			case words[0] == "expect" && len(words) == 2 && words[1] == "pass":
@@ -233,6 +236,9 @@ func (sc *Scenario) String() string {
 	if sc.Legacy {
 		b.WriteString("legacy\n")
 	}
+	if sc.NoStale {
+		b.WriteString("nostale\n")
+	}
 	if sc.Model.Limits {
 		b.WriteString("limits\n")
 	}
@@ -258,7 +264,7 @@ func (sc *Scenario) Replay(log func(string)) error {
 
 // Run is Replay that also returns the system, for a look at its state.
 func (sc *Scenario) Run(log func(string)) (*System, error) {
-	s := NewSystem(sc.Model, sc.Legacy, nil)
+	s := NewSystem(sc.Model, sc.Variant, nil)
 	s.Log = log
 	var first error
 	s.onFail = func(_ []op, err error) { first = err }

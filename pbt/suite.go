@@ -12,7 +12,7 @@ import (
 
 // Suite is the stateful property over engines of one configuration.
 type Suite struct {
-	Legacy   bool      // engines with cm.Config.LegacyTimeWaitQPN
+	Variant            // the engines' configuration (zero: the real engine)
 	Coverage *Coverage // when set, collects what the runs covered
 	// Last is the last run that failed. gopter shrinks by rerunning
 	// simpler sequences and keeps the last one that still fails, so once
@@ -25,8 +25,8 @@ type Suite struct {
 
 // Failure is a failed run: the commands up to the first broken property.
 type Failure struct {
-	Model    Model
-	Legacy   bool
+	Model Model
+	Variant
 	Commands []commands.Command
 	Err      error
 }
@@ -36,7 +36,7 @@ type Failure struct {
 // the regression test of an engine bug, red until the bug is fixed).
 func (f *Failure) Scenario(expect string, comment ...string) *Scenario {
 	return &Scenario{Comment: comment, Model: Model{Nodes: f.Model.Nodes, Seed: f.Model.Seed, Limits: f.Model.Limits},
-		Legacy: f.Legacy, Expect: expect, Commands: f.Commands}
+		Variant: f.Variant, Expect: expect, Commands: f.Commands}
 }
 
 // Commands returns the gopter commands of the suite.
@@ -44,9 +44,9 @@ func (st *Suite) Commands() commands.Commands {
 	return &commands.ProtoCommands{
 		NewSystemUnderTestFunc: func(init commands.State) commands.SystemUnderTest {
 			m := init.(Model)
-			s := NewSystem(m, st.Legacy, st.Coverage)
+			s := NewSystem(m, st.Variant, st.Coverage)
 			s.onFail = func(ran []op, err error) {
-				f := &Failure{Model: m, Legacy: st.Legacy, Err: err}
+				f := &Failure{Model: m, Variant: st.Variant, Err: err}
 				for _, c := range ran {
 					f.Commands = append(f.Commands, c)
 				}
@@ -107,9 +107,9 @@ func (f *Failure) Simplify() *Failure {
 	want := Invariant(f.Err)
 	try := func(m Model) {
 		cs := normalize(f.Commands, m.Nodes)
-		sc := &Scenario{Model: m, Legacy: f.Legacy, Commands: cs}
+		sc := &Scenario{Model: m, Variant: f.Variant, Commands: cs}
 		if err := sc.Replay(nil); err != nil && Invariant(err) == want {
-			best = &Failure{Model: m, Legacy: f.Legacy, Commands: cs, Err: err}
+			best = &Failure{Model: m, Variant: f.Variant, Commands: cs, Err: err}
 		}
 	}
 	if best.Model.Limits {
