@@ -101,7 +101,7 @@ func (e *Engine) dispatch(in *input) {
 	case wire.AttrSIDRRep:
 		in.ev = EvRecvSIDRREP
 		var c *conn
-		if x := e.ids[CommID(m.SIDRRep.RequestID)]; x != nil && x.state == StateSidrReqSent {
+		if x := e.ids.get(CommID(m.SIDRRep.RequestID)); x != nil && x.state == StateSidrReqSent {
 			c = x
 		}
 		e.deliver(c, in)
@@ -129,7 +129,7 @@ func (e *Engine) target(local, remote CommID) *conn {
 	if local == 0 {
 		return nil
 	}
-	c := e.ids[local]
+	c := e.ids.get(local)
 	if c == nil || c.state == StateListen {
 		return nil
 	}
@@ -225,7 +225,7 @@ func hasAlt(r *wire.REQ) bool {
 // refuseREQ returns the REJ reason (and ARI) for a REQ the engine cannot
 // take, or 0.
 func (e *Engine) refuseREQ(r *wire.REQ) (wire.RejectReason, []byte) {
-	if len(e.ids) >= e.cfg.MaxIDs || e.halfOpen >= e.cfg.MaxHalfOpen {
+	if e.ids.len() >= e.cfg.MaxIDs || e.halfOpen >= e.cfg.MaxHalfOpen {
 		return wire.RejectNoResources, nil
 	}
 	if e.cfg.LocalGID != (wire.GID{}) && r.PrimaryRemotePortGID != e.cfg.LocalGID {
@@ -285,7 +285,7 @@ func (e *Engine) recvSIDRReq(in *input) {
 		e.step(e.idleConn(), in)
 		return
 	}
-	if len(e.ids) >= e.cfg.MaxIDs {
+	if e.ids.len() >= e.cfg.MaxIDs {
 		e.stats.RefusedREQs++
 		return
 	}

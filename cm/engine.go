@@ -127,7 +127,7 @@ type Engine struct {
 	cfg Config
 	now Time
 
-	ids        map[CommID]*conn
+	ids        idTable
 	head, tail *conn
 	nextID     uint32
 
@@ -180,7 +180,7 @@ func NewEngine(cfg Config) *Engine {
 	}
 	return &Engine{
 		cfg:        cfg,
-		ids:        map[CommID]*conn{},
+		ids:        newIDTable(),
 		nextID:     uint32(splitmix64(cfg.Seed)),
 		remoteID:   map[RemoteIDKey]*conn{},
 		remoteAddr: map[addrKey]*conn{},

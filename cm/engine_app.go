@@ -48,7 +48,7 @@ type SIDRReplyParams struct {
 }
 
 func (e *Engine) lookupOrIdle(id CommID) *conn {
-	if c := e.ids[id]; c != nil {
+	if c := e.ids.get(id); c != nil {
 		return c
 	}
 	c := e.idleConn()
@@ -93,7 +93,7 @@ func (e *Engine) call(now Time, id CommID, in *input) error {
 
 // newID prepares a fresh id for Connect, Listen or SIDRRequest.
 func (e *Engine) newID() (*conn, error) {
-	if len(e.ids) >= e.cfg.MaxIDs {
+	if e.ids.len() >= e.cfg.MaxIDs {
 		return nil, ErrNoResources
 	}
 	id, ok := e.allocID()

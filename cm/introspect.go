@@ -34,11 +34,11 @@ func (c *conn) info() IDInfo {
 }
 
 // NumIDs returns the number of ids holding a local comm ID.
-func (e *Engine) NumIDs() int { return len(e.ids) }
+func (e *Engine) NumIDs() int { return e.ids.len() }
 
 // Info returns the view of one id.
 func (e *Engine) Info(id CommID) (IDInfo, bool) {
-	if c := e.ids[id]; c != nil {
+	if c := e.ids.get(id); c != nil {
 		return c.info(), true
 	}
 	return IDInfo{}, false
@@ -46,7 +46,7 @@ func (e *Engine) Info(id CommID) (IDInfo, bool) {
 
 // State returns an id's state; IDLE for an unknown id.
 func (e *Engine) State(id CommID) State {
-	if c := e.ids[id]; c != nil {
+	if c := e.ids.get(id); c != nil {
 		return c.state
 	}
 	return StateIdle

@@ -55,14 +55,14 @@ const (
 type connFlags uint8
 
 const (
-	flagActive   connFlags = 1 << iota // we sent the REQ
-	flagAlt                            // the REQ carried an alternate path
-	flagInRID                          // in the remote-ID table
-	flagInQPN                          // in the remote-QPN table
-	flagInSIDR                         // in the SIDR table
-	flagInTW                           // in the TimeWait list
-	flagInListen                       // in the listen table
-	flagRegistered                     // holds its comm ID: e.ids[c.id] == c
+	flagActive     connFlags = 1 << iota // we sent the REQ
+	flagAlt                              // the REQ carried an alternate path
+	flagInRID                            // in the remote-ID table
+	flagInQPN                            // in the remote-QPN table
+	flagInSIDR                           // in the SIDR table
+	flagInTW                             // in the TimeWait list
+	flagInListen                         // in the listen table
+	flagRegistered                       // holds its comm ID: e.ids.get(c.id) == c
 )
 
 // halfOpen reports the passive states counted against MaxHalfOpen.
@@ -134,7 +134,7 @@ func splitmix64(x uint64) uint64 {
 // still holds (TimeWait included), so an ID comes back only after 2^32
 // allocations (spec/cm.tla CanAlloc). ok is false when every ID is held.
 func (e *Engine) allocID() (CommID, bool) {
-	if len(e.ids) >= 1<<32-1 {
+	if e.ids.len() >= 1<<32-1 {
 		return 0, false
 	}
 	for {
@@ -143,7 +143,7 @@ func (e *Engine) allocID() (CommID, bool) {
 		if id == 0 {
 			continue
 		}
-		if _, held := e.ids[id]; !held {
+		if e.ids.get(id) == nil {
 			return id, true
 		}
 	}
@@ -166,7 +166,7 @@ func (e *Engine) newConn() *conn {
 // register makes c a live id holding id.
 func (e *Engine) register(c *conn, id CommID) {
 	c.id = id
-	e.ids[id] = c
+	e.ids.put(id, c)
 	c.flags |= flagRegistered
 	c.prev = e.tail
 	c.next = nil
@@ -182,7 +182,7 @@ func (e *Engine) register(c *conn, id CommID) {
 func (e *Engine) release(c *conn) {
 	e.stopTimer(c)
 	e.dropSent(c)
-	delete(e.ids, c.id)
+	e.ids.del(c.id)
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {

@@ -27,7 +27,7 @@ func TestTimeWaitLanesOrder(t *testing.T) {
 		var fired []armed
 		newID := func() CommID { // random order, unlike the allocator's
 			for {
-				if id := CommID(rng.Uint32()); id != 0 && e.ids[id] == nil {
+				if id := CommID(rng.Uint32()); id != 0 && e.ids.get(id) == nil {
 					return id
 				}
 			}
