@@ -154,11 +154,11 @@ func (e *Engine) rejTarget(in *input) *conn {
 	}
 	if r.Reason == wire.RejectTimeout && r.RejectedInfoLength >= 8 {
 		guid := binary.BigEndian.Uint64(r.ARI[:8])
-		if c := e.remoteID[RemoteIDKey{CommID(r.LocalCommID), guid}]; c != nil {
+		if c := e.rids.getID(CommID(r.LocalCommID), guid); c != nil {
 			return c
 		}
 	}
-	return e.remoteAddr[peerKey(CommID(r.LocalCommID), in.from)]
+	return e.rids.getAddr(peerKey(CommID(r.LocalCommID), in.from))
 }
 
 // recvREQ runs the passive checks of 12.9.8 in order: duplicate, stale,
@@ -166,7 +166,7 @@ func (e *Engine) rejTarget(in *input) *conn {
 func (e *Engine) recvREQ(in *input) {
 	r := &in.m.REQ
 	guid := r.LocalCAGUID
-	if c := e.remoteID[RemoteIDKey{CommID(r.LocalCommID), guid}]; c != nil {
+	if c := e.rids.getID(CommID(r.LocalCommID), guid); c != nil {
 		in.ev = EvRecvREQ
 		e.step(c, in)
 		return

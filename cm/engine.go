@@ -131,8 +131,7 @@ type Engine struct {
 	head, tail *conn
 	nextID     uint32
 
-	remoteID   map[RemoteIDKey]*conn
-	remoteAddr map[addrKey]*conn // the remote-ID entries by peer port (REJ with no GUID)
+	rids       ridIndex // the remote-ID table and its twin by peer port (REJ with no GUID)
 	remoteQPN  map[RemoteQPNKey]*conn
 	sidr       map[SIDRKey]*conn
 	listens    listenTable
@@ -182,8 +181,7 @@ func NewEngine(cfg Config) *Engine {
 		cfg:        cfg,
 		ids:        newIDTable(),
 		nextID:     uint32(splitmix64(cfg.Seed)),
-		remoteID:   map[RemoteIDKey]*conn{},
-		remoteAddr: map[addrKey]*conn{},
+		rids:       newRIDIndex(),
 		remoteQPN:  map[RemoteQPNKey]*conn{},
 		sidr:       map[SIDRKey]*conn{},
 	}

@@ -69,11 +69,7 @@ func (e *Engine) IDs() iter.Seq[IDInfo] {
 // CA GUID) → local id.
 func (e *Engine) RemoteIDTable() iter.Seq2[RemoteIDKey, CommID] {
 	return func(yield func(RemoteIDKey, CommID) bool) {
-		for k, c := range e.remoteID {
-			if !yield(k, c.id) {
-				return
-			}
-		}
+		e.rids.eachID(func(k RemoteIDKey, c *conn) bool { return yield(k, c.id) })
 	}
 }
 

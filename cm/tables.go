@@ -224,8 +224,7 @@ func (e *Engine) dropSent(c *conn) {
 // stale owner can never delete a newer id's entry.
 
 func (e *Engine) insertRemoteID(c *conn) {
-	e.remoteID[RemoteIDKey{c.rid, c.rguid}] = c
-	e.remoteAddr[peerKey(c.rid, &c.addr)] = c
+	e.rids.put(c)
 	c.flags |= flagInRID
 }
 
@@ -233,14 +232,7 @@ func (e *Engine) removeRemoteID(c *conn) {
 	if c.flags&flagInRID == 0 {
 		return
 	}
-	k := RemoteIDKey{c.rid, c.rguid}
-	if e.remoteID[k] == c {
-		delete(e.remoteID, k)
-	}
-	ak := peerKey(c.rid, &c.addr)
-	if e.remoteAddr[ak] == c {
-		delete(e.remoteAddr, ak)
-	}
+	e.rids.remove(c)
 	c.flags &^= flagInRID
 }
 
