@@ -46,13 +46,13 @@ func TestLinuxBug3RemovalByOwnerOnly(t *testing.T) {
 	e.removeRemoteQPN(old)
 	e.removeRemoteID(old)
 	require.Same(t, newer, e.remoteQPN[RemoteQPNKey{5, 9}])
-	require.Same(t, newer, e.remoteID[RemoteIDKey{7, 9}])
+	require.Same(t, newer, e.rids.getID(7, 9))
 	e.removeRemoteQPN(old) // twice: harmless
 	e.removeRemoteQPN(newer)
 	e.removeRemoteID(newer)
 	require.Empty(t, e.remoteQPN)
-	require.Empty(t, e.remoteID)
-	require.Empty(t, e.remoteAddr)
+	require.Zero(t, e.rids.nID)
+	require.Zero(t, e.rids.nAddr)
 }
 
 func TestLinuxBug6DestroyInTimeWait(t *testing.T) {
