@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Interop harness: ibcm's user-space CM (VM B, hw/umad, no ib_cm) against the
-# Linux kernel CM (VM A: ib_cm + rdma_cm, rping and ucmatose), over Soft-RoCE
-# (rdma_rxe) in two QEMU VMs joined by a UDP socket netdev on 127.0.0.1.
+# Interop harness: ibcm's user-space CM (VM B: the `ibcm` CLI on hw/umad, no
+# ib_cm) against the Linux kernel CM (VM A: ib_cm + rdma_cm, rping and
+# ucmatose), over Soft-RoCE (rdma_rxe) in two QEMU VMs joined by a UDP socket
+# netdev on 127.0.0.1. The scenarios are in scenarios-b.sh (VM B) and
+# vm-a.sh; every one is asserted below from both VMs' logs.
 #
 # Debian's kernel and rdma-core packages are fetched with `apt-get download`,
 # cached outside the repo (keyed by the package versions), and unpacked with
@@ -11,12 +13,15 @@
 #   IBCM_INTEROP_CACHE    cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop)
 #   IBCM_INTEROP_WORK     work/log dir (default: a new /tmp/ibcm-interop.XXXXXX)
 #   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 150)
-#   IBCM_VM_B_PKG         Go package built (static, CGO_ENABLED=0) and copied to
-#                         VM B as /bin/ibcm-b (default ./tools/interop/probe)
-#   IBCM_VM_B_CMD         command VM B runs (default: the probe's command line).
-#                         It must print "IBCM-RESULT <scenario> PASS|FAIL ..." lines.
-#   IBCM_INTEROP_EXPECT   scenarios that must PASS (space-separated; default: all
-#                         of the probe's)
+#   IBCM_VM_B_PKG         Go main package built (static, CGO_ENABLED=0) and copied
+#                         to VM B as /bin/ibcm (default ./cmd/ibcm)
+#   IBCM_VM_B_CMD         command VM B runs (default: sh /scenarios.sh, which is
+#                         tools/interop/scenarios-b.sh). It must print
+#                         "IBCM-RESULT <scenario> PASS|FAIL ..." lines.
+#   IBCM_INTEROP_EXPECT   scenarios whose IBCM-RESULT must PASS in VM B
+#                         (space-separated; default: all of scenarios-b.sh's).
+#                         With the default command, the per-scenario checks of
+#                         both VMs' logs run too.
 #   IBCM_INTEROP_CPU      QEMU -cpu model (default qemu64: faster than max under TCG)
 #   IBCM_INTEROP_SKIP=1   skip (exit 0) instead of running
 #
@@ -35,15 +40,19 @@ if [ "${IBCM_INTEROP_SKIP:-}" = 1 ]; then log "skipped (IBCM_INTEROP_SKIP=1)"; e
 CACHE=${IBCM_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop}
 WORK=${IBCM_INTEROP_WORK:-$(mktemp -d /tmp/ibcm-interop.XXXXXX)}
 VM_TIMEOUT=${IBCM_INTEROP_TIMEOUT:-150}
-VM_B_PKG=${IBCM_VM_B_PKG:-./tools/interop/probe}
+VM_B_PKG=${IBCM_VM_B_PKG:-./cmd/ibcm}
 A_IP=10.0.0.1
 B_IP=10.0.0.2
-RPING_PORT=7174
-UCMA_PORT=7175
-LISTEN_PORT=7176
+RPING_PORT=7174  # rping -s: scenarios 1, 3
+UCMA_PORT=7175   # ucmatose: scenario 3 (A disconnects)
+LISTEN_PORT=7176 # ibcm listen, for rping -c: scenarios 2, 3
+REUSE_PORT=7177  # rping -s: scenario 5
+STALE_PORT=7178  # rping -s: scenario 6
+DEAD_PORT=7999   # nobody: scenario 4
 CTL_PORT=5000
-VM_B_CMD=${IBCM_VM_B_CMD:-/bin/ibcm-b -peer $A_IP -signal $A_IP:$CTL_PORT -rping-port $RPING_PORT -ucmatose-port $UCMA_PORT -listen-port $LISTEN_PORT -timeout 110s}
-EXPECT=${IBCM_INTEROP_EXPECT:-active-rping dreq-b-to-a timewait-qpn-reuse stale-live-qpn rej-no-listener active-ucmatose dreq-a-to-b get-timeout-report passive-rping dreq-a-to-b-rping-exit}
+DEFAULT_CMD="sh /scenarios.sh"
+VM_B_CMD=${IBCM_VM_B_CMD:-$DEFAULT_CMD}
+EXPECT=${IBCM_INTEROP_EXPECT:-s1-connect-rping s4-rej-no-listener s5-timewait-qpn-reuse s6-stale-live-qpn s3-ucmatose-disconnects s2-listen-rping get-timeout-report}
 mkdir -p "$CACHE/debs" "$WORK"
 
 for t in qemu-system-x86_64 apt-get apt-cache dpkg go; do
@@ -99,26 +108,35 @@ fi
 T1=$(date +%s)
 
 # ---- Build ------------------------------------------------------------------
-CGO_ENABLED=0 go build -o "$WORK/mkinitramfs" ./tools/interop/mkinitramfs
-CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm-b" "$VM_B_PKG"
-# VM A runs the probe too, to see hw/umad refused while ib_cm is loaded.
-CGO_ENABLED=0 go build -trimpath -o "$WORK/probe" ./tools/interop/probe
+log "building ibcm ($VM_B_PKG), the probe and mkinitramfs (static)"
+CGO_ENABLED=0 go build -o "$WORK/mkinitramfs" ./tools/interop/mkinitramfs || die "go build mkinitramfs failed"
+# VM A runs ibcm too, to see hw/umad refused while ib_cm is loaded.
+CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm" ./cmd/ibcm || die "go build ./cmd/ibcm failed"
+if [ "$VM_B_PKG" = ./cmd/ibcm ]; then
+	cp "$WORK/ibcm" "$WORK/ibcm-b"
+else
+	CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm-b" "$VM_B_PKG" || die "go build $VM_B_PKG failed"
+fi
+CGO_ENABLED=0 go build -trimpath -o "$WORK/probe" ./tools/interop/probe || die "go build probe failed"
 
 cat >"$WORK/a.env" <<ENV
 ROLE=A
 IP=$A_IP
 PEER=$B_IP
 RPING_PORT=$RPING_PORT
+REUSE_PORT=$REUSE_PORT
+STALE_PORT=$STALE_PORT
 UCMA_PORT=$UCMA_PORT
 LISTEN_PORT=$LISTEN_PORT
 CTL_PORT=$CTL_PORT
 WAIT_SIGNAL=$((VM_TIMEOUT - 20))
-RPING_C_TIME=5
+RPING_C_TIME=3
 ENV
 {
 	echo "ROLE=B"
 	echo "IP=$B_IP"
 	echo "PEER=$A_IP"
+	for v in RPING_PORT REUSE_PORT STALE_PORT UCMA_PORT LISTEN_PORT DEAD_PORT CTL_PORT; do echo "$v=${!v}"; done
 	printf 'VM_B_CMD=%q\n' "$VM_B_CMD"
 } >"$WORK/b.env"
 
@@ -130,12 +148,13 @@ COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 	-kmod "$COMMON_MOD,rdma_ucm" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-a.sh" \
 	-file /etc/ibcm.env="$WORK/a.env" -file /bin/busybox=/bin/busybox:0755 \
-	-file /bin/ibcm-b="$WORK/probe:0755"
+	-file /bin/ibcm="$WORK/ibcm:0755" || die "mkinitramfs (VM A) failed"
 "$WORK/mkinitramfs" -o "$WORK/b.cpio.gz" -stage "$STAGE" -kver "$KVER" \
 	-elf "$COMMON_ELF" -file "$RXE_DRIVER" -kmod "$COMMON_MOD" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-b.sh" \
 	-file /etc/ibcm.env="$WORK/b.env" -file /bin/busybox=/bin/busybox:0755 \
-	-file /bin/ibcm-b="$WORK/ibcm-b:0755"
+	-file /scenarios.sh="$ROOT/tools/interop/scenarios-b.sh" \
+	-file /bin/ibcm="$WORK/ibcm-b:0755" -file /bin/ibcm-probe="$WORK/probe:0755" || die "mkinitramfs (VM B) failed"
 T2=$(date +%s)
 
 # ---- Boot -------------------------------------------------------------------
@@ -145,9 +164,11 @@ vm() { # name localport remoteport mac
 	timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -M pc -cpu "${IBCM_INTEROP_CPU:-qemu64}" -m 768 -smp 1 \
 		-nodefaults -no-user-config -display none -serial stdio -no-reboot \
 		-kernel "$STAGE/boot/vmlinuz-$KVER" -initrd "$WORK/$1.cpio.gz" \
-		-append "console=ttyS0 quiet panic=-1 ibcm.role=$1" \
+		-append "console=ttyS0 quiet panic=-1 8250.nr_uarts=6 ibcm.role=$1" \
 		-netdev "socket,id=n0,udp=127.0.0.1:$3,localaddr=127.0.0.1:$2" \
 		-serial "file:$WORK/$1-ttyS1.log" -serial "file:$WORK/$1-ttyS2.log" -serial "file:$WORK/$1-ttyS3.log" \
+		-chardev "file,id=s4,path=$WORK/$1-ttyS4.log" -chardev "file,id=s5,path=$WORK/$1-ttyS5.log" \
+		-device pci-serial-2x,chardev1=s4,chardev2=s5 \
 		-device "virtio-net-pci,netdev=n0,mac=$4" \
 		</dev/null >"$WORK/$1.console" 2>&1
 }
@@ -165,11 +186,11 @@ T3=$(date +%s)
 # ---- Verdict ----------------------------------------------------------------
 tr -d '\r' <"$WORK/a.console" >"$WORK/a.log"
 tr -d '\r' <"$WORK/b.console" >"$WORK/b.log"
-# VM A's tools log to serial ports: ttyS1 rping -s, ttyS2 ucmatose, ttyS3 rping -c.
-for n in 1:rping-s 2:ucmatose 3:rping-c; do
-	tr -d '\r' <"$WORK/a-ttyS${n%%:*}.log" >"$WORK/a-${n#*:}.log" 2>/dev/null || true
+# VM A's tools log to serial ports (see vm-a.sh).
+ALOGS="1:rping-s 2:ucmatose 3:rping-c 4:rping-s-reuse 5:rping-s-stale"
+for n in $ALOGS; do
+	tr -d '\r' <"$WORK/a-ttyS${n%%:*}.log" >"$WORK/a-${n#*:}.log" 2>/dev/null || : >"$WORK/a-${n#*:}.log"
 done
-section() { cat "$WORK/a-$1.log"; }
 fails=0
 check() { # name message command...
 	local name=$1 msg=$2
@@ -181,36 +202,97 @@ check() { # name message command...
 		fails=$((fails + 1))
 	fi
 }
-count() { section "$1" | grep -c "$2" || true; }
+# acount LOG PATTERN: matching lines in one of VM A's tool logs.
+acount() { grep -c -- "$2" "$WORK/a-$1.log" || true; }
+# aevents LOG C E D: rping -s saw C CONNECT_REQUESTs, E ESTABLISHED, D DISCONNECTED.
+aevents() {
+	[ "$(acount "$1" RDMA_CM_EVENT_CONNECT_REQUEST)" -eq "$2" ] &&
+		[ "$(acount "$1" RDMA_CM_EVENT_ESTABLISHED)" -eq "$3" ] &&
+		[ "$(acount "$1" RDMA_CM_EVENT_DISCONNECTED)" -eq "$4" ]
+}
+# bsec NAME: VM B's lines of one scenario, between its BEGIN and END lines.
+bsec() { awk -v n="$1" 'index($0, "IBCM-B: BEGIN " n " ") == 1 {on = 1} on {print} on && index($0, "IBCM-B: END " n " ") == 1 {exit}' "$WORK/b.log"; }
+# bhas NAME PATTERN...: every pattern matches a line of the scenario.
+bhas() {
+	local n=$1 sec
+	shift
+	sec=$(bsec "$n")
+	for p in "$@"; do grep -q -- "$p" <<<"$sec" || return 1; done
+}
+bcount() { bsec "$1" | grep -c -- "$2" || true; }
+# bt NAME PATTERN: the t= of the first event line matching.
+bt() { bsec "$1" | grep -m1 -- "$2" | sed -n 's/.* t=\([0-9.]*\).*/\1/p'; }
+# le X Y: X <= Y (decimals).
+le() { [ -n "$1" ] && [ -n "$2" ] && awk -v x="$1" -v y="$2" 'BEGIN {exit !(x <= y)}'; }
+# reuse_in_timewait: the second REQ of scenario 5 announced conn 1's QPN while
+# conn 1 was in TimeWait, sooner after its start than TimeWait lasts.
+reuse_in_timewait() {
+	bsec s5-timewait-qpn-reuse | grep -m1 'REQ-SENT .*conn=2 .*qpn-reuse-of=conn1 prev=TIMEWAIT' |
+		sed -n 's/.*since-timewait=\([0-9.]*\)s timewait=\([0-9.]*\)s.*/\1 \2/p' |
+		awk 'NF == 2 && $1 < $2 {ok = 1} END {exit !ok}' &&
+		[ "$(bcount s5-timewait-qpn-reuse 'IBCM-EVENT ESTABLISHED')" -eq 2 ]
+}
+rej10_then_dreq() {
+	le "$(bt s6-stale-live-qpn 'REJECTED .*conn=2 reason=10 ')" "$(bt s6-stale-live-qpn 'DREQ-RECEIVED .*conn=1')"
+}
+ucmatose_disconnected() {
+	grep -q 'cmatose: disconnecting' "$WORK/a-ucmatose.log" && grep -q '^disconnected' "$WORK/a-ucmatose.log" &&
+		grep -q 'test complete' "$WORK/a-ucmatose.log"
+}
+
 check vm-a-finished "(qemu rc $RCA)" grep -q 'IBCM-A: DONE' "$WORK/a.log"
 check vm-b-finished "(qemu rc $RCB)" grep -q 'IBCM-B: DONE' "$WORK/b.log"
 grep '^IBCM-RESULT' "$WORK/a.log" | sed 's/^/interop: VM-A /' || true
-check a:class-in-use "(hw/umad with ib_cm loaded)" grep -q '^IBCM-RESULT class-in-use PASS' "$WORK/a.log"
+check a:class-in-use "(ibcm on hw/umad refused class 0x07 while ib_cm is loaded)" grep -q '^IBCM-RESULT class-in-use PASS' "$WORK/a.log"
 grep '^IBCM-RESULT' "$WORK/b.log" | sed 's/^/interop: VM-B /' || true
 for s in $EXPECT; do
-	check "b:$s" "" grep -q "^IBCM-RESULT $s PASS" "$WORK/b.log"
+	check "b:$s" "(IBCM-RESULT)" grep -q "^IBCM-RESULT $s PASS" "$WORK/b.log"
 done
-# What the kernel side saw.
-n=$(count rping-s RDMA_CM_EVENT_ESTABLISHED)
-check a:rping-s-established "($n ESTABLISHED events at rping -s)" test "$n" -ge 1
-n=$(count rping-s RDMA_CM_EVENT_DISCONNECTED)
-check a:rping-s-disconnected "($n DISCONNECTED events at rping -s)" test "$n" -ge 1
-case " $EXPECT " in *" passive-rping "*)
-	n=$(count rping-c RDMA_CM_EVENT_ESTABLISHED)
-	check a:rping-c-established "" test "$n" -ge 1 ;;
-esac
-case " $EXPECT " in *" active-ucmatose "*)
-	n=$(count ucmatose disconnecting)
-	check a:ucmatose-disconnecting "" test "$n" -ge 1 ;;
-esac
+if [ "$VM_B_CMD" = "$DEFAULT_CMD" ]; then
+	# 1. ibcm connects to rping -s; the kernel reports ESTABLISHED.
+	check 1:ibcm "ESTABLISHED with rping -s :$RPING_PORT" bhas s1-connect-rping 'IBCM-EVENT ESTABLISHED .*conn=1'
+	check 1:kernel "rping -s :$RPING_PORT: 1 CONNECT_REQUEST, 1 ESTABLISHED" aevents rping-s 1 1 1
+	# 2. rping -c connects to ibcm listening; ibcm reports ESTABLISHED.
+	check 2:ibcm "REQ with the IP CM header $A_IP:* -> $B_IP:$LISTEN_PORT, ESTABLISHED" \
+		bhas s2-listen-rping "REQ-RECEIVED .*ipcm=$A_IP:[0-9]*->$B_IP:$LISTEN_PORT" 'IBCM-EVENT ESTABLISHED'
+	check 2:kernel "rping -c: ESTABLISHED, rdma_connect successful" \
+		grep -q 'rdma_connect successful' "$WORK/a-rping-c.log"
+	# 3. Disconnect in each direction: DREQ, DREP, TimeWait.
+	check 3:b-to-a:ibcm "DREQ-SENT, DREP-RECEIVED, TIMEWAIT, TIMEWAIT-EXIT" \
+		bhas s1-connect-rping 'DREQ-SENT .*conn=1' 'DREP-RECEIVED .*conn=1' 'TIMEWAIT .*conn=1' 'TIMEWAIT-EXIT .*conn=1'
+	check 3:b-to-a:kernel "rping -s :$RPING_PORT: DISCONNECTED (its rdma_disconnect sent the DREP)" \
+		test "$(acount rping-s RDMA_CM_EVENT_DISCONNECTED)" -eq 1
+	check 3:a-to-b:ibcm "ucmatose's DREQ: DREQ-RECEIVED, DREP-SENT, TIMEWAIT-EXIT" \
+		bhas s3-ucmatose-disconnects 'DREQ-RECEIVED .*conn=1' 'DREP-SENT .*conn=1' 'TIMEWAIT-EXIT .*conn=1'
+	check 3:a-to-b:kernel "ucmatose: disconnecting, disconnected (our DREP), test complete" \
+		ucmatose_disconnected
+	check 3:a-to-b-rping:ibcm "rping -c ended: DREQ-RECEIVED, DREP-SENT, TIMEWAIT-EXIT" \
+		bhas s2-listen-rping 'DREQ-RECEIVED .*conn=1' 'DREP-SENT .*conn=1' 'TIMEWAIT-EXIT .*conn=1'
+	check 3:a-to-b-rping:kernel "VM A ended rping -c after ESTABLISHED" grep -q 'IBCM-A: ending rping -c' "$WORK/a.log"
+	# 4. A REQ to a port nobody listens on gets REJ 8.
+	check 4:ibcm "REJ reason 8 for port $DEAD_PORT" bhas s4-rej-no-listener 'REJECTED .*conn=1 reason=8 '
+	check 4:kernel "no rdma_cm consumer saw it (CONNECT_REQUESTs only from scenarios 1, 5, 6)" \
+		test "$(cat "$WORK"/a-rping-s*.log | grep -c RDMA_CM_EVENT_CONNECT_REQUEST)" -eq 4
+	# 5. A REQ reusing the QPN of a connection the kernel holds only in
+	# TimeWait is accepted.
+	check 5:ibcm "2nd REQ announces conn 1's QPN within conn 1's TimeWait; both ESTABLISHED" \
+		reuse_in_timewait
+	check 5:kernel "rping -s :$REUSE_PORT: 2 CONNECT_REQUEST, 2 ESTABLISHED, 2 DISCONNECTED" aevents rping-s-reuse 2 2 2
+	# 6. A REQ reusing the QPN of a live connection gets REJ 10, followed by
+	# a DREQ for the live one.
+	check 6:ibcm "REJECTED conn=2 reason=10, then DREQ-RECEIVED for conn 1" \
+		rej10_then_dreq
+	check 6:kernel "rping -s :$STALE_PORT: 1 CONNECT_REQUEST (the stale REQ never reached rdma_cm), 1 ESTABLISHED, 1 DISCONNECTED" \
+		aevents rping-s-stale 1 1 1
+fi
 T4=$(date +%s)
 log "times: packages $((T1 - T0))s, build $((T2 - T1))s, VMs $((T3 - T2))s, total $((T4 - T0))s"
 if [ $fails -gt 0 ]; then
 	echo "==================== VM A console ====================" >&2
 	cat "$WORK/a.log" >&2
-	for n in rping-s ucmatose rping-c; do
-		echo "==================== VM A $n ====================" >&2
-		cat "$WORK/a-$n.log" >&2
+	for n in $ALOGS; do
+		echo "==================== VM A ${n#*:} (ttyS${n%%:*}) ====================" >&2
+		cat "$WORK/a-${n#*:}.log" >&2
 	done
 	echo "==================== VM B console ====================" >&2
 	cat "$WORK/b.log" >&2

@@ -1,5 +1,5 @@
 # VM B: no kernel CM (ib_cm is not loaded); runs the user-space CM command.
-# Sourced by /init. Env: VM_B_CMD
+# Sourced by /init. Env: VM_B_CMD (default: sh /scenarios.sh).
 say() { echo "IBCM-B: $*"; }
 if grep -q '^ib_cm ' /proc/modules; then say "ib_cm is loaded: unusable"; fi
 ls /dev/infiniband/ | tr '\n' ' '
