@@ -240,8 +240,9 @@ ucmatose_disconnected() {
 		grep -q 'test complete' "$WORK/a-ucmatose.log"
 }
 
-check vm-a-finished "(qemu rc $RCA)" grep -q 'IBCM-A: DONE' "$WORK/a.log"
-check vm-b-finished "(qemu rc $RCB)" grep -q 'IBCM-B: DONE' "$WORK/b.log"
+vmrc() { if [ "$1" = 124 ]; then echo "(killed at the ${VM_TIMEOUT}s VM timeout, IBCM_INTEROP_TIMEOUT)"; else echo "(qemu rc $1)"; fi; }
+check vm-a-finished "$(vmrc $RCA)" grep -q 'IBCM-A: DONE' "$WORK/a.log"
+check vm-b-finished "$(vmrc $RCB)" grep -q 'IBCM-B: DONE' "$WORK/b.log"
 grep '^IBCM-RESULT' "$WORK/a.log" | sed 's/^/interop: VM-A /' || true
 check a:class-in-use "(ibcm on hw/umad refused class 0x07 while ib_cm is loaded)" grep -q '^IBCM-RESULT class-in-use PASS' "$WORK/a.log"
 grep '^IBCM-RESULT' "$WORK/b.log" | sed 's/^/interop: VM-B /' || true
