@@ -546,7 +546,7 @@ func (c Inject) apply(s *System) (string, error) {
 		}
 	}
 	s.Sim.Inject(s.Nodes[from], s.Nodes[to], &mad)
-	s.oracle.done()
+	s.delivered()
 	return "", nil
 }
 

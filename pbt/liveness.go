@@ -2,6 +2,7 @@ package pbt
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ibcm/ibcm/cm"
 )
@@ -39,14 +40,7 @@ import (
 var AttemptStates = []cm.State{cm.StateReqSent, cm.StateMraReqRcvd, cm.StateReqRcvd, cm.StateMraReqSent,
 	cm.StateRepSent, cm.StateMraRepRcvd, cm.StateRepRcvd, cm.StateMraRepSent}
 
-func isAttempt(s cm.State) bool {
-	for _, a := range AttemptStates {
-		if a == s {
-			return true
-		}
-	}
-	return false
-}
+func isAttempt(s cm.State) bool { return slices.Contains(AttemptStates, s) }
 
 type watched struct {
 	node  int

@@ -7,7 +7,29 @@
 //
 // The invariants are implemented here (invariants.go) under the names
 // spec/cm.tla gives them, from the engines' introspection only, and
-// independently of simnet's CheckInvariants.
+// independently of simnet's CheckInvariants; the liveness counterparts
+// are in liveness.go, the commands and their explicit shrinkers in
+// commands.go, the generator in gen.go, the table properties in table.go.
+// Two checks go beyond the spec's invariants, because mutation testing
+// showed the invariants blind to them: ClassifiedAsSpec (classify.go:
+// every received MAD is taken as the event, by the id, that the spec's
+// receive actions pick) and AppCallsFollowTable (an application call is
+// refused exactly when the table says Invalid or its parameters do not
+// encode, and a refused call changes nothing).
+//
+// Running:
+//
+//	go test ./pbt/                      the bounded suite (make test)
+//	go test -short ./pbt/               a tenth of it
+//	IBCM_PBT_SEED=7 go test ./pbt/      another seed (default DefaultSeed; printed with -v)
+//	tools/pbt-long.sh [N [maxlen]]      N sequences (default 100,000), with coverage counts
+//
+// A failure is shrunk (gopter, then Failure.Simplify on the initial model),
+// printed with an annotated transcript, and saved under testdata/found/
+// as a scenario that TestReplay replays (see scenario.go for the format).
+// TestLegacyFails and TestNoStaleCheckFails run the suite over the engine
+// variants spec/manifest.tsv expects to fail, and require the expected
+// invariant to break with a short counterexample.
 package pbt
 
 import (
@@ -41,19 +63,20 @@ type System struct {
 	Nodes []*simnet.Node
 	Variant
 
-	// Log, when set, gets one line per command: the command and what it
-	// resolved to (which id, which message).
+	// Log, when set, gets the transcript: each command and what it
+	// resolved to (which id, which message), the messages sent, and the
+	// steps of Finish's fair settle.
 	Log func(string)
 
-	per    []*nodeApp
-	oracle staleOracle
-	cov    *Coverage
-	watch  bool // during a settle: the tracer records ids reaching ESTABLISHED or IDLE
-	ran    []op
-	failed bool
-	onFail func(ran []op, err error)
-	line   string // the command being logged, until something is said about it
-	steps  int    // table steps (trace calls)
+	per      []*nodeApp
+	oracle   staleOracle
+	classify classifier
+	cov      *Coverage
+	watch    bool // during a settle: the tracer records ids reaching ESTABLISHED or IDLE
+	ran      []op
+	failed   bool
+	onFail   func(ran []op, err error)
+	line     string // the command being logged, until something is said about it
 }
 
 // nodeApp is the application's bookkeeping for one node.
@@ -86,8 +109,11 @@ func NodeName(i int) string { return string(rune('a' + i)) }
 func NewSystem(m Model, v Variant, cov *Coverage) *System {
 	s := &System{Variant: v, cov: cov}
 	s.Sim = simnet.New(simnet.Config{Seed: m.Seed, Manual: true})
-	s.oracle.sys = s
-	s.Sim.OnDeliver = s.oracle.onDeliver
+	s.oracle.sys, s.classify.sys = s, s
+	s.Sim.OnDeliver = func(p *simnet.Packet) {
+		s.classify.onDeliver(p)
+		s.oracle.onDeliver(p)
+	}
 	s.Sim.OnSend = s.oracle.onSend
 	for i := range m.Nodes {
 		cfg := cm.Config{LegacyTimeWaitQPN: v.Legacy, DisableStaleCheck: v.NoStale, Trace: func(ts cm.TraceStep) { s.trace(i, ts) }}
@@ -141,7 +167,7 @@ func (s *System) flushLine() {
 }
 
 func (s *System) trace(i int, ts cm.TraceStep) {
-	s.steps++
+	s.classify.step(s.Nodes[i], ts)
 	if s.cov != nil {
 		s.cov.step(ts)
 	}
@@ -201,6 +227,9 @@ func (s *System) check() error {
 	}
 	if err := StaleDetected(s.Nodes); err != nil {
 		return err
+	}
+	if s.classify.violation != nil {
+		return s.classify.violation
 	}
 	if err := TablesMatchStates(s.Nodes); err != nil {
 		return err
@@ -424,10 +453,17 @@ func (s *System) describe(p *simnet.Packet) string {
 	return b.String()
 }
 
-// deliver delivers pending message i, with the stale-reject oracle armed.
+// deliver delivers pending message i, with the stale-reject oracle and
+// the classifier armed.
 func (s *System) deliver(i int) {
 	s.Sim.Deliver(i)
+	s.delivered()
+}
+
+// delivered ends a delivery (Deliver or Inject): its answers have left.
+func (s *System) delivered() {
 	s.oracle.done()
+	s.classify.done()
 }
 
 // reqTemplate is the REQ of a Connect from node i to node j.

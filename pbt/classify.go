@@ -1,0 +1,251 @@
+package pbt
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// ClassifiedAsSpec: every delivered MAD is taken as the event, by the id,
+// that spec/cm.tla's receive actions pick from the receiver's state before
+// the delivery (checked against the engine's first table step):
+//
+//	Target(n, m) ==
+//	    LET byLID == {h \in Handles : conn[n][h].state \in HoldStates \ {"LISTEN"}
+//	                                  /\ m.rid # 0 /\ conn[n][h].lid = m.rid /\ conn[n][h].rnode = m.src
+//	                                  /\ (conn[n][h].rid = 0 \/ conn[n][h].rid = m.lid)}
+//	        byRID == {e[3] : e \in {e \in ridTable[n] : m.rid = 0 /\ e[1] = m.src /\ e[2] = m.lid}}
+//	    IN IF byLID # {} THEN Min(byLID) ELSE IF byRID # {} THEN Min(byRID) ELSE 0
+//	DupREQ(n, m)   == {e \in ridTable[n] : e[1] = m.src /\ e[2] = m.lid}
+//	StaleREQ(n, m) == IF StaleCheck THEN {e \in qpnTable[n] : e[1] = m.src /\ e[2] = m.qpn} ELSE {}
+//	StaleREP(n, m, h) == IF StaleCheck /\ h # 0 /\ conn[n][h].state \in {"REQ_SENT", "MRA_REQ_RCVD"}
+//	    THEN {e \in qpnTable[n] : e[1] = m.src /\ e[2] = m.qpn /\ e[3] # h} ELSE {}
+//	\* A DREQ whose remote QPN is not the id's QPN is dropped before the table.
+//
+// in that order: a duplicate REQ is a retry (RecvREQ on its id), never a
+// stale one; a stale REQ is answered from the IDLE row (RecvREQStale); a
+// REQ nobody listens for gets RecvREQUnlisted; a reply goes to its Target
+// or to the IDLE row. This is not one of the spec's invariants: it checks
+// that the engine's receive steps are the spec's (a refinement check of
+// the classifier), which the invariants alone cannot see. The messages the
+// spec does not model follow the definition's docs: MRA by message MRAed,
+// LAP/APR by Target, a SIDR_REQ is a duplicate of the SIDR_REQ_RCVD id with
+// its request ID and source, a SIDR_REP goes to the SIDR_REQ_SENT id its
+// request ID names, a Get(ClassPortInfo) to the IDLE row, and a MAD the
+// codec refuses or the CM does not handle takes no step at all.
+//
+// The spec's rnode = m.src is the id's port (IDInfo.Addr) being the
+// sender's; its qpnTable is the connected ids (with LegacyTimeWaitQPN also
+// the TimeWait ids that were connected: those with a remote QPN).
+type classifier struct {
+	sys       *System
+	violation error
+	want      expectation
+	got       []cm.TraceStep // the receiver's steps during the delivery
+	to        *simnet.Node
+	active    bool
+	mad       wire.MAD
+}
+
+// expectation is the spec's choice for one delivery.
+type expectation struct {
+	what  string   // the message, for messages
+	none  bool     // no table step
+	ev    cm.Event // the first step's event
+	id    cm.CommID
+	newID bool // a new id (RecvREQ, RecvSIDRREQ) or, for a REQ, a refusal (the engine's policy)
+	any   bool // listener present: a new id, RecvREQRefused from the IDLE row, or nothing (DropExcessREQ)
+}
+
+func (c *classifier) onDeliver(p *simnet.Packet) {
+	c.active, c.to, c.got = true, p.To, c.got[:0]
+	c.want = c.expect(p)
+}
+
+// step records a table step of node n.
+func (c *classifier) step(n *simnet.Node, ts cm.TraceStep) {
+	if c.active && n == c.to {
+		c.got = append(c.got, ts)
+	}
+}
+
+// done compares the delivery's first step with the expectation.
+func (c *classifier) done() {
+	if !c.active {
+		return
+	}
+	c.active = false
+	if c.violation != nil {
+		return
+	}
+	w := c.want
+	var first *cm.TraceStep
+	if len(c.got) > 0 {
+		first = &c.got[0]
+	}
+	fail := func(format string, args ...any) {
+		c.violation = fmt.Errorf("ClassifiedAsSpec: %s: %s", w.what, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case w.none:
+		if first != nil {
+			fail("the spec takes no step, the engine took %s on %s (%s)", first.Event, first.ID, first.From)
+		}
+	case w.any:
+		if first != nil && !(first.Event == cm.EvRecvREQ && w.newID && first.From == cm.StateIdle && first.ID != 0) &&
+			!(first.Event == cm.EvRecvREQRefused && first.ID == 0) {
+			fail("the spec takes it as a new REQ, the engine took %s on %s (%s)", first.Event, first.ID, first.From)
+		}
+	case first == nil:
+		fail("the spec takes %s on %s, the engine took no step", w.ev, w.id)
+	case w.newID:
+		if first.Event != w.ev || first.From != cm.StateIdle || first.ID == 0 {
+			fail("the spec takes %s on a new id, the engine took %s on %s (%s)", w.ev, first.Event, first.ID, first.From)
+		}
+	case first.Event != w.ev || first.ID != w.id:
+		fail("the spec takes %s on %s, the engine took %s on %s (%s)", w.ev, w.id, first.Event, first.ID, first.From)
+	}
+}
+
+// expect computes the spec's classification of p from p.To's ids.
+func (c *classifier) expect(p *simnet.Packet) expectation {
+	e := p.To.Engine
+	var ids []cm.IDInfo
+	for id := range e.IDs() {
+		ids = append(ids, id)
+	}
+	src := p.From.Addr.LID
+	m := &c.mad
+	if wire.DecodeMAD(p.MAD[:], m) != nil {
+		return expectation{what: "a malformed MAD", none: true}
+	}
+	what := fmt.Sprintf("%s from %s", m.AttrID, p.From.Name)
+	if m.AttrID == wire.AttrClassPortInfo {
+		if m.Method == wire.MethodGet {
+			return expectation{what: what, ev: cm.EvRecvClassPortInfoGet}
+		}
+		return expectation{what: what + " (not a Get)", none: true}
+	}
+	if m.Method != wire.MethodSend {
+		return expectation{what: what + " (not a Send)", none: true}
+	}
+	cfg := e.Config()
+	legacy, staleCheck := cfg.LegacyTimeWaitQPN, !cfg.DisableStaleCheck
+	// qpnEntry: the id is in the spec's qpnTable.
+	qpnEntry := func(id cm.IDInfo) bool {
+		return id.State.Attr().Connected || legacy && id.State == cm.StateTimeWait && id.RemoteQPN != 0
+	}
+	target := func(rid, lid uint32) (cm.IDInfo, bool) {
+		if rid != 0 {
+			for _, id := range ids {
+				if id.State != cm.StateListen && uint32(id.ID) == rid && id.Addr.LID == src &&
+					(id.RemoteID == 0 || uint32(id.RemoteID) == lid) {
+					return id, true
+				}
+			}
+			return cm.IDInfo{}, false
+		}
+		for _, id := range ids {
+			if id.State.Attr().RemoteID && uint32(id.RemoteID) == lid && id.Addr.LID == src {
+				return id, true
+			}
+		}
+		return cm.IDInfo{}, false
+	}
+	reply := func(ev cm.Event, rid, lid uint32) expectation {
+		if id, ok := target(rid, lid); ok {
+			return expectation{what: what, ev: ev, id: id.ID}
+		}
+		return expectation{what: what, ev: ev}
+	}
+	listening := func(sid uint64) bool {
+		return slices.ContainsFunc(ids, func(id cm.IDInfo) bool {
+			return id.State == cm.StateListen && id.ServiceID&id.Mask == sid&id.Mask
+		})
+	}
+	switch m.AttrID {
+	case wire.AttrREQ:
+		r := &m.REQ
+		for _, id := range ids {
+			if id.State.Attr().RemoteID && uint32(id.RemoteID) == r.LocalCommID && id.RemoteGUID == r.LocalCAGUID {
+				return expectation{what: what + " (a duplicate)", ev: cm.EvRecvREQ, id: id.ID}
+			}
+		}
+		if staleCheck && slices.ContainsFunc(ids, func(id cm.IDInfo) bool {
+			return qpnEntry(id) && id.RemoteQPN == r.LocalQPN && id.RemoteGUID == r.LocalCAGUID
+		}) {
+			return expectation{what: what + " (stale)", ev: cm.EvRecvREQStale}
+		}
+		if !listening(r.ServiceID) {
+			return expectation{what: what + " (unlisted)", ev: cm.EvRecvREQUnlisted}
+		}
+		return expectation{what: what + " (new)", any: true, newID: true}
+	case wire.AttrREP:
+		r := &m.REP
+		id, ok := target(r.RemoteCommID, r.LocalCommID)
+		if !ok {
+			return expectation{what: what, ev: cm.EvRecvREP}
+		}
+		if staleCheck && (id.State == cm.StateReqSent || id.State == cm.StateMraReqRcvd) &&
+			slices.ContainsFunc(ids, func(o cm.IDInfo) bool {
+				return o.ID != id.ID && qpnEntry(o) && o.RemoteQPN == r.LocalQPN && o.RemoteGUID == r.LocalCAGUID
+			}) {
+			return expectation{what: what + " (stale)", ev: cm.EvRecvREPStale, id: id.ID}
+		}
+		return expectation{what: what, ev: cm.EvRecvREP, id: id.ID}
+	case wire.AttrMRA:
+		ev := cm.EvRecvMRAForLAP
+		switch m.MRA.MessageMRAed {
+		case wire.MsgRespREQ:
+			ev = cm.EvRecvMRAForREQ
+		case wire.MsgRespREP:
+			ev = cm.EvRecvMRAForREP
+		}
+		return reply(ev, m.MRA.RemoteCommID, m.MRA.LocalCommID)
+	case wire.AttrREJ:
+		ev := cm.EvRecvREJ
+		if m.REJ.Reason == wire.RejectStaleConn {
+			ev = cm.EvRecvREJStale
+		}
+		return reply(ev, m.REJ.RemoteCommID, m.REJ.LocalCommID)
+	case wire.AttrRTU:
+		return reply(cm.EvRecvRTU, m.RTU.RemoteCommID, m.RTU.LocalCommID)
+	case wire.AttrDREQ:
+		x := reply(cm.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
+		if id, ok := target(m.DREQ.RemoteCommID, m.DREQ.LocalCommID); ok && id.LocalQPN != m.DREQ.RemoteQPNEECN {
+			return expectation{what: what + " (for another QP)", none: true}
+		}
+		return x
+	case wire.AttrDREP:
+		return reply(cm.EvRecvDREP, m.DREP.RemoteCommID, m.DREP.LocalCommID)
+	case wire.AttrLAP:
+		return reply(cm.EvRecvLAP, m.LAP.RemoteCommID, m.LAP.LocalCommID)
+	case wire.AttrAPR:
+		return reply(cm.EvRecvAPR, m.APR.RemoteCommID, m.APR.LocalCommID)
+	case wire.AttrSIDRReq:
+		r := &m.SIDRReq
+		for _, id := range ids {
+			if id.State == cm.StateSidrReqRcvd && uint32(id.RemoteID) == r.RequestID && id.Addr.LID == src {
+				return expectation{what: what + " (a duplicate)", ev: cm.EvRecvSIDRREQ, id: id.ID}
+			}
+		}
+		if !listening(r.ServiceID) {
+			return expectation{what: what + " (unlisted)", ev: cm.EvRecvSIDRREQUnlisted}
+		}
+		if e.NumIDs() >= cfg.MaxIDs {
+			return expectation{what: what + " (no resources)", none: true}
+		}
+		return expectation{what: what + " (new)", ev: cm.EvRecvSIDRREQ, newID: true}
+	case wire.AttrSIDRRep:
+		for _, id := range ids {
+			if id.State == cm.StateSidrReqSent && uint32(id.ID) == m.SIDRRep.RequestID {
+				return expectation{what: what, ev: cm.EvRecvSIDRREP, id: id.ID}
+			}
+		}
+		return expectation{what: what, ev: cm.EvRecvSIDRREP}
+	}
+	return expectation{what: what, none: true}
+}
