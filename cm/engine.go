@@ -216,10 +216,17 @@ func (e *Engine) Ready() Ready {
 // Advance acknowledges the last Ready: its MADs were sent (or dropped) and
 // its notifications handled. Its buffers are reused.
 func (e *Engine) Advance() {
+	if e.readyOut == len(e.out) && e.readyNotes == len(e.notes) && e.readyPool == e.poolUsed {
+		// All of it was in the Ready (the usual case): start over. The
+		// notifications left behind point only at pool slots.
+		e.out, e.notes = e.out[:0], e.notes[:0]
+		e.poolUsed = 0
+		e.readyOut, e.readyNotes, e.readyPool = 0, 0, 0
+		return
+	}
 	e.out = e.out[:copy(e.out, e.out[e.readyOut:])]
-	n := copy(e.notes, e.notes[e.readyNotes:])
-	clear(e.notes[n:])
-	e.notes = e.notes[:n]
+	// The notifications left behind point only at pool slots: no clear.
+	e.notes = e.notes[:copy(e.notes, e.notes[e.readyNotes:])]
 	// Rotate the payload pool so the slots still referenced come first.
 	if r := e.readyPool; r > 0 {
 		reverse(e.pool[:r])

@@ -62,12 +62,22 @@ func (e *Engine) emit(addr *transport.Addr, b *[wire.MADSize]byte) {
 		e.stats.OutboundDropped++
 		return
 	}
-	e.out = append(e.out, transport.Packet{Addr: *addr, MAD: *b})
-	if e.out[len(e.out)-1].Addr.QKey == 0 {
-		e.out[len(e.out)-1].Addr.QKey = transport.GSIQKey
+	// Fill the slot in place: a Packet literal would be built, then copied.
+	n := len(e.out)
+	if n < cap(e.out) {
+		e.out = e.out[:n+1]
+	} else {
+		e.out = append(e.out, transport.Packet{})
 	}
-	if e.out[len(e.out)-1].Addr.QPN == 0 {
-		e.out[len(e.out)-1].Addr.QPN = 1
+	p := &e.out[n]
+	p.Addr = *addr
+	p.MAD = *b
+	p.Status = 0
+	if p.Addr.QKey == 0 {
+		p.Addr.QKey = transport.GSIQKey
+	}
+	if p.Addr.QPN == 0 {
+		p.Addr.QPN = 1
 	}
 	e.stats.Sent++
 	if bufAttr(b) == wire.AttrREJ && binary.BigEndian.Uint16(b[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {

@@ -67,9 +67,15 @@ type churnNode struct {
 	n       *Node
 	free    []uint32 // QPN stack: the most recently freed on top
 	next    uint32   // next never-used QPN
-	qpn     map[cm.CommID]uint32
-	active  map[cm.CommID]bool
+	ids     map[cm.CommID]churnID
 	started int // attempts in flight
+}
+
+// churnID is what the workload tracks about one of a node's ids.
+type churnID struct {
+	qpn    uint32
+	hasQPN bool // qpn is the id's, to hand back when it settles
+	active bool // an attempt of this node, in flight
 }
 
 type churn struct {
@@ -181,8 +187,7 @@ func Churn(cfg ChurnConfig) (ChurnResult, error) {
 func (w *churn) reset(cn *churnNode) {
 	cn.free = cn.free[:0]
 	cn.next = 0x100
-	cn.qpn = map[cm.CommID]uint32{}
-	cn.active = map[cm.CommID]bool{}
+	cn.ids = map[cm.CommID]churnID{}
 	cn.started = 0
 }
 
@@ -232,8 +237,7 @@ func (w *churn) fill(cn *churnNode) {
 			cn.free = append(cn.free, q)
 			return
 		}
-		cn.qpn[id] = q
-		cn.active[id] = true
+		cn.ids[id] = churnID{qpn: q, hasQPN: true, active: true}
 		cn.started++
 		w.started++
 	}
@@ -242,16 +246,18 @@ func (w *churn) fill(cn *churnNode) {
 // settle hands back an id's QPN once it is IDLE or in TimeWait, and ends
 // an active attempt.
 func (w *churn) settle(cn *churnNode, id cm.CommID) {
-	s := cn.n.Engine.State(id)
-	if s != cm.StateIdle && s != cm.StateTimeWait {
+	x, ok := cn.ids[id]
+	if !ok {
 		return
 	}
-	if q, ok := cn.qpn[id]; ok {
-		delete(cn.qpn, id)
-		cn.free = append(cn.free, q)
+	if s := cn.n.Engine.State(id); s != cm.StateIdle && s != cm.StateTimeWait {
+		return
 	}
-	if cn.active[id] {
-		delete(cn.active, id)
+	delete(cn.ids, id)
+	if x.hasQPN {
+		cn.free = append(cn.free, x.qpn)
+	}
+	if x.active {
 		cn.started--
 		w.done++
 		if w.cfg.Progress != nil {
@@ -266,7 +272,9 @@ func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
 	switch nt.Notice {
 	case cm.NoticeREQReceived:
 		q := cn.allocQPN()
-		cn.qpn[nt.ID] = q
+		x := cn.ids[nt.ID]
+		x.qpn, x.hasQPN = q, true
+		cn.ids[nt.ID] = x
 		w.rep = wire.REP{LocalQPN: q, StartingPSN: q, RNRRetryCount: 7}
 		if err := e.Accept(now, nt.ID, &w.rep); err != nil {
 			panic(err)
@@ -274,7 +282,7 @@ func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
 	case cm.NoticeREPReceived:
 		_ = e.SendRTU(now, nt.ID, nil)
 	case cm.NoticeEstablished:
-		if !cn.active[nt.ID] {
+		if !cn.ids[nt.ID].active {
 			break
 		}
 		w.res.Established++
@@ -299,11 +307,11 @@ func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
 	case cm.NoticeDREQReceived:
 		_ = e.SendDREP(now, nt.ID, nil)
 	case cm.NoticeRejected:
-		if cn.active[nt.ID] {
+		if cn.ids[nt.ID].active {
 			w.res.RejectedByReason[fmt.Sprint(uint16(nt.Reason))]++
 		}
 	case cm.NoticeTimedOut:
-		if cn.active[nt.ID] {
+		if cn.ids[nt.ID].active {
 			w.res.TimedOut++
 		}
 	}

@@ -249,7 +249,9 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 	s.stats.Sent++
 	to := s.byLID[p.Addr.LID]
 	pk := s.newPacket()
-	*pk = Packet{Seq: s.seq, From: from, To: to, MAD: p.MAD}
+	// Field by field: a Packet literal would be built, then copied.
+	pk.Seq, pk.From, pk.To, pk.At, pk.Copy = s.seq, from, to, 0, false
+	pk.MAD = p.MAD
 	s.seq++
 	if pk.Attr() == wire.AttrREJ && binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
 		s.stats.StaleRejects++
