@@ -109,7 +109,7 @@ type Sim struct {
 	now   cm.Time
 	nodes []*Node
 	byLID map[uint16]*Node
-	queue pktHeap
+	queue pktQueue
 	pend  []*Packet
 	seq   uint64
 	stats Stats
@@ -194,17 +194,13 @@ func (s *Sim) Crash(n *Node) {
 	n.Engine = cm.NewEngine(cfg)
 	n.crashes++
 	s.stats.Crashes++
-	keep := s.queue[:0]
-	for _, p := range s.queue {
+	s.queue.filter(func(p *Packet) bool {
 		if p.To == n {
 			s.stats.Undeliverable++
-			continue
+			return false
 		}
-		keep = append(keep, p)
-	}
-	clear(s.queue[len(keep):])
-	s.queue = keep
-	s.queue.init()
+		return true
+	})
 	pend := s.pend[:0]
 	for _, p := range s.pend {
 		if p.To == n {
@@ -370,8 +366,8 @@ func (s *Sim) After(d time.Duration, fn func()) {
 // nothing is scheduled.
 func (s *Sim) NextEvent() (cm.Time, bool) {
 	t, ok := cm.Never, false
-	if len(s.queue) > 0 {
-		t, ok = s.queue[0].At, true
+	if p := s.queue.peek(); p != nil {
+		t, ok = p.At, true
 	}
 	if len(s.timers) > 0 && s.timers[0].at < t {
 		t, ok = s.timers[0].at, true
@@ -395,8 +391,8 @@ func (s *Sim) Step() bool {
 	if t > s.now {
 		s.now = t
 	}
-	if len(s.queue) > 0 && s.queue[0].At <= s.now {
-		p := s.queue.pop()
+	if p := s.queue.peek(); p != nil && p.At <= s.now {
+		s.queue.pop()
 		s.deliver(p)
 		s.recycle(p)
 		return true
@@ -493,16 +489,91 @@ func (s *Sim) Inject(from, to *Node, mad *[wire.MADSize]byte) {
 	s.deliver(p)
 }
 
-// ---- the delivery queue: a min-heap by (At, Seq).
+// ---- the delivery queue, in (At, Seq) order. Most packets take the same
+// delay, so they are due in the order they were sent: those go to a FIFO,
+// O(1) each. A packet due before the FIFO's last one (jitter, reordering)
+// goes to a min-heap, and the earlier of the two heads is next.
+
+type pktQueue struct {
+	fifo []*Packet // fifo[head:] in (At, Seq) order
+	head int
+	heap pktHeap
+}
+
+func (q *pktQueue) push(p *Packet) {
+	if n := len(q.fifo); n == q.head || !pktLess(p, q.fifo[n-1]) {
+		if q.head > 0 && q.head == n {
+			q.fifo, q.head = q.fifo[:0], 0
+		}
+		q.fifo = append(q.fifo, p)
+		return
+	}
+	q.heap.push(p)
+}
+
+// peek returns the next packet, or nil.
+func (q *pktQueue) peek() *Packet {
+	var p *Packet
+	if q.head < len(q.fifo) {
+		p = q.fifo[q.head]
+	}
+	if len(q.heap) > 0 && (p == nil || pktLess(q.heap[0], p)) {
+		p = q.heap[0]
+	}
+	return p
+}
+
+// pop removes the next packet (there is one).
+func (q *pktQueue) pop() *Packet {
+	if len(q.heap) > 0 && (q.head == len(q.fifo) || pktLess(q.heap[0], q.fifo[q.head])) {
+		return q.heap.pop()
+	}
+	p := q.fifo[q.head]
+	q.fifo[q.head] = nil
+	q.head++
+	if q.head == len(q.fifo) {
+		q.fifo, q.head = q.fifo[:0], 0
+	} else if q.head >= 1024 && q.head*2 >= len(q.fifo) {
+		n := copy(q.fifo, q.fifo[q.head:])
+		clear(q.fifo[n:])
+		q.fifo, q.head = q.fifo[:n], 0
+	}
+	return p
+}
+
+// filter keeps the packets for which keep returns true.
+func (q *pktQueue) filter(keep func(*Packet) bool) {
+	f := q.fifo[:0]
+	for _, p := range q.fifo[q.head:] {
+		if keep(p) {
+			f = append(f, p)
+		}
+	}
+	clear(q.fifo[len(f):])
+	q.fifo, q.head = f, 0
+	h := q.heap[:0]
+	for _, p := range q.heap {
+		if keep(p) {
+			h = append(h, p)
+		}
+	}
+	clear(q.heap[len(h):])
+	q.heap = h
+	q.heap.init()
+}
+
+func pktLess(a, b *Packet) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	return a.Seq < b.Seq
+}
+
+// pktHeap is a min-heap by (At, Seq).
 
 type pktHeap []*Packet
 
-func (h pktHeap) less(i, j int) bool {
-	if h[i].At != h[j].At {
-		return h[i].At < h[j].At
-	}
-	return h[i].Seq < h[j].Seq
-}
+func (h pktHeap) less(i, j int) bool { return pktLess(h[i], h[j]) }
 
 func (h *pktHeap) push(p *Packet) {
 	*h = append(*h, p)
