@@ -353,11 +353,24 @@ func (e *Engine) nextTimer() *conn {
 // popDue stops and returns the id whose timer fires next if it is due at
 // e.now: the least (deadline, comm ID) among the heap and the lanes.
 func (e *Engine) popDue() *conn {
-	c := e.nextTimer()
+	var c *conn
+	if len(e.timers) > 0 {
+		c = e.timers[0]
+	}
+	tie := false // another lane entry is due with c
+	for m := e.laneMask; m != 0; m &= m - 1 {
+		h := e.lanes[bits.TrailingZeros32(m)].head
+		switch {
+		case c == nil || h.deadline < c.deadline:
+			c, tie = h, h.twNext != nil && h.twNext.deadline == h.deadline
+		case h.deadline == c.deadline:
+			tie = true
+		}
+	}
 	if c == nil || c.deadline > e.now {
 		return nil
 	}
-	if e.laneMask != 0 {
+	if tie {
 		e.pullLanes(c.deadline)
 		c = e.timers[0]
 	}
