@@ -131,10 +131,10 @@ type Engine struct {
 	head, tail *conn
 	nextID     uint32
 
-	rids       ridIndex // the remote-ID table and its twin by peer port (REJ with no GUID)
-	remoteQPN  map[RemoteQPNKey]*conn
-	sidr       map[SIDRKey]*conn
-	listens    listenTable
+	rids      ridIndex // the remote-ID table and its twin by peer port (REJ with no GUID)
+	remoteQPN map[RemoteQPNKey]*conn
+	sidr      map[SIDRKey]*conn
+	listens   listenTable
 
 	lanes    [32]twLane // TimeWait timers, by Local ACK Timeout
 	laneMask uint32     // the non-empty lanes
@@ -178,12 +178,12 @@ func NewEngine(cfg Config) *Engine {
 		cfg.RespTimeValue = DefaultRespTimeValue
 	}
 	return &Engine{
-		cfg:        cfg,
-		ids:        newIDTable(),
-		nextID:     uint32(splitmix64(cfg.Seed)),
-		rids:       newRIDIndex(),
-		remoteQPN:  map[RemoteQPNKey]*conn{},
-		sidr:       map[SIDRKey]*conn{},
+		cfg:       cfg,
+		ids:       newIDTable(),
+		nextID:    uint32(splitmix64(cfg.Seed)),
+		rids:      newRIDIndex(),
+		remoteQPN: map[RemoteQPNKey]*conn{},
+		sidr:      map[SIDRKey]*conn{},
 	}
 }
 

@@ -14,8 +14,13 @@ type idTable struct {
 	n       int
 	last    *idChunk // the chunk of lastKey, to skip the map
 	lastKey uint32
-	spare   *idChunk // an empty chunk kept for the next one needed
+	spare   []*idChunk // empty chunks kept for reuse (at most maxSpareChunks)
 }
+
+// maxSpareChunks bounds the empty chunks an idTable or ridIndex keeps for
+// reuse, so that a burst of connections opened and closed together does
+// not allocate: 64 chunks, 18 KiB.
+const maxSpareChunks = 64
 
 const (
 	idChunkBits = 5
@@ -53,9 +58,10 @@ func (t *idTable) put(id CommID, c *conn) {
 	k := uint32(id) >> idChunkBits
 	ch := t.chunk(k)
 	if ch == nil {
-		ch = t.spare
-		t.spare = nil
-		if ch == nil {
+		if n := len(t.spare); n > 0 {
+			ch = t.spare[n-1]
+			t.spare = t.spare[:n-1]
+		} else {
 			ch = new(idChunk)
 		}
 		t.chunks[k] = ch
@@ -83,7 +89,9 @@ func (t *idTable) del(id CommID) {
 		if t.last == ch {
 			t.last = nil
 		}
-		t.spare = ch
+		if len(t.spare) < maxSpareChunks {
+			t.spare = append(t.spare, ch)
+		}
 	}
 }
 

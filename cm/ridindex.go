@@ -17,7 +17,7 @@ type ridIndex struct {
 	chunks  map[uint32]*ridChunk
 	last    *ridChunk // the chunk of lastKey, to skip the map
 	lastKey uint32
-	spare   *ridChunk
+	spare   []*ridChunk // empty chunks kept for reuse (at most maxSpareChunks)
 
 	byID       map[RemoteIDKey]*conn // overflow of the remote-ID table
 	byAddr     map[addrKey]*conn     // overflow of the by-port table
@@ -65,9 +65,10 @@ func (x *ridIndex) slotMake(rid CommID) (*ridSlot, *ridChunk) {
 	k := uint32(rid) >> ridChunkBits
 	ch := x.chunk(k)
 	if ch == nil {
-		ch = x.spare
-		x.spare = nil
-		if ch == nil {
+		if n := len(x.spare); n > 0 {
+			ch = x.spare[n-1]
+			x.spare = x.spare[:n-1]
+		} else {
 			ch = new(ridChunk)
 		}
 		x.chunks[k] = ch
@@ -87,7 +88,9 @@ func (x *ridIndex) release(rid CommID, ch *ridChunk) {
 	if x.last == ch {
 		x.last = nil
 	}
-	x.spare = ch
+	if len(x.spare) < maxSpareChunks {
+		x.spare = append(x.spare, ch)
+	}
 }
 
 func (x *ridIndex) getID(rid CommID, guid uint64) *conn {
