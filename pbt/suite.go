@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/leanovate/gopter"
@@ -100,29 +101,80 @@ func Seed() (int64, error) {
 }
 
 // Simplify tries the failure on simpler initial models (fewer nodes, no
-// resource bounds; gopter does not shrink the initial state) and returns
-// the simplest on which the same commands still break the same property.
+// resource bounds; gopter does not shrink the initial state), then shrinks
+// the commands further than gopter can: gopter removes chunks and shrinks
+// one command at a time, but commands that pick by index (deliver i=,
+// probe k=) often need a companion removed or re-indexed together. So it
+// tries removing every pair of commands, and removing one command while
+// shrinking another, until nothing simpler breaks the same property. It
+// returns the simplest failure found (within a bounded number of replays).
 func (f *Failure) Simplify() *Failure {
 	best := f
 	want := Invariant(f.Err)
-	try := func(m Model) {
-		cs := normalize(f.Commands, m.Nodes)
+	budget := 20000
+	try := func(m Model, cs []commands.Command) bool {
+		if budget == 0 {
+			return false
+		}
+		budget--
+		cs = normalize(cs, m.Nodes)
 		sc := &Scenario{Model: m, Variant: f.Variant, Commands: cs}
 		if err := sc.Replay(nil); err != nil && Invariant(err) == want {
-			best = &Failure{Model: m, Variant: f.Variant, Commands: cs, Err: err}
+			best = &Failure{Model: m, Variant: f.Variant, Commands: sc.Commands, Err: err}
+			return true
 		}
+		return false
 	}
-	if best.Model.Limits {
-		m := best.Model
-		m.Limits = false
-		try(m)
+	without := func(cs []commands.Command, i int) []commands.Command {
+		return append(slices.Clone(cs[:i]), cs[i+1:]...)
 	}
-	for n := 2; n < best.Model.Nodes; n++ {
-		m := best.Model
-		m.Nodes = n
-		try(m)
-		if best.Model.Nodes == n {
-			break
+	for progress := true; progress && budget > 0; {
+		progress = false
+		if best.Model.Limits {
+			m := best.Model
+			m.Limits = false
+			progress = try(m, best.Commands)
+		}
+		for n := 2; n < best.Model.Nodes && !progress; n++ {
+			m := best.Model
+			m.Nodes = n
+			progress = try(m, best.Commands)
+		}
+		if progress {
+			continue
+		}
+		cs := best.Commands
+	search:
+		for i := range cs {
+			if try(best.Model, without(cs, i)) {
+				progress = true
+				break search
+			}
+			for j := i + 1; j < len(cs); j++ {
+				if try(best.Model, without(without(cs, j), i)) {
+					progress = true
+					break search
+				}
+			}
+		}
+		if progress {
+			continue
+		}
+	variants:
+		for i := range cs {
+			for _, v := range cs[i].(op).shrink() {
+				for j := range cs {
+					if j == i {
+						continue
+					}
+					x := slices.Clone(cs)
+					x[i] = v
+					if try(best.Model, without(x, j)) {
+						progress = true
+						break variants
+					}
+				}
+			}
 		}
 	}
 	return best
