@@ -233,6 +233,12 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 	case MsgDREP:
 		r := &e.tx.DREP
 		*r = wire.DREP{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid)}
+		if in.m != nil && in.m.AttrID == wire.AttrDREQ {
+			// Answering a DREQ: name its sender, which an id that never
+			// learned the peer's comm ID (stale-rejected in REQ_SENT, then
+			// in TimeWait) would otherwise leave 0, unmatchable.
+			r.RemoteCommID = in.m.DREQ.LocalCommID
+		}
 		if err := r.SetPrivateData(in.pd); err != nil {
 			return err
 		}
