@@ -15,8 +15,9 @@ import (
 //
 //	Target(n, m) ==
 //	    LET byLID == {h \in Handles : conn[n][h].state \in HoldStates \ {"LISTEN"}
-//	                                  /\ m.rid # 0 /\ conn[n][h].lid = m.rid /\ conn[n][h].rnode = m.src
-//	                                  /\ (conn[n][h].rid = 0 \/ conn[n][h].rid = m.lid)}
+//	                                  /\ m.rid # 0 /\ conn[n][h].lid = m.rid
+//	                                  /\ (conn[n][h].rid = 0 \/ conn[n][h].rid = m.lid)
+//	                                  /\ (m.type # "REP" \/ conn[n][h].rid = 0 \/ conn[n][h].rnode = m.src)}
 //	        byRID == {e[3] : e \in {e \in ridTable[n] : m.rid = 0 /\ e[1] = m.src /\ e[2] = m.lid}}
 //	    IN IF byLID # {} THEN Min(byLID) ELSE IF byRID # {} THEN Min(byRID) ELSE 0
 //	DupREQ(n, m)   == {e \in ridTable[n] : e[1] = m.src /\ e[2] = m.lid}
@@ -37,9 +38,13 @@ import (
 // request ID names, a Get(ClassPortInfo) to the IDLE row, and a MAD the
 // codec refuses or the CM does not handle takes no step at all.
 //
-// The spec's rnode = m.src is the id's port (IDInfo.Addr) being the
-// sender's; its qpnTable is the connected ids (with LegacyTimeWaitQPN also
-// the TimeWait ids that were connected: those with a remote QPN).
+// The spec's rnode is the id's RemoteGUID and m.src the sender's CA GUID;
+// its ridTable is the ids in RemoteID states, its qpnTable the connected
+// ids (with LegacyTimeWaitQPN also the TimeWait ids that were connected:
+// those with a remote QPN). The byRID path applies to every reply naming
+// no comm ID of ours, as in the spec (the engine's own lookup does it for
+// REJ; the only other such reply was a TimeWait DREP, fixed to name its
+// DREQ's sender).
 type classifier struct {
 	sys       *System
 	violation error
@@ -117,7 +122,7 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	for id := range e.IDs() {
 		ids = append(ids, id)
 	}
-	src := p.From.Addr.LID
+	src := p.From.GUID
 	m := &c.mad
 	if wire.DecodeMAD(p.MAD[:], m) != nil {
 		return expectation{what: "a malformed MAD", none: true}
@@ -141,15 +146,16 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	target := func(rid, lid uint32) (cm.IDInfo, bool) {
 		if rid != 0 {
 			for _, id := range ids {
-				if id.State != cm.StateListen && uint32(id.ID) == rid && id.Addr.LID == src &&
-					(id.RemoteID == 0 || uint32(id.RemoteID) == lid) {
+				if id.State != cm.StateListen && uint32(id.ID) == rid &&
+					(id.RemoteID == 0 || uint32(id.RemoteID) == lid) &&
+					(m.AttrID != wire.AttrREP || id.RemoteID == 0 || id.RemoteGUID == src) {
 					return id, true
 				}
 			}
 			return cm.IDInfo{}, false
 		}
 		for _, id := range ids {
-			if id.State.Attr().RemoteID && uint32(id.RemoteID) == lid && id.Addr.LID == src {
+			if id.State.Attr().RemoteID && uint32(id.RemoteID) == lid && id.RemoteGUID == src {
 				return id, true
 			}
 		}
@@ -228,7 +234,7 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	case wire.AttrSIDRReq:
 		r := &m.SIDRReq
 		for _, id := range ids {
-			if id.State == cm.StateSidrReqRcvd && uint32(id.RemoteID) == r.RequestID && id.Addr.LID == src {
+			if id.State == cm.StateSidrReqRcvd && uint32(id.RemoteID) == r.RequestID && id.Addr.LID == p.From.Addr.LID {
 				return expectation{what: what + " (a duplicate)", ev: cm.EvRecvSIDRREQ, id: id.ID}
 			}
 		}
