@@ -1,0 +1,95 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGraph replays TLC's state graph of spec/cm_graph.cfg on the engines:
+// every edge, from a shortest path to its source, with the engines'
+// projected state compared to the spec's after every step.
+//
+// tools/conformance.sh has TLC dump the graph at test time and points
+// IBCM_GRAPH_DOT at it; without it the test reads the copy in testdata/,
+// which tools/conformance.sh --update-cache refreshes.
+func TestGraph(t *testing.T) {
+	dir := os.Getenv("IBCM_GRAPH_DIR")
+	if dir == "" && testing.Short() {
+		t.Skip("graph replay takes a while; -short skips it")
+	}
+	total := map[string]int{}
+	for _, cfgName := range GraphConfigs {
+		cfgPath := filepath.Join("..", "spec", cfgName)
+		base := strings.TrimSuffix(cfgName, ".cfg")
+		dot := filepath.Join("testdata", base+".dot.gz")
+		if dir != "" {
+			dot = filepath.Join(dir, base+".dot")
+		}
+		t.Run(base, func(t *testing.T) {
+			rep := replayGraphFile(t, dot, cfgPath)
+			for a, n := range rep.ByAction {
+				total[a] += n
+			}
+		})
+	}
+	for _, a := range SpecActions() {
+		if total[a] == 0 {
+			t.Errorf("spec action %s is never exercised by the graphs of %v", a, GraphConfigs)
+		}
+	}
+	for a := range total {
+		if !slices.Contains(SpecActions(), a) {
+			t.Errorf("the graphs have action %s, which mapping.go does not know", a)
+		}
+	}
+}
+
+// GraphConfigs are the configs whose state graphs TestGraph replays.
+var GraphConfigs = []string{"cm_graph.cfg", "cm_graph_stale.cfg"}
+
+func replayGraphFile(t *testing.T, dot, cfgPath string) *GraphReport {
+	start := time.Now()
+	g, err := ReadGraphFile(dot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ReadModelConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := time.Since(start)
+	rep := ReplayGraph(g, cfg, 400)
+	t.Logf("graph %s: %d states, %d edges in the dump (parsed in %v)", dot, len(g.States), len(g.Edges), parsed.Round(time.Millisecond))
+	t.Logf("replayed %d states and %d edges (depth %d) with %d engine steps in %d path replays (%d searching timeouts) in %v",
+		rep.States, rep.Edges, rep.MaxDepth, rep.Steps, rep.Replays, rep.TimingSearchReplay, time.Since(start).Round(time.Millisecond))
+	var acts []string
+	for a, n := range rep.ByAction {
+		acts = append(acts, a+"="+strconv.Itoa(n))
+	}
+	sort.Strings(acts)
+	t.Logf("edges per action: %s", strings.Join(acts, " "))
+	for i, m := range rep.Mismatches {
+		if i == 10 {
+			t.Errorf("... %d more mismatches", len(rep.Mismatches)-10)
+			break
+		}
+		t.Errorf("mismatch: %s", m)
+	}
+	for i, m := range rep.TimingInfeasible {
+		if i == 10 {
+			t.Errorf("... %d more", len(rep.TimingInfeasible)-10)
+			break
+		}
+		t.Errorf("timing: %s", m)
+	}
+	if rep.UnreachedStates > 0 {
+		t.Errorf("%d states of the dump were never reached", rep.UnreachedStates)
+	}
+	return rep
+}

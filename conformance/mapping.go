@@ -1,0 +1,83 @@
+package conformance
+
+// The one place that says how the spec, the trace and the engine name the
+// same thing. TestMapping checks what can be checked: every action of
+// spec/cm.tla's Next is here, every engine event the spec covers is named
+// by a cm.Event, and the variables are the spec's.
+
+// ActionMap relates a spec action (spec/cm.tla, a TLC action label) to the
+// engine events (cm.Event.String(), the "ev" field of a trace line) that
+// perform it. An engine step of an event that has no spec action is out
+// of the model's scope (LAP, SIDR, ClassPortInfo, Listen): a trace with one
+// is not validated.
+var ActionMap = []struct {
+	Action string   // spec/cm.tla action
+	Events []string // engine events; "" for the environment's actions
+	Go     string   // how the graph replay performs it
+}{
+	{"Connect", []string{"Connect"}, "Engine.Connect (REQ.LocalQPN = EngineQPN(q))"},
+	{"Accept", []string{"Accept"}, "Engine.Accept (REP.LocalQPN = EngineQPN(q))"},
+	{"SendMRA", []string{"SendMRA"}, "Engine.SendMRA"},
+	{"SendRTU", []string{"SendRTU"}, "Engine.SendRTU"},
+	{"Reject", []string{"Reject"}, "Engine.Reject (reason 28)"},
+	{"Disconnect", []string{"Disconnect"}, "Engine.Disconnect"},
+	{"SendDREP", []string{"SendDREP"}, "Engine.SendDREP"},
+	{"CommEst", []string{"CommEst"}, "Engine.CommEst"},
+	{"Destroy", []string{"Destroy"}, "Engine.Destroy"},
+	{"Timeout", []string{"Timeout"}, "Engine.Tick at the id's deadline (retries left)"},
+	{"TimeoutFinal", []string{"TimeoutFinal"}, "Engine.Tick at the id's deadline (no retries left)"},
+	{"TimeWaitExpiry", []string{"TimeWaitExpiry"}, "Engine.Tick at the id's deadline (TIMEWAIT)"},
+	{"RecvREQ", []string{"RecvREQ"}, "Sim.Deliver of a REQ"},
+	{"RecvREQStale", []string{"RecvREQStale", "Stale"}, "Sim.Deliver of a REQ; the IDLE row answers, then Stale on the old id"},
+	{"RecvREQUnlisted", []string{"RecvREQUnlisted"}, "Sim.Deliver of a REQ to a node with no listen"},
+	{"RecvREQRefused", []string{"RecvREQRefused"}, "Sim.Deliver of a REQ beyond Config.MaxIDs"},
+	{"RecvREP", []string{"RecvREP"}, "Sim.Deliver of a REP"},
+	{"RecvREPStale", []string{"RecvREPStale", "Stale"}, "Sim.Deliver of a REP; Stale on the old id"},
+	{"RecvMRA", []string{"RecvMRAForREQ", "RecvMRAForREP"}, "Sim.Deliver of an MRA (info: message MRAed)"},
+	{"RecvREJ", []string{"RecvREJ"}, "Sim.Deliver of a REJ, reason not 10"},
+	{"RecvREJStale", []string{"RecvREJStale"}, "Sim.Deliver of a REJ, reason 10"},
+	{"RecvRTU", []string{"RecvRTU"}, "Sim.Deliver of an RTU"},
+	{"RecvDREQ", []string{"RecvDREQ"}, "Sim.Deliver of a DREQ (no event when its QPN is not the id's)"},
+	{"RecvDREP", []string{"RecvDREP"}, "Sim.Deliver of a DREP"},
+	{"Lose", nil, "Sim.Drop of every copy"},
+	{"Crash", nil, "Sim.Crash, then the server listens again"},
+}
+
+// SpecActions returns the spec's action names.
+func SpecActions() []string {
+	var out []string
+	for _, a := range ActionMap {
+		out = append(out, a.Action)
+	}
+	return out
+}
+
+// VarMap relates each spec variable to the trace's JSON fields and the
+// engine's Go fields it is projected from (World.Project for the graph,
+// Tracecm.tla for the traces).
+var VarMap = []struct {
+	Var   string // spec/cm.tla variable and field
+	Trace string // NDJSON field of a trace line
+	Go    string // engine source
+}{
+	{"conn[n][h].state", "to (post.state)", "IDInfo.State"},
+	{"conn[n][h].lid", "id", "IDInfo.ID, renumbered per node in allocation order (listens skipped)"},
+	{"conn[n][h].qpn", "post.qpn", "IDInfo.LocalQPN (0 until Accept on the passive side)"},
+	{"conn[n][h].rnode", "post.rnode", "IDInfo.Addr.LID (the peer's port; node n has LID n)"},
+	{"conn[n][h].rid", "post.rid", "IDInfo.RemoteID, renumbered by the peer's allocation order"},
+	{"conn[n][h].rqpn", "post.rqpn", "IDInfo.RemoteQPN"},
+	{"conn[n][h].retries", "post.retries", "IDInfo.Retries in RetryStates, else 0"},
+	{"ridTable[n]", "-", "Engine.RemoteIDTable(): (RemoteID, GUID) -> id as <<peer, rid, handle>>"},
+	{"qpnTable[n]", "-", "Engine.RemoteQPNTable(): (QPN, GUID) -> id as <<peer, rqpn, handle>>"},
+	{"net", "msg (received), sent (sent)", "simnet.Sim.Pending(), decoded: AbstractMessage"},
+	{"net[m].type", "msg.type", "wire.MAD.AttrID"},
+	{"net[m].src / dst", "msg.src / msg.dst", "simnet.Packet.From / To (node index)"},
+	{"net[m].lid", "msg.lid", "Local Comm ID (sender's)"},
+	{"net[m].rid", "msg.rid", "Remote Comm ID (receiver's)"},
+	{"net[m].qpn", "msg.qpn", "REQ/REP Local QPN (sender's), DREQ Remote QPN (receiver's)"},
+	{"net[m].info", "msg.info", "REJ reason 10 -> 10, else 0; MRA Message MRAed"},
+	{"nextLid[n]", "id (count of allocations)", "ids created on node n, plus 1"},
+	{"crashes", "ev = Crash", "simnet.Sim.Crash calls"},
+	{"bogusStale", "-", "simnet.Stats.BogusStaleRejects > 0 (the sim's oracle)"},
+	{"(Tracecm) l", "line number", "-"},
+}
