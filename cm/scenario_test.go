@@ -3,6 +3,7 @@ package cm_test
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/conformance"
 )
 
 // TestScenarios runs the scripts in testdata/scenarios: two or more engines
@@ -48,6 +50,12 @@ func TestScenarios(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
 			w := newWorld(t)
 			runDD(t, f, w.run)
+			if w.rec != nil { // IBCM_TRACE_DIR: the engines' trace, for tools/conformance.sh
+				name := strings.TrimSuffix(filepath.Base(f), ".txt") + ".ndjson"
+				if err := w.rec.WriteFile(filepath.Join(os.Getenv("IBCM_TRACE_DIR"), name)); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 }
@@ -64,6 +72,7 @@ type world struct {
 	count  map[*simnet.Node]int
 	last   map[*simnet.Node]cm.CommID
 	out    strings.Builder
+	rec    *conformance.Recorder // IBCM_TRACE_DIR set: records an NDJSON trace
 }
 
 type ref struct {
@@ -84,6 +93,10 @@ func (w *world) ensureSim() {
 	}
 	w.sim = simnet.New(w.simCfg)
 	w.sim.OnSend = func(p *simnet.Packet) { w.printf("%s -> %s: %s", p.From.Name, dest(p), w.describe(p)) }
+	if os.Getenv("IBCM_TRACE_DIR") != "" {
+		w.rec = conformance.NewRecorder()
+		w.rec.Attach(w.sim)
+	}
 }
 
 func dest(p *simnet.Packet) string {
@@ -183,9 +196,16 @@ func (w *world) addNode(c *ddCmd) {
 		cfg.AltGIDs = []wire.GID{gid}
 	}
 	var n *simnet.Node
+	var rec cm.Tracer
+	if w.rec != nil {
+		rec = w.rec.Tracer(len(w.sim.Nodes()) + 1)
+	}
 	cfg.Trace = func(ts cm.TraceStep) {
 		cm.RecordCell(ts)
 		w.trace(n, ts)
+		if rec != nil {
+			rec(ts)
+		}
 	}
 	n = w.sim.AddNode(name, cfg)
 	w.nodes[name] = n
@@ -194,6 +214,9 @@ func (w *world) addNode(c *ddCmd) {
 	n.Handler = w.notice
 	n.RecvErr = func(n *simnet.Node, p *simnet.Packet, err error) { w.printf("%s: recv error: %v", n.Name, err) }
 	n.OnCrash = func(n *simnet.Node) { w.printf("%s: crashed, new engine", n.Name) }
+	if w.rec != nil {
+		w.rec.Watch(n)
+	}
 	w.printf("%s: guid=0x%x lid=%d", name, n.GUID, n.Addr.LID)
 }
 
