@@ -40,12 +40,13 @@ type Model struct {
 	Nodes     int
 	Seed      uint64
 	Limits    bool  // engines with small resource bounds (NewSystem)
+	Auto      bool  // the application answers REPs and DREQs from the handler (NewSystem)
 	Count     int   // commands so far
 	Listening uint8 // nodes that ran a listen since their last crash (a bit each)
 }
 
 func (m Model) String() string {
-	return fmt.Sprintf("nodes=%d seed=%d limits=%v", m.Nodes, m.Seed, m.Limits)
+	return fmt.Sprintf("nodes=%d seed=%d limits=%v auto=%v", m.Nodes, m.Seed, m.Limits, m.Auto)
 }
 
 func (m Model) next(c op) commands.State {

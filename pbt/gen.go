@@ -8,11 +8,11 @@ import (
 )
 
 // genInitial generates the initial model: 2–4 nodes, the seed of the
-// engines' comm-ID allocators, and one sequence in five with small
-// resource bounds.
+// engines' comm-ID allocators, one sequence in five with small resource
+// bounds, one in four with an application that answers from the handler.
 func genInitial() gopter.Gen {
-	return gopter.CombineGens(gen.IntRange(2, 4), gen.UInt64(), gen.IntRange(0, 4)).Map(func(v []any) Model {
-		return Model{Nodes: v[0].(int), Seed: v[1].(uint64), Limits: v[2].(int) == 0}
+	return gopter.CombineGens(gen.IntRange(2, 4), gen.UInt64(), gen.IntRange(0, 4), gen.IntRange(0, 3)).Map(func(v []any) Model {
+		return Model{Nodes: v[0].(int), Seed: v[1].(uint64), Limits: v[2].(int) == 0, Auto: v[3].(int) == 0}
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 //	seed 7
 //	legacy                      (optional: engines with LegacyTimeWaitQPN)
 //	limits                      (optional: engines with small resource bounds)
+//	auto                        (optional: the handler answers REPs and DREQs)
 //	nostale                     (optional: engines with DisableStaleCheck)
 //	expect pass                 (or: expect fail <InvariantName>)
 //	----
@@ -200,6 +201,8 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 				sc.NoStale = true
 			case words[0] == "limits" && len(words) == 1:
 				sc.Model.Limits = true
+			case words[0] == "auto" && len(words) == 1:
+				sc.Model.Auto = true
 			case words[0] == "expect" && len(words) == 2 && words[1] == "pass":
 			case words[0] == "expect" && len(words) == 3 && words[1] == "fail":
 				sc.Expect = words[2]
@@ -242,6 +245,9 @@ func (sc *Scenario) String() string {
 	if sc.Model.Limits {
 		b.WriteString("limits\n")
 	}
+	if sc.Model.Auto {
+		b.WriteString("auto\n")
+	}
 	if sc.Expect == "" {
 		b.WriteString("expect pass\n")
 	} else {
@@ -268,7 +274,7 @@ func (sc *Scenario) Run(log func(string)) (*System, error) {
 	s.Log = log
 	var first error
 	s.onFail = func(_ []op, err error) { first = err }
-	res := commands.Replay(s, Model{Nodes: sc.Model.Nodes, Seed: sc.Model.Seed, Limits: sc.Model.Limits}, sc.Commands...)
+	res := commands.Replay(s, Model{Nodes: sc.Model.Nodes, Seed: sc.Model.Seed, Limits: sc.Model.Limits, Auto: sc.Model.Auto}, sc.Commands...)
 	if first == nil && !res.Success() {
 		first = fmt.Errorf("replay failed: %v", res.Labels)
 	}

@@ -36,7 +36,7 @@ type Failure struct {
 // property it broke to fail (expect="" makes it expect a pass instead:
 // the regression test of an engine bug, red until the bug is fixed).
 func (f *Failure) Scenario(expect string, comment ...string) *Scenario {
-	return &Scenario{Comment: comment, Model: Model{Nodes: f.Model.Nodes, Seed: f.Model.Seed, Limits: f.Model.Limits},
+	return &Scenario{Comment: comment, Model: Model{Nodes: f.Model.Nodes, Seed: f.Model.Seed, Limits: f.Model.Limits, Auto: f.Model.Auto},
 		Variant: f.Variant, Expect: expect, Commands: f.Commands}
 }
 
@@ -133,6 +133,11 @@ func (f *Failure) Simplify() *Failure {
 		if best.Model.Limits {
 			m := best.Model
 			m.Limits = false
+			progress = try(m, best.Commands)
+		}
+		if best.Model.Auto && !progress {
+			m := best.Model
+			m.Auto = false
 			progress = try(m, best.Commands)
 		}
 		for n := 2; n < best.Model.Nodes && !progress; n++ {

@@ -77,6 +77,7 @@ type System struct {
 	failed   bool
 	onFail   func(ran []op, err error)
 	line     string // the command being logged, until something is said about it
+	appErr   error  // a call of the auto handler failed
 }
 
 // nodeApp is the application's bookkeeping for one node.
@@ -101,8 +102,11 @@ func NodeName(i int) string { return string(rune('a' + i)) }
 
 // NewSystem returns the nodes of model m (2..4) on a fresh manual-mode
 // fabric. m.Seed fixes the engines' comm-ID allocators; with m.Limits the
-// engines have small resource bounds (MaxIDs 8, MaxHalfOpen 2, node c
-// drops excess REQs instead of rejecting them). Every engine knows its
+// engines have small resource bounds (MaxIDs 8, MaxHalfOpen 2, one
+// half-open id per peer, one notification in Ready, node c drops excess
+// REQs instead of rejecting them); with m.Auto the application answers a
+// REP with an RTU and a DREQ with a DREP from inside the notification
+// handler, between the engine's Ready and Advance (as the Manager does). Every engine knows its
 // port GID and alternate GID, so a REQ naming others is refused (REJ 12,
 // 18). v selects the engine variant. cov, when
 // non-nil, collects coverage.
@@ -123,10 +127,15 @@ func NewSystem(m Model, v Variant, cov *Coverage) *System {
 		cfg.AltGIDs = []wire.GID{cfg.LocalGID}
 		if m.Limits {
 			cfg.MaxIDs, cfg.MaxHalfOpen, cfg.DropExcessREQ = 8, 2, i == 2
+			cfg.MaxHalfOpenPerPeer = 1
+			cfg.MaxNotifications = 1 // Tick fires one timer at a time
 		}
 		n := s.Sim.AddNode(NodeName(i), cfg)
 		if n.Addr.GID != cfg.LocalGID {
 			panic("pbt: simnet addressing changed")
+		}
+		if m.Auto {
+			n.Handler = s.autoAnswer
 		}
 		s.Nodes = append(s.Nodes, n)
 		s.per = append(s.per, &nodeApp{fresh: freshBase, live: map[cm.CommID]bool{},
@@ -183,6 +192,23 @@ type Variant struct {
 	NoStale bool // cm.Config.DisableStaleCheck (spec/cm_nostale.cfg)
 }
 
+// autoAnswer is the handler of the nodes of an m.Auto model.
+func (s *System) autoAnswer(n *simnet.Node, nt *cm.Notification) {
+	var err error
+	switch {
+	case nt.Notice == cm.NoticeREPReceived && n.Engine.State(nt.ID) == cm.StateRepRcvd:
+		err = n.Engine.SendRTU(s.now(), nt.ID, nil)
+	case nt.Notice == cm.NoticeDREQReceived && n.Engine.State(nt.ID) == cm.StateDreqRcvd:
+		err = n.Engine.SendDREP(s.now(), nt.ID, nil)
+	default:
+		return
+	}
+	s.logf("        auto: %s answers %s on %s", n.Name, nt.Notice, s.name(s.index(n), nt.ID))
+	if err != nil && s.appErr == nil {
+		s.appErr = fmt.Errorf("AppCallsFollowTable: %s answering %s on %s: %w", n.Name, nt.Notice, nt.ID, err)
+	}
+}
+
 // result is what a command's Run returns: the first property it broke.
 type result struct {
 	err error
@@ -230,6 +256,9 @@ func (s *System) check() error {
 	}
 	if s.classify.violation != nil {
 		return s.classify.violation
+	}
+	if s.appErr != nil {
+		return s.appErr
 	}
 	if err := TablesMatchStates(s.Nodes); err != nil {
 		return err
