@@ -203,6 +203,7 @@ func convert(t NamedTrace) (*converted, error) {
 			}
 			m.addIDs(prev, n, ln)
 			m.addSent(prev, ln)
+			m.track(n, ln)
 			continue
 		case ln.Kind == "Sub":
 			return nil, fmt.Errorf("%s: an alternate-path step: %w", where, ErrOutOfScope)
@@ -252,19 +253,7 @@ func convert(t NamedTrace) (*converted, error) {
 		m.addIDs(st, n, ln)
 		m.addSent(st, ln)
 		steps = append(steps, st)
-		if ln.ID != 0 && ln.Post != nil {
-			if ln.Post.State == "IDLE" || ln.Post.State == "TIMEWAIT" || ln.Post.QPN == 0 {
-				delete(m.holds[n], ln.ID)
-			} else {
-				m.holds[n][ln.ID] = ln.Post.QPN
-			}
-			if ln.Post.State == "IDLE" {
-				delete(m.live[n], ln.ID)
-			} else {
-				m.live[n][ln.ID] = true
-				m.cons.handles = max(m.cons.handles, len(m.live[n]))
-			}
-		}
+		m.track(n, ln)
 	}
 	for _, st := range steps {
 		var fs []Field
@@ -291,6 +280,24 @@ func convert(t NamedTrace) (*converted, error) {
 		m.cons.nodes, m.cons.maxRetries, max(m.cons.handles, 1), max(m.cons.commIDs, 1), max(m.cons.qpns, 1), m.cons.crashes,
 		m.cons.noStale
 	return out, nil
+}
+
+// track follows which ids are live and which QPNs they hold.
+func (m *mapper) track(n int, ln *Line) {
+	if ln.ID == 0 || ln.Post == nil {
+		return
+	}
+	if ln.Post.State == "IDLE" || ln.Post.State == "TIMEWAIT" || ln.Post.QPN == 0 {
+		delete(m.holds[n], ln.ID)
+	} else {
+		m.holds[n][ln.ID] = ln.Post.QPN
+	}
+	if ln.Post.State == "IDLE" {
+		delete(m.live[n], ln.ID)
+	} else {
+		m.live[n][ln.ID] = true
+		m.cons.handles = max(m.cons.handles, len(m.live[n]))
+	}
 }
 
 func (m *mapper) addIDs(st map[string]Value, n int, ln *Line) {

@@ -25,7 +25,7 @@ type WorkloadConfig struct {
 }
 
 // The QPNs applications hand out, lowest free first: the spec's FreeQPNs.
-var workloadQPNs = []uint32{0x11, 0x12, 0x13, 0x14}
+var workloadQPNs = []uint32{0x11, 0x12, 0x13, 0x14, 0x15, 0x16}
 
 func freeQPN(e *cm.Engine) uint32 {
 	used := map[uint32]bool{}
@@ -81,6 +81,14 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 			}
 		})
 	}
+	// accept takes the lowest free QPN; with none left it rejects.
+	accept := func(e *cm.Engine, id cm.CommID) {
+		if q := freeQPN(e); q != 0 {
+			_ = e.Accept(sim.Now(), id, &wire.REP{LocalQPN: q})
+		} else {
+			_ = e.Reject(sim.Now(), id, wire.RejectNoResources, nil, nil)
+		}
+	}
 	handler := func(n *simnet.Node, nt *cm.Notification) {
 		id := nt.ID
 		switch nt.Notice {
@@ -90,15 +98,11 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 				later(n, 2*time.Millisecond, func(e *cm.Engine) { _ = e.Reject(sim.Now(), id, 0, nil, nil) })
 			case r < 3:
 				_ = n.Engine.SendMRA(sim.Now(), id, 12, nil)
-				later(n, 5*time.Millisecond, func(e *cm.Engine) {
-					_ = e.Accept(sim.Now(), id, &wire.REP{LocalQPN: freeQPN(e)})
-				})
+				later(n, 5*time.Millisecond, func(e *cm.Engine) { accept(e, id) })
 			case r == 3:
 				// The application never answers: the client times out.
 			default:
-				later(n, time.Millisecond, func(e *cm.Engine) {
-					_ = e.Accept(sim.Now(), id, &wire.REP{LocalQPN: freeQPN(e)})
-				})
+				later(n, time.Millisecond, func(e *cm.Engine) { accept(e, id) })
 			}
 		case cm.NoticeREPReceived:
 			if rng.IntN(5) == 0 {

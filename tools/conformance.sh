@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Spec <-> code conformance (docs/conformance.md): the Go engine refines
+# spec/cm.tla.
+#
+#  1. Model-based testing: TLC dumps the reachable state graph of
+#     spec/cm_graph.cfg and spec/cm_graph_stale.cfg (-dump dot,actionlabels)
+#     and conformance.TestGraph replays every edge on the engines over the
+#     simulated fabric, comparing the engines' projected state with the
+#     spec's.
+#  2. Trace validation: the scenario tests and random simulations with
+#     loss, duplication and crashes record NDJSON traces; conformance
+#     .TestTraces turns them into TLA+ and TLC checks each is a behaviour of
+#     the spec (spec/Tracecm.tla), and that the legacy-TimeWait traces are
+#     not.
+#
+#   tools/conformance.sh                  both, into a temp dir (kept with -k)
+#   tools/conformance.sh --update-cache   also refresh conformance/testdata/
+#                                         (the graphs go test uses without TLC)
+#   IBCM_TRACES=N    random workload traces (default 16; more for a longer run)
+#   IBCM_CONF_DIR=D  work in D and keep it
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+update=0 keep=0
+for a in "$@"; do
+	case $a in
+	--update-cache) update=1 ;;
+	-k | --keep) keep=1 ;;
+	*) echo "usage: tools/conformance.sh [--update-cache] [-k]" >&2; exit 2 ;;
+	esac
+done
+if [ -n "${IBCM_CONF_DIR:-}" ]; then
+	work=$IBCM_CONF_DIR
+	mkdir -p "$work"
+else
+	work=$(mktemp -d)
+	[ $keep = 1 ] || trap 'rm -rf "$work"' EXIT
+fi
+start=$(date +%s)
+go=${GO:-go}
+
+# 1. The state graphs, dumped by TLC (one worker: DepthBound counts BFS levels).
+mkdir -p "$work/graph"
+for cfg in cm_graph.cfg cm_graph_stale.cfg; do
+	base=${cfg%.cfg}
+	t0=$(date +%s)
+	if ! (cd spec && "$root/tools/tlc.sh" -workers 1 -deadlock -metadir "$work/graph/$base.states" \
+		-dump dot,actionlabels "$work/graph/$base" -config "$cfg" cm.tla) >"$work/graph/$base.out" 2>&1 ||
+		! grep -q "Model checking completed. No error has been found." "$work/graph/$base.out"; then
+		echo "conformance: TLC failed on spec/$cfg:" >&2
+		tail -30 "$work/graph/$base.out" >&2
+		exit 1
+	fi
+	rm -rf "$work/graph/$base.states"
+	echo "conformance: TLC spec/$cfg: $(grep -oE '[0-9,]+ distinct states found' "$work/graph/$base.out" | tail -1), $(($(date +%s) - t0))s"
+	if [ $update = 1 ]; then
+		gzip -9 -c "$work/graph/$base.dot" >"conformance/testdata/$base.dot.gz"
+	fi
+done
+IBCM_GRAPH_DIR=$work/graph $go test -count=1 -timeout 20m -run '^TestGraph$' -v ./conformance |
+	grep -E '^\s+graph_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'
+
+# 2. Traces: the scenario tests record theirs, TestTraces the workload's,
+# converts them and runs TLC.
+mkdir -p "$work/traces/scenarios"
+IBCM_TRACE_DIR=$work/traces/scenarios $go test -count=1 -run '^TestScenarios$' ./cm/ >/dev/null
+IBCM_TRACE_DIR=$work/traces IBCM_TLC=$root/tools/tlc.sh $go test -count=1 -timeout 20m -run '^TestTraces$' -v ./conformance |
+	grep -E '^\s+trace_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'
+
+echo "conformance: passed in $(($(date +%s) - start))s (work dir $work)"
