@@ -57,6 +57,9 @@ for cfg in cm_graph.cfg cm_graph_stale.cfg; do
 		gzip -9 -c "$work/graph/$base.dot" >"conformance/testdata/$base.dot.gz"
 	fi
 done
+if [ $update = 1 ]; then
+	(cd spec && cat cm.tla CMTable.tla cm_graph.cfg cm_graph_stale.cfg) | sha256sum | awk '{print $1}' >conformance/testdata/graph.sha256
+fi
 IBCM_GRAPH_DIR=$work/graph $go test -count=1 -timeout 20m -run '^TestGraph$' -v ./conformance |
 	grep -E '^\s+graph_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'
 
