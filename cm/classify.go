@@ -9,12 +9,21 @@ import (
 
 // Recv gives the engine one received MAD and its sender's address. A MAD
 // the codec refuses returns an error matching ErrMalformed (and the wire
-// sentinel); one the CM does not handle returns ErrUnsupported. Neither
+// sentinel), as does one longer than wire.MADSize; one the CM does not
+// handle returns ErrUnsupported. Neither
 // changes any state. Everything else is classified into one table event
 // for one id, as spec/cm.tla's receive actions do.
 func (e *Engine) Recv(now Time, from transport.Addr, mad []byte) error {
 	e.setNow(now)
 	e.stats.Received++
+	if len(e.notes) >= e.cfg.MaxNotifications {
+		e.stats.Overloaded++
+		return errOverloaded
+	}
+	if len(mad) > wire.MADSize {
+		e.stats.Malformed++
+		return errOversize
+	}
 	m := e.rxSlot()
 	if err := wire.DecodeMAD(mad, m); err != nil {
 		e.stats.Malformed++
@@ -185,7 +194,7 @@ func (e *Engine) recvREQ(in *input) {
 		e.step(e.idleConn(), in)
 		return
 	}
-	if reason, ari := e.refuseREQ(r); reason != 0 {
+	if reason, ari := e.refuseREQ(r, in.from); reason != 0 {
 		if reason == wire.RejectNoResources {
 			e.stats.RefusedREQs++
 			if e.cfg.DropExcessREQ {
@@ -224,8 +233,11 @@ func hasAlt(r *wire.REQ) bool {
 
 // refuseREQ returns the REJ reason (and ARI) for a REQ the engine cannot
 // take, or 0.
-func (e *Engine) refuseREQ(r *wire.REQ) (wire.RejectReason, []byte) {
+func (e *Engine) refuseREQ(r *wire.REQ, from *transport.Addr) (wire.RejectReason, []byte) {
 	if e.ids.len() >= e.cfg.MaxIDs || e.halfOpen >= e.cfg.MaxHalfOpen {
+		return wire.RejectNoResources, nil
+	}
+	if e.peerHalfOpen != nil && e.peerHalfOpen[portOf(from)] >= e.cfg.MaxHalfOpenPerPeer {
 		return wire.RejectNoResources, nil
 	}
 	if e.cfg.LocalGID != (wire.GID{}) && r.PrimaryRemotePortGID != e.cfg.LocalGID {

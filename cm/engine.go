@@ -42,10 +42,23 @@ type Config struct {
 	// DropExcessREQ is set.
 	MaxHalfOpen   int
 	DropExcessREQ bool
+	// MaxHalfOpenPerPeer bounds the half-open ids of one peer port (the
+	// REQ's source LID, and its GID when the packet has a GRH), so that a
+	// port flooding REQs cannot take the whole backlog from the others.
+	// Default MaxHalfOpen: no bound of its own. A REQ beyond it is refused
+	// like one beyond MaxHalfOpen.
+	MaxHalfOpenPerPeer int
 	// MaxOutbound bounds the MADs waiting in Ready. Default 4096. A MAD
 	// beyond it is dropped and counted, as a lossy fabric would; timers
 	// retransmit what matters.
 	MaxOutbound int
+	// MaxNotifications bounds the notifications waiting in Ready. Default
+	// 65536. At the bound Recv drops the MAD unread and returns an error
+	// matching ErrNoResources (the peer retransmits, as for a MAD the
+	// fabric lost), and Tick leaves the timers still due for the next
+	// Tick; both count in Stats.Overloaded. Application calls still
+	// complete: each adds at most two notifications.
+	MaxNotifications int
 
 	// RespTimeValue is the ClassPortInfo RespTimeValue (5 bits). Default 20.
 	RespTimeValue uint8
@@ -64,6 +77,7 @@ const (
 	defaultMaxIDs      = 1 << 20
 	defaultMaxHalfOpen = 4096
 	defaultMaxOutbound = 4096
+	defaultMaxNotes    = 1 << 16
 	// DefaultRespTimeValue is the ClassPortInfo RespTimeValue when the
 	// Config leaves it zero (about 4.3 s, rdma_cm's CM response timeout).
 	DefaultRespTimeValue = 20
@@ -80,6 +94,7 @@ type Stats struct {
 	InternalInvalid uint64 // Invalid cells hit by a timer or Stale (e.g. Stale on a legacy TimeWait id)
 	Sent            uint64 // MADs queued for sending
 	OutboundDropped uint64 // MADs dropped because MaxOutbound was reached
+	Overloaded      uint64 // MADs Recv dropped, and Ticks cut short, at MaxNotifications
 	Retransmits     uint64 // resends after a timeout
 	Responses       uint64 // resends answering a duplicate (not counted as retries: Linux bug 9)
 	StaleRejects    uint64 // REJ 10 sent
@@ -141,6 +156,9 @@ type Engine struct {
 	twSeq    uint64     // TimeWait entries so far
 	twLen    int
 	halfOpen int
+	// peerHalfOpen counts the half-open ids by peer port when
+	// MaxHalfOpenPerPeer is below MaxHalfOpen (nil otherwise).
+	peerHalfOpen map[portKey]int
 
 	timers timerHeap
 
@@ -174,10 +192,16 @@ func NewEngine(cfg Config) *Engine {
 	if cfg.MaxOutbound <= 0 {
 		cfg.MaxOutbound = defaultMaxOutbound
 	}
+	if cfg.MaxHalfOpenPerPeer <= 0 || cfg.MaxHalfOpenPerPeer > cfg.MaxHalfOpen {
+		cfg.MaxHalfOpenPerPeer = cfg.MaxHalfOpen
+	}
+	if cfg.MaxNotifications <= 0 {
+		cfg.MaxNotifications = defaultMaxNotes
+	}
 	if cfg.RespTimeValue == 0 {
 		cfg.RespTimeValue = DefaultRespTimeValue
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:       cfg,
 		ids:       newIDTable(),
 		nextID:    uint32(splitmix64(cfg.Seed)),
@@ -185,6 +209,10 @@ func NewEngine(cfg Config) *Engine {
 		remoteQPN: map[RemoteQPNKey]*conn{},
 		sidr:      map[SIDRKey]*conn{},
 	}
+	if cfg.MaxHalfOpenPerPeer < cfg.MaxHalfOpen {
+		e.peerHalfOpen = map[portKey]int{}
+	}
+	return e
 }
 
 // Config returns the engine's configuration, defaults filled in.
@@ -255,7 +283,17 @@ func (e *Engine) Deadline() (Time, bool) {
 // Tick fires every timer due at now, in deadline order.
 func (e *Engine) Tick(now Time) {
 	e.setNow(now)
-	for c := e.popDue(); c != nil; c = e.popDue() {
+	for {
+		if len(e.notes) >= e.cfg.MaxNotifications {
+			if c := e.nextTimer(); c != nil && c.deadline <= e.now {
+				e.stats.Overloaded++
+			}
+			return
+		}
+		c := e.popDue()
+		if c == nil {
+			return
+		}
 		e.fire(c)
 	}
 }
@@ -269,6 +307,7 @@ func (e *Engine) fire(c *conn) {
 		in.ev = EvTimeout
 	default:
 		in.ev = EvTimeoutFinal
+		e.stats.Timeouts++
 	}
 	e.step(c, &in)
 }
@@ -389,10 +428,18 @@ func (e *Engine) step(c *conn, in *input) error {
 		e.arm(c, e.now.Add(c.curTO))
 	}
 	if halfOpen(from) != halfOpen(tr.Next) {
+		d := 1
 		if halfOpen(from) {
-			e.halfOpen--
-		} else {
-			e.halfOpen++
+			d = -1
+		}
+		e.halfOpen += d
+		if e.peerHalfOpen != nil {
+			k := portOf(&c.addr)
+			if n := e.peerHalfOpen[k] + d; n > 0 {
+				e.peerHalfOpen[k] = n
+			} else {
+				delete(e.peerHalfOpen, k)
+			}
 		}
 	}
 	if tr.Next != StateEstablished && c.lap != LAPUninit {

@@ -14,7 +14,8 @@ var (
 	ErrInvalidState = errors.New("cm: not allowed in this state")
 	// ErrBusy: Listen overlaps an existing listen of the same specificity.
 	ErrBusy = errors.New("cm: service ID already listened on")
-	// ErrNoResources: a configured bound (MaxIDs) is reached.
+	// ErrNoResources: a configured bound is reached (MaxIDs for Connect,
+	// Listen and SIDRRequest; MaxNotifications for Recv).
 	ErrNoResources = errors.New("cm: no resources")
 	// ErrMalformed: Recv got a MAD the codec refuses; the error also matches
 	// the wire package's sentinel (wire.ErrBaseVersion, wire.ErrShortBuffer, ...).
@@ -76,5 +77,11 @@ type APRError struct {
 func (e *APRError) Error() string {
 	return fmt.Sprintf("cm: alternate path refused: %s (%d)", e.Status, uint8(e.Status))
 }
+
+// errOversize is Recv's error for a MAD longer than wire.MADSize.
+var errOversize = fmt.Errorf("%w: MAD longer than %d bytes", ErrMalformed, wire.MADSize)
+
+// errOverloaded is Recv's error at MaxNotifications.
+var errOverloaded = fmt.Errorf("%w: notification queue full (MaxNotifications)", ErrNoResources)
 
 func malformed(err error) error { return fmt.Errorf("%w: %w", ErrMalformed, err) }

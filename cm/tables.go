@@ -103,6 +103,21 @@ type addrKey struct {
 	gid wire.GID
 }
 
+// portKey identifies a peer port: its LID, and its GID when the packets
+// carry a GRH.
+type portKey struct {
+	lid uint16
+	gid wire.GID
+}
+
+func portOf(a *transport.Addr) portKey {
+	k := portKey{lid: a.LID}
+	if a.GRH {
+		k.gid = a.GID
+	}
+	return k
+}
+
 func peerKey(rid CommID, a *transport.Addr) addrKey {
 	k := addrKey{rid: rid, lid: a.LID}
 	if a.GRH {
