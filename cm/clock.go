@@ -151,6 +151,21 @@ func (c *FakeClock) Set(t Time) {
 	}
 }
 
+// ArmedTimers returns how many of the clock's timers are armed (reset and
+// neither fired nor stopped): none once the Managers using the clock are
+// closed.
+func (c *FakeClock) ArmedTimers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, tm := range c.timers {
+		if tm.at != Never {
+			n++
+		}
+	}
+	return n
+}
+
 // Deadline returns the earliest armed timer's deadline, or Never.
 func (c *FakeClock) Deadline() Time {
 	c.mu.Lock()
