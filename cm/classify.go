@@ -216,9 +216,9 @@ func (e *Engine) recvREQ(in *input) {
 	c.sid = r.ServiceID
 	c.listen = l.id
 	c.tid = in.m.TID
-	c.maxRetry = r.MaxCMRetries
+	c.maxRetry = e.capRetries(r.MaxCMRetries)
 	c.ackTO = r.PrimaryLocalAckTimeout
-	c.respTO = wire.TimeoutDuration(r.LocalCMResponseTimeout)
+	c.respTO = e.capWait(wire.TimeoutDuration(r.LocalCMResponseTimeout))
 	if hasAlt(r) {
 		c.flags |= flagAlt
 	}

@@ -59,6 +59,18 @@ type Config struct {
 	// Tick; both count in Stats.Overloaded. Application calls still
 	// complete: each adds at most two notifications.
 	MaxNotifications int
+	// MaxRetries caps the retries of every exchange: the Max CM Retries of
+	// a REQ, ours (Connect) or the peer's (the passive side's REP, DREQ
+	// and LAP tries), and SIDRParams.MaxRetries. Default 255: no cap but
+	// the fields' own (15 for Max CM Retries). The REQ still carries the
+	// application's value.
+	MaxRetries uint8
+	// MaxWait caps the wait of every try (an MRA's lengthened wait
+	// included), however long the timeouts in the messages are (4.096 µs
+	// × 2^31, 2.4 hours, each): with MaxRetries it bounds how long a peer
+	// that never answers holds an id, a half-open slot in particular.
+	// Default 0: no cap.
+	MaxWait time.Duration
 
 	// RespTimeValue is the ClassPortInfo RespTimeValue (5 bits). Default 20.
 	RespTimeValue uint8
@@ -197,6 +209,9 @@ func NewEngine(cfg Config) *Engine {
 	}
 	if cfg.MaxNotifications <= 0 {
 		cfg.MaxNotifications = defaultMaxNotes
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 255
 	}
 	if cfg.RespTimeValue == 0 {
 		cfg.RespTimeValue = DefaultRespTimeValue
@@ -521,8 +536,18 @@ func (e *Engine) extend(c *conn, in *input) {
 	if in.m != nil {
 		svc = in.m.MRA.ServiceTimeout
 	}
-	c.curTO = wire.TimeoutDuration(svc) + wire.TimeoutDuration(c.ackTO)
+	c.curTO = e.capWait(wire.TimeoutDuration(svc) + wire.TimeoutDuration(c.ackTO))
 	e.arm(c, e.now.Add(c.curTO))
+}
+
+// capRetries and capWait apply MaxRetries and MaxWait.
+func (e *Engine) capRetries(n uint8) uint8 { return min(n, e.cfg.MaxRetries) }
+
+func (e *Engine) capWait(d time.Duration) time.Duration {
+	if e.cfg.MaxWait > 0 {
+		return min(d, e.cfg.MaxWait)
+	}
+	return d
 }
 
 // timeWait is the TimeWait length of c: the path's Local ACK Timeout

@@ -128,9 +128,9 @@ func (e *Engine) Connect(now Time, p *ConnectParams) (CommID, error) {
 	c.addr = p.To
 	c.qpn = p.REQ.LocalQPN
 	c.sid = p.REQ.ServiceID
-	c.maxRetry = p.REQ.MaxCMRetries
+	c.maxRetry = e.capRetries(p.REQ.MaxCMRetries)
 	c.ackTO = p.REQ.PrimaryLocalAckTimeout
-	c.respTO = wire.TimeoutDuration(p.REQ.PrimaryLocalAckTimeout) + wire.TimeoutDuration(p.REQ.RemoteCMResponseTimeout)
+	c.respTO = e.capWait(wire.TimeoutDuration(p.REQ.PrimaryLocalAckTimeout) + wire.TimeoutDuration(p.REQ.RemoteCMResponseTimeout))
 	c.flags |= flagActive
 	if hasAlt(&p.REQ) {
 		c.flags |= flagAlt
@@ -168,8 +168,8 @@ func (e *Engine) SIDRRequest(now Time, p *SIDRParams) (CommID, error) {
 	c.addr = p.To
 	c.sid = p.ServiceID
 	c.pkey = p.PKey
-	c.respTO = p.Timeout
-	c.maxRetry = p.MaxRetries
+	c.respTO = e.capWait(p.Timeout)
+	c.maxRetry = e.capRetries(p.MaxRetries)
 	c.tid = e.ownTID(c)
 	return e.start(c, &input{ev: EvSIDRRequest, pd: p.PrivateData})
 }

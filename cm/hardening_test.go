@@ -530,3 +530,34 @@ func TestMaxHalfOpenPerPeer(t *testing.T) {
 	pump(t, x, b)
 	require.Equal(t, 2, b.e.HalfOpen())
 }
+
+// TestMaxRetriesAndWait: a peer asking for 15 retries of 2.4 hours each
+// holds an accepted half-open id for MaxRetries+1 tries of MaxWait.
+func TestMaxRetriesAndWait(t *testing.T) {
+	a := newTestNode(t, 0xa, 1, Config{})
+	b := newTestNode(t, 0xb, 2, Config{MaxRetries: 1, MaxWait: 10 * time.Millisecond})
+	_, err := b.e.Listen(0, 0x1000, ExactMask)
+	require.NoError(t, err)
+	p := testREQ(0x1000, 5)
+	p.To = b.addr
+	p.REQ.MaxCMRetries, p.REQ.LocalCMResponseTimeout = 15, 31
+	_, err = a.e.Connect(0, p)
+	require.NoError(t, err)
+	notes := pump(t, a, b)
+	id := notes[b][0].ID
+	require.NoError(t, b.e.Accept(0, id, &wire.REP{LocalQPN: 6}))
+	b.e.Advance() // the REP is lost, and so is every RTU
+	d, ok := b.e.Deadline()
+	require.True(t, ok)
+	require.Equal(t, Time(10*time.Millisecond), d)
+	b.e.Tick(d)
+	require.Equal(t, StateRepSent, b.e.State(id))
+	require.Equal(t, uint64(1), b.e.Stats().Retransmits)
+	b.e.Advance()
+	d, _ = b.e.Deadline()
+	require.Equal(t, Time(20*time.Millisecond), d)
+	b.e.Tick(d)
+	require.Equal(t, StateIdle, b.e.State(id), "given up after MaxRetries+1 tries of MaxWait")
+	require.Equal(t, uint64(1), b.e.Stats().Timeouts)
+	require.Zero(t, b.e.HalfOpen())
+}
