@@ -39,6 +39,11 @@
 // Conn.LoadAltPath, ResolveSIDR). cm/simnet simulates a fabric for both
 // layers: deterministically for engines, in real time for Managers.
 //
+// Every table, queue and retry is bounded by a Config field (MaxIDs,
+// MaxHalfOpen, MaxHalfOpenPerPeer, MaxOutbound, MaxNotifications,
+// MaxRetries, MaxWait); docs/limits.md lists them with what happens at
+// each bound.
+//
 // The known Linux CM bugs listed in the project's notes are regression
 // scenarios under testdata/scenarios; LegacyTimeWaitQPN reproduces the seed
 // bug (a QPN held only in TimeWait taken for a stale connection).
