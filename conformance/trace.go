@@ -50,8 +50,9 @@ type NodeConfig struct {
 	Legacy  bool   `json:"legacy,omitempty"`  // LegacyTimeWaitQPN
 	NoStale bool   `json:"nostale,omitempty"` // DisableStaleCheck
 	// Limits and checks the model has no counterpart for (MaxIDs,
-	// MaxHalfOpen, DropExcessREQ, LocalGID, AltGIDs): the engine may
-	// refuse a REQ for them.
+	// MaxHalfOpen, MaxHalfOpenPerPeer, DropExcessREQ, LocalGID, AltGIDs,
+	// MaxNotifications, a MaxRetries cap) away from their defaults: the
+	// engine may refuse or drop a REQ, or count retries, otherwise.
 	Limits bool `json:"limits,omitempty"`
 }
 
@@ -220,7 +221,9 @@ func (r *Recorder) Watch(n *simnet.Node) {
 	c := n.Engine.Config()
 	r.lines = append(r.lines, &Line{Seq: len(r.lines) + 1, Node: idx, Ev: "Node", Config: &NodeConfig{
 		GUID: c.LocalGUID, Legacy: c.LegacyTimeWaitQPN, NoStale: c.DisableStaleCheck,
-		Limits: c.MaxIDs != 1<<20 || c.MaxHalfOpen != 4096 || c.DropExcessREQ || c.LocalGID != (wire.GID{}) || len(c.AltGIDs) > 0}})
+		Limits: c.MaxIDs != 1<<20 || c.MaxHalfOpen != 4096 || c.MaxHalfOpenPerPeer != c.MaxHalfOpen ||
+			c.DropExcessREQ || c.LocalGID != (wire.GID{}) || len(c.AltGIDs) > 0 ||
+			c.MaxNotifications != 65536 || c.MaxRetries != 255}})
 	prev := n.OnCrash
 	n.OnCrash = func(nd *simnet.Node) {
 		r.lines = append(r.lines, &Line{Seq: len(r.lines) + 1, T: int64(n.Sim().Now()), Node: idx, Ev: "Crash"})
