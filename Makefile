@@ -56,7 +56,7 @@ pbt-long:
 conformance:
 	tools/conformance.sh
 
-test: deps check-generate vet unit model-test fuzz-short interop
+test: deps check-generate vet unit model-test conformance fuzz-short interop
 	@echo "make test: all checks passed"
 
 clean:
