@@ -47,6 +47,17 @@ if [ "${1:-}" != --manifest ]; then
 	exit 0
 fi
 
+# count_ok GOT WANT: WANT is exact, or "~N" for a depth-bounded config run on
+# several workers, whose breadth-first levels (and so the count at the bound)
+# can shift by a few states between runs: within 1% of N.
+count_ok() {
+	local got=$1 want=$2
+	case "$want" in
+	"~"*) want=${want#\~}; [ $((got * 100)) -ge $((want * 99)) ] && [ $((got * 100)) -le $((want * 101)) ] ;;
+	*) [ "$got" = "$want" ] ;;
+	esac
+}
+
 manifest=${2:-spec/manifest.tsv}
 fail=0
 while IFS=$'\t' read -r cfg want want_distinct note; do
@@ -59,7 +70,7 @@ while IFS=$'\t' read -r cfg want want_distinct note; do
 	if [ "$outcome" != "$want" ]; then
 		echo "$msg -- FAIL: expected $want" >&2
 		fail=1
-	elif [ "$distinct" != "$want_distinct" ]; then
+	elif ! count_ok "$distinct" "$want_distinct"; then
 		echo "$msg -- FAIL: manifest says $want_distinct distinct states; update spec/manifest.tsv if the change is deliberate" >&2
 		fail=1
 	else
