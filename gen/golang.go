@@ -31,7 +31,7 @@ func noticeID(n def.Notice) string {
 	return "Notice" + string(n)
 }
 func effectID(e def.Effect) string { return "Eff" + string(e) }
-func kindID(k def.Kind) string      { return "Kind" + def.KindNames[k] }
+func kindID(k def.Kind) string     { return "Kind" + def.KindNames[k] }
 
 var classIDs = map[def.EventClass]string{def.Recv: "ClassRecv", def.App: "ClassApp", def.Timer: "ClassTimer", def.Internal: "ClassInternal"}
 

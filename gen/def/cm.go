@@ -93,9 +93,9 @@ var Events = []Event{
 
 // Common effect sets.
 var (
-	leave     = []Effect{RemoveRemoteID, RemoveRemoteQPN}                  // leave the connected tables
-	toIdle    = []Effect{RemoveRemoteID, RemoveRemoteQPN, Free}            // connected -> IDLE
-	toTW      = []Effect{RemoveRemoteID, RemoveRemoteQPN, EnterTimeWait}   // connected -> TIMEWAIT
+	leave     = []Effect{RemoveRemoteID, RemoveRemoteQPN}                // leave the connected tables
+	toIdle    = []Effect{RemoveRemoteID, RemoveRemoteQPN, Free}          // connected -> IDLE
+	toTW      = []Effect{RemoveRemoteID, RemoveRemoteQPN, EnterTimeWait} // connected -> TIMEWAIT
 	stopToTW  = []Effect{StopTimer, RemoveRemoteID, RemoveRemoteQPN, EnterTimeWait}
 	stopToIdl = []Effect{StopTimer, RemoveRemoteID, RemoveRemoteQPN, Free}
 )
