@@ -134,7 +134,7 @@ func (t *Table) check() error {
 			}
 			to := States[StateIndex(e.Next)]
 			pairs := []struct {
-				from, to      bool
+				from, to       bool
 				insert, remove Effect
 				what           string
 			}{
