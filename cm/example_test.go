@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -16,9 +17,9 @@ import (
 func ExampleManager() {
 	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
 	defer fabric.Close()
-	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: cm.Config{LocalGUID: 0xb}})
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}})
 	defer server.Close()
-	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: cm.Config{LocalGUID: 0xa}})
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -43,7 +44,7 @@ func ExampleManager() {
 		fmt.Println("server:", c.Err())
 	}()
 
-	conn, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{
+	conn, err := client.Connect(ctx, &engine.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{
 		ServiceID: 0x1000, LocalQPN: 0x11, StartingPSN: 1, PathPacketPayloadMTU: wire.MTU4096}})
 	if err != nil {
 		panic(err)
@@ -63,12 +64,12 @@ func ExampleManager() {
 func ExampleRejectError() {
 	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
 	defer fabric.Close()
-	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: cm.Config{LocalGUID: 0xb}})
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}})
 	defer server.Close()
-	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: cm.Config{LocalGUID: 0xa}})
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
 	defer client.Close()
 
-	_, err := client.Connect(context.Background(), &cm.ConnectParams{To: server.LocalAddr(),
+	_, err := client.Connect(context.Background(), &engine.ConnectParams{To: server.LocalAddr(),
 		REQ: wire.REQ{ServiceID: 0x2000, LocalQPN: 0x11}})
 	var rej *cm.RejectError
 	if errors.As(err, &rej) {
@@ -81,30 +82,30 @@ func ExampleRejectError() {
 // table lookup, and the simulation's virtual clock fires the timers.
 func ExampleEngine() {
 	sim := simnet.New(simnet.Config{Seed: 1})
-	a := sim.AddNode("a", cm.Config{})
-	b := sim.AddNode("b", cm.Config{})
-	b.Handler = func(n *simnet.Node, nt *cm.Notification) {
+	a := sim.AddNode("a", engine.Config{})
+	b := sim.AddNode("b", engine.Config{})
+	b.Handler = func(n *simnet.Node, nt *engine.Notification) {
 		fmt.Println("b:", nt.Notice, nt.Prev, "->", nt.State)
 		switch nt.Notice {
-		case cm.NoticeREQReceived:
+		case engine.NoticeREQReceived:
 			_ = n.Engine.Accept(sim.Now(), nt.ID, &wire.REP{LocalQPN: 0x22})
-		case cm.NoticeDREQReceived:
+		case engine.NoticeDREQReceived:
 			_ = n.Engine.SendDREP(sim.Now(), nt.ID, nil)
 		}
 	}
-	a.Handler = func(n *simnet.Node, nt *cm.Notification) {
+	a.Handler = func(n *simnet.Node, nt *engine.Notification) {
 		fmt.Println("a:", nt.Notice, nt.Prev, "->", nt.State)
 		switch nt.Notice {
-		case cm.NoticeREPReceived:
+		case engine.NoticeREPReceived:
 			_ = n.Engine.SendRTU(sim.Now(), nt.ID, nil)
-		case cm.NoticeEstablished:
+		case engine.NoticeEstablished:
 			_ = n.Engine.Disconnect(sim.Now(), nt.ID, nil)
 		}
 	}
-	if _, err := b.Engine.Listen(sim.Now(), 0x1000, cm.ExactMask); err != nil {
+	if _, err := b.Engine.Listen(sim.Now(), 0x1000, engine.ExactMask); err != nil {
 		panic(err)
 	}
-	_, err := a.Engine.Connect(sim.Now(), &cm.ConnectParams{To: b.Addr, REQ: wire.REQ{
+	_, err := a.Engine.Connect(sim.Now(), &engine.ConnectParams{To: b.Addr, REQ: wire.REQ{
 		ServiceID: 0x1000, LocalQPN: 0x11, MaxCMRetries: 3, RemoteCMResponseTimeout: 14,
 		LocalCMResponseTimeout: 14, PrimaryLocalAckTimeout: 14}})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/clock"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -28,15 +30,15 @@ func TestManagerCloseLeaksNothing(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			var clk *cm.FakeClock
+			var clk *clock.Fake
 			cfg := func(guid uint64) cm.ManagerConfig {
-				c := cm.ManagerConfig{Engine: cm.Config{LocalGUID: guid, Trace: cm.RecordCell}}
+				c := cm.ManagerConfig{Engine: engine.Config{LocalGUID: guid}}
 				if fake {
 					c.Clock = clk
 				}
 				return c
 			}
-			clk = cm.NewFakeClock(0)
+			clk = clock.NewFake(0)
 			fab := simnet.NewFabric(simnet.Config{Seed: 5})
 			srvEP, cliEP, deadEP := fab.NewEndpoint(), fab.NewEndpoint(), fab.NewEndpoint()
 			deadEP.SetDown(true) // a peer that never answers
@@ -85,7 +87,7 @@ func TestManagerCloseLeaksNothing(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				_, err := cli.ResolveSIDR(ctx, &cm.SIDRParams{To: deadEP.LocalAddr(), ServiceID: 0x1000,
+				_, err := cli.ResolveSIDR(ctx, &engine.SIDRParams{To: deadEP.LocalAddr(), ServiceID: 0x1000,
 					Timeout: time.Hour, MaxRetries: 3})
 				errs <- err
 			}()

@@ -6,11 +6,11 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// SetIPCM makes p a connection request in the RDMA IP CM service format,
+// SetIPCM makes req a connection request in the RDMA IP CM service format,
 // the way Linux rdma_cm sends it: the service ID of dstPort in the TCP port
 // space (wire.IPServiceID) and the private data starting with the IP CM
 // header h, followed by privateData (at most 56 bytes).
-func SetIPCM(p *ConnectParams, h *wire.IPCMHeader, dstPort uint16, privateData []byte) error {
+func SetIPCM(req *wire.REQ, h *wire.IPCMHeader, dstPort uint16, privateData []byte) error {
 	var pd [wire.REQPrivateDataSize]byte
 	if err := h.Encode(pd[:]); err != nil {
 		return err
@@ -20,8 +20,8 @@ func SetIPCM(p *ConnectParams, h *wire.IPCMHeader, dstPort uint16, privateData [
 			ErrBadParam, len(privateData), len(pd)-wire.IPCMHeaderSize)
 	}
 	copy(pd[wire.IPCMHeaderSize:], privateData)
-	p.REQ.ServiceID = wire.IPServiceID(dstPort)
-	p.REQ.PrivateData = pd
+	req.ServiceID = wire.IPServiceID(dstPort)
+	req.PrivateData = pd
 	return nil
 }
 

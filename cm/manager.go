@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ibcm/ibcm/cm/clock"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -14,9 +16,9 @@ import (
 type ManagerConfig struct {
 	// Engine configures the core. Engine.LocalGUID must be set, unless the
 	// transport implements transport.LocalGUIDer.
-	Engine Config
-	// Clock defaults to RealClock().
-	Clock Clock
+	Engine engine.Config
+	// Clock defaults to clock.Real().
+	Clock clock.Clock
 	// LAPPolicy answers a LAP the peer sent on an established connection
 	// with an APR status. It runs on the Manager's goroutine and must not
 	// block or call the Manager. Default: accept (status 0).
@@ -34,8 +36,8 @@ type ManagerConfig struct {
 type Manager struct {
 	tr    transport.Transport
 	cfg   ManagerConfig
-	clock Clock
-	eng   *Engine
+	clock clock.Clock
+	eng   *engine.Engine
 
 	calls chan func()
 	recv  chan transport.Packet
@@ -47,9 +49,9 @@ type Manager struct {
 	once  sync.Once
 
 	// Owned by the loop goroutine.
-	conns     map[CommID]*Conn
-	listeners map[CommID]*Listener
-	sidrs     map[CommID]chan sidrResult
+	conns     map[engine.CommID]*Conn
+	listeners map[engine.CommID]*Listener
+	sidrs     map[engine.CommID]chan sidrResult
 }
 
 // NewManager starts a Manager over tr.
@@ -61,16 +63,16 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		return nil, errors.New("cm: ManagerConfig.Engine.LocalGUID is required")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock()
+		cfg.Clock = clock.Real()
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: NewEngine(cfg.Engine),
+	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(cfg.Engine),
 		calls: make(chan func()), recv: make(chan transport.Packet, 64),
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
-		conns: map[CommID]*Conn{}, listeners: map[CommID]*Listener{}, sidrs: map[CommID]chan sidrResult{}}
+		conns: map[engine.CommID]*Conn{}, listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{}}
 	m.wg.Add(2)
 	go m.receive()
 	go m.loop()
@@ -91,7 +93,7 @@ func (m *Manager) Close() error {
 }
 
 // Stats returns the engine's counters.
-func (m *Manager) Stats() (st Stats) {
+func (m *Manager) Stats() (st engine.Stats) {
 	_ = m.do(context.Background(), func() { st = m.eng.Stats() })
 	return st
 }
@@ -161,7 +163,7 @@ func (m *Manager) loop() {
 // shutdown destroys every id, sends the result and fails every waiter.
 func (m *Manager) shutdown() {
 	now := m.clock.Now()
-	var ids []CommID
+	var ids []engine.CommID
 	for id := range m.eng.IDs() {
 		ids = append(ids, id.ID)
 	}
@@ -201,10 +203,10 @@ func (m *Manager) flush() {
 }
 
 // handle reacts to one notification on the loop goroutine.
-func (m *Manager) handle(nt *Notification) {
+func (m *Manager) handle(nt *engine.Notification) {
 	now := m.clock.Now()
 	switch nt.Notice {
-	case NoticeREQReceived:
+	case engine.NoticeREQReceived:
 		l := m.listeners[nt.Listen]
 		if l == nil {
 			_ = m.eng.Reject(now, nt.ID, wire.RejectInvalidServiceID, nil, nil)
@@ -218,7 +220,7 @@ func (m *Manager) handle(nt *Notification) {
 			_ = m.eng.Reject(now, nt.ID, wire.RejectNoResources, nil, nil)
 		}
 		return
-	case NoticeSIDRRequest:
+	case engine.NoticeSIDRRequest:
 		l := m.listeners[nt.Listen]
 		r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
 		if l != nil {
@@ -228,12 +230,12 @@ func (m *Manager) handle(nt *Notification) {
 			default:
 			}
 		}
-		_ = m.eng.SIDRReply(now, nt.ID, &SIDRReplyParams{Status: wire.SIDRReject})
+		_ = m.eng.SIDRReply(now, nt.ID, &engine.SIDRReplyParams{Status: wire.SIDRReject})
 		return
-	case NoticeSIDRReply, NoticeTimedOut:
+	case engine.NoticeSIDRReply, engine.NoticeTimedOut:
 		if ch, ok := m.sidrs[nt.ID]; ok {
 			delete(m.sidrs, nt.ID)
-			if nt.Notice == NoticeTimedOut {
+			if nt.Notice == engine.NoticeTimedOut {
 				ch <- sidrResult{err: ErrTimeout}
 			} else {
 				r := nt.Msg.SIDRRep
@@ -247,16 +249,16 @@ func (m *Manager) handle(nt *Notification) {
 		return
 	}
 	switch nt.Notice {
-	case NoticeREPReceived:
+	case engine.NoticeREPReceived:
 		c.rep = nt.Msg.REP
 		c.remoteQPN = nt.Msg.REP.LocalQPN
 		c.remoteGUID = nt.Msg.REP.LocalCAGUID
 		if err := m.eng.SendRTU(now, nt.ID, c.rtuPD); err != nil {
 			c.end(err)
 		}
-	case NoticeEstablished:
+	case engine.NoticeEstablished:
 		c.established()
-	case NoticeRejected:
+	case engine.NoticeRejected:
 		r := &nt.Msg.REJ
 		err := &RejectError{Reason: r.Reason, ARI: append([]byte(nil), r.ARI[:min(int(r.RejectedInfoLength), len(r.ARI))]...),
 			PrivateData: append([]byte(nil), r.PrivateData[:]...)}
@@ -265,33 +267,33 @@ func (m *Manager) handle(nt *Notification) {
 		} else {
 			c.end(err)
 		}
-	case NoticeTimedOut:
-		if nt.State == StateEstablished {
+	case engine.NoticeTimedOut:
+		if nt.State == engine.StateEstablished {
 			c.lapDone(nil, ErrTimeout)
 		} else {
 			c.end(ErrTimeout)
 		}
-	case NoticeStale:
+	case engine.NoticeStale:
 		c.end(ErrStale)
-	case NoticeDREQReceived:
+	case engine.NoticeDREQReceived:
 		_ = m.eng.SendDREP(now, nt.ID, nil)
 		c.end(ErrDisconnected)
-	case NoticeDisconnected:
+	case engine.NoticeDisconnected:
 		c.end(ErrDisconnected)
-	case NoticeTimeWaitExit:
+	case engine.NoticeTimeWaitExit:
 		c.end(ErrDisconnected)
 		delete(m.conns, nt.ID)
-	case NoticeLAPReceived:
+	case engine.NoticeLAPReceived:
 		status := wire.APRSuccess
 		if m.cfg.LAPPolicy != nil {
 			status = m.cfg.LAPPolicy(c, &nt.Msg.LAP)
 		}
 		_ = m.eng.AnswerLAP(now, nt.ID, status, nil, nil)
-	case NoticeAPRReceived:
+	case engine.NoticeAPRReceived:
 		a := nt.Msg.APR
 		c.lapDone(&a, nil)
 	}
-	if s := m.eng.State(nt.ID); s == StateIdle {
+	if s := m.eng.State(nt.ID); s == engine.StateIdle {
 		delete(m.conns, nt.ID)
 	}
 }
@@ -301,7 +303,7 @@ func (m *Manager) handle(nt *Notification) {
 // Conn is one connection (or attempt) of a Manager.
 type Conn struct {
 	m          *Manager
-	id         CommID
+	id         engine.CommID
 	active     bool
 	localQPN   uint32
 	remoteQPN  uint32
@@ -325,7 +327,7 @@ type lapResult struct {
 	err error
 }
 
-func newConn(m *Manager, id CommID) *Conn {
+func newConn(m *Manager, id engine.CommID) *Conn {
 	return &Conn{m: m, id: id, done: make(chan struct{}), estab: make(chan error, 1)}
 }
 
@@ -366,7 +368,7 @@ func (c *Conn) lapDone(apr *wire.APR, err error) {
 }
 
 // ID returns the local comm ID.
-func (c *Conn) ID() CommID { return c.id }
+func (c *Conn) ID() engine.CommID { return c.id }
 
 // LocalQPN and RemoteQPN are the QPs the connection joins.
 func (c *Conn) LocalQPN() uint32  { return c.localQPN }
@@ -417,7 +419,7 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 // (20, about 4.3 s, and 15); a zero Local ACK Timeout gets 14 (67 ms); zero
 // primary path LIDs and GIDs are filled in from the transport's address
 // and p.To.
-func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) {
+func (m *Manager) Connect(ctx context.Context, p *engine.ConnectParams) (*Conn, error) {
 	q := *p
 	r := &q.REQ
 	if r.RemoteCMResponseTimeout == 0 && r.LocalCMResponseTimeout == 0 && r.MaxCMRetries == 0 {
@@ -437,7 +439,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	var err error
 	ch := make(chan error, 1)
 	if e := m.do(ctx, func() {
-		var id CommID
+		var id engine.CommID
 		id, err = m.eng.Connect(m.clock.Now(), &q)
 		if err != nil {
 			return
@@ -467,7 +469,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 	var err error
 	if e := c.m.do(ctx, func() {
-		if c.m.eng.State(c.id) != StateEstablished {
+		if c.m.eng.State(c.id) != engine.StateEstablished {
 			return
 		}
 		err = c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData)
@@ -543,7 +545,7 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 type ListenParams struct {
 	ServiceID uint64
 	// Mask selects the service IDs s with s&Mask == ServiceID&Mask; zero
-	// means ExactMask.
+	// means engine.ExactMask.
 	Mask uint64
 	// Wildcard listens on every service ID (mask 0); a more specific
 	// listen still takes the REQs it matches.
@@ -556,7 +558,7 @@ type ListenParams struct {
 // Listener receives the REQs and SIDR_REQs for its service IDs.
 type Listener struct {
 	m      *Manager
-	id     CommID
+	id     engine.CommID
 	reqs   chan *Request
 	sidrs  chan *SIDRRequest
 	closed chan struct{}
@@ -569,7 +571,7 @@ func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error)
 	case p.Wildcard:
 		p.Mask = 0
 	case p.Mask == 0:
-		p.Mask = ExactMask
+		p.Mask = engine.ExactMask
 	}
 	if p.Backlog <= 0 {
 		p.Backlog = 128
@@ -577,7 +579,7 @@ func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error)
 	var l *Listener
 	var err error
 	if e := m.do(ctx, func() {
-		var id CommID
+		var id engine.CommID
 		if id, err = m.eng.Listen(m.clock.Now(), p.ServiceID, p.Mask); err != nil {
 			return
 		}
@@ -591,7 +593,7 @@ func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error)
 }
 
 // ID returns the listen's comm ID.
-func (l *Listener) ID() CommID { return l.id }
+func (l *Listener) ID() engine.CommID { return l.id }
 
 func (l *Listener) shut() { l.once.Do(func() { close(l.closed) }) }
 
@@ -631,7 +633,7 @@ func (l *Listener) Close() error {
 			case r := <-l.reqs:
 				_ = l.m.eng.Reject(now, r.id, wire.RejectConsumerDefined, nil, nil)
 			case r := <-l.sidrs:
-				_ = l.m.eng.SIDRReply(now, r.id, &SIDRReplyParams{Status: wire.SIDRReject})
+				_ = l.m.eng.SIDRReply(now, r.id, &engine.SIDRReplyParams{Status: wire.SIDRReject})
 			default:
 				return
 			}
@@ -642,13 +644,13 @@ func (l *Listener) Close() error {
 // Request is a REQ waiting for the application's answer.
 type Request struct {
 	m    *Manager
-	id   CommID
+	id   engine.CommID
 	req  wire.REQ
 	from transport.Addr
 }
 
 // ID returns the passive id's local comm ID.
-func (r *Request) ID() CommID { return r.id }
+func (r *Request) ID() engine.CommID { return r.id }
 
 // REQ returns the request.
 func (r *Request) REQ() *wire.REQ { return &r.req }
@@ -717,7 +719,7 @@ func (r *Request) IPCM() (h wire.IPCMHeader, dstPort uint16, rest []byte, ok boo
 // SIDRRequest is a SIDR_REQ waiting for the application's answer.
 type SIDRRequest struct {
 	m    *Manager
-	id   CommID
+	id   engine.CommID
 	req  wire.SIDRReq
 	from transport.Addr
 }
@@ -726,7 +728,7 @@ type SIDRRequest struct {
 func (r *SIDRRequest) Request() *wire.SIDRReq { return &r.req }
 
 // Reply answers the SIDR_REQ.
-func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
+func (r *SIDRRequest) Reply(ctx context.Context, p *engine.SIDRReplyParams) error {
 	var err error
 	if e := r.m.do(ctx, func() { err = r.m.eng.SIDRReply(r.m.clock.Now(), r.id, p) }); e != nil {
 		return e
@@ -747,7 +749,7 @@ func (e *SIDRError) Error() string { return "cm: SIDR: " + e.Status.String() }
 // ResolveSIDR sends a SIDR_REQ and waits for the SIDR_REP: the QPN and
 // Q_Key behind a service ID. A status other than success returns the reply
 // and a *SIDRError; no answer within the retries ErrTimeout.
-func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep, error) {
+func (m *Manager) ResolveSIDR(ctx context.Context, p *engine.SIDRParams) (*wire.SIDRRep, error) {
 	q := *p
 	if q.Timeout <= 0 {
 		q.Timeout = wire.TimeoutDuration(20)
@@ -756,7 +758,7 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 		}
 	}
 	ch := make(chan sidrResult, 1)
-	var id CommID
+	var id engine.CommID
 	var err error
 	if e := m.do(ctx, func() {
 		if id, err = m.eng.SIDRRequest(m.clock.Now(), &q); err == nil {

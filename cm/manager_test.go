@@ -13,6 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/clock"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -36,7 +38,6 @@ func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 	if cb.Engine.LocalGUID == 0 {
 		cb.Engine.LocalGUID = 0xb
 	}
-	ca.Engine.Trace, cb.Engine.Trace = cm.RecordCell, cm.RecordCell
 	var err error
 	p.a, err = cm.NewManager(p.ea, ca)
 	require.NoError(t, err)
@@ -51,8 +52,8 @@ func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 }
 
 // fastREQ: 4.2 ms per try (2^10 + 2^10 x 4.096 us), 15 retries, 4 ms TimeWait.
-func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *cm.ConnectParams {
-	return &cm.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
+func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *engine.ConnectParams {
+	return &engine.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
 		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
 		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7}}
 }
@@ -97,7 +98,7 @@ func serveErr(ctx context.Context, l *cm.Listener, conns chan<- *cm.Conn, failed
 			if err != nil {
 				return
 			}
-			_ = r.Reply(ctx, &cm.SIDRReplyParams{QPN: 0x77, QKey: 0x1234})
+			_ = r.Reply(ctx, &engine.SIDRReplyParams{QPN: 0x77, QKey: 0x1234})
 		}
 	}()
 }
@@ -151,11 +152,11 @@ func TestManagerUnderLoss(t *testing.T) {
 	require.Equal(t, wire.RejectInvalidServiceID, rej.Reason)
 
 	// SIDR.
-	rep, err := p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x1000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
+	rep, err := p.a.ResolveSIDR(ctx, &engine.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x1000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
 	require.NoError(t, err)
 	require.Equal(t, uint32(0x77), rep.QPN)
 	require.Equal(t, uint32(0x1234), rep.QKey)
-	_, err = p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x3000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
+	_, err = p.a.ResolveSIDR(ctx, &engine.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x3000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
 	var se *cm.SIDRError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, wire.SIDRUnsupported, se.Status)
@@ -192,12 +193,12 @@ func TestManagerRejectAndDelay(t *testing.T) {
 // A peer that never answers: ErrTimeout after the retries, on a fake clock.
 func TestManagerConnectTimeoutFakeClock(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	clock := cm.NewFakeClock(0)
+	clk := clock.NewFake(0)
 	fab := simnet.NewFabric(simnet.Config{})
 	defer fab.Close()
 	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
 	eb.SetDown(true)
-	m, err := cm.NewManager(ea, cm.ManagerConfig{Engine: cm.Config{LocalGUID: 0xa, Trace: cm.RecordCell}, Clock: clock})
+	m, err := cm.NewManager(ea, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, Clock: clk})
 	require.NoError(t, err)
 	defer m.Close()
 	errc := make(chan error, 1)
@@ -213,7 +214,7 @@ func TestManagerConnectTimeoutFakeClock(t *testing.T) {
 			require.ErrorIs(t, err, cm.ErrTimeout)
 			return
 		case <-time.After(time.Millisecond):
-			clock.Advance(5 * time.Millisecond)
+			clk.Advance(5 * time.Millisecond)
 		}
 	}
 }
@@ -361,7 +362,7 @@ func TestManagerIPCM(t *testing.T) {
 	cp := fastREQ(p.eb, 0, 0x11)
 	h := &wire.IPCMHeader{IPVersion: 4, SrcPort: 5555,
 		SrcIP: netip.MustParseAddr("192.168.0.1"), DstIP: netip.MustParseAddr("192.168.0.2")}
-	require.NoError(t, cm.SetIPCM(cp, h, 4791, []byte("hello")))
+	require.NoError(t, cm.SetIPCM(&cp.REQ, h, 4791, []byte("hello")))
 	_, err = p.a.Connect(ctx, cp)
 	var rej *cm.RejectError
 	require.ErrorAs(t, err, &rej)

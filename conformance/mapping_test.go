@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // TestMapping checks mapping.go against spec/cm.tla, spec/Tracecm.tla, the
@@ -36,17 +36,17 @@ func TestMapping(t *testing.T) {
 		t.Errorf("spec/cm.tla Next has actions %v;\nmapping.go ActionMap has %v", inNext, actions)
 	}
 
-	// Every engine event named is a cm.Event, and every event the
+	// Every engine event named is a engine.Event, and every event the
 	// converter takes is in ActionMap with the same action.
 	events := map[string]bool{}
-	for ev := cm.Event(0); int(ev) < cm.NumEvents; ev++ {
+	for ev := engine.Event(0); int(ev) < engine.NumEvents; ev++ {
 		events[ev.String()] = true
 	}
 	byEvent := map[string]string{}
 	for _, a := range ActionMap {
 		for _, ev := range a.Events {
 			if !events[ev] {
-				t.Errorf("ActionMap %s: %q is not a cm.Event", a.Action, ev)
+				t.Errorf("ActionMap %s: %q is not a engine.Event", a.Action, ev)
 			}
 			if ev != "Stale" {
 				byEvent[ev] = a.Action

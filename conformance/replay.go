@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -63,8 +63,8 @@ func ReadModelConfig(path string) (*ModelConfig, error) {
 
 // retryStates are spec/cm.tla's RetryStates: a main-line timer counts
 // retries there. Elsewhere the model's retries is 0.
-func retryState(s cm.State) bool {
-	return s.Attr().Timer && s != cm.StateEstablished
+func retryState(s engine.State) bool {
+	return s.Attr().Timer && s != engine.StateEstablished
 }
 
 // EngineQPN is the engine QPN standing for model QPN q (0: none).
@@ -160,33 +160,33 @@ type World struct {
 	Sim     *simnet.Sim
 	nodes   map[int]*simnet.Node
 	byGUID  map[uint64]int
-	handle  map[int]map[int]cm.CommID // model node -> handle -> engine id
-	lid     map[int]map[cm.CommID]int // model node -> engine id -> model comm ID (every epoch)
-	alloc   map[int]int               // comm IDs allocated: the model's nextLid - 1
+	handle  map[int]map[int]engine.CommID // model node -> handle -> engine id
+	lid     map[int]map[engine.CommID]int // model node -> engine id -> model comm ID (every epoch)
+	alloc   map[int]int                   // comm IDs allocated: the model's nextLid - 1
 	crashes int
-	clock   map[int]cm.Time
+	clock   map[int]engine.Time
 	timing  Timing
 	choice  int   // choices of timing consumed
 	options []int // options of each choice consumed
 	// Trace, when set, is given to every engine (and to the engines a
 	// crash makes).
-	Trace func(n *simnet.Node) cm.Tracer
+	Trace func(n *simnet.Node) engine.Tracer
 }
 
 // NewWorld builds the model's nodes: LID and GID n, GUID 0x1000+n; the
 // servers listen on ServiceID; MaxIDs is Handles (plus the listen), so the
 // engine refuses a REQ exactly when the model has no free handle.
-func NewWorld(cfg *ModelConfig, timing Timing, trace func(n *simnet.Node) cm.Tracer) *World {
+func NewWorld(cfg *ModelConfig, timing Timing, trace func(n *simnet.Node) engine.Tracer) *World {
 	w := &World{cfg: cfg, Sim: simnet.New(simnet.Config{Seed: 1, Manual: true}), nodes: map[int]*simnet.Node{},
-		byGUID: map[uint64]int{}, handle: map[int]map[int]cm.CommID{}, lid: map[int]map[cm.CommID]int{},
-		alloc: map[int]int{}, clock: map[int]cm.Time{}, timing: timing, Trace: trace}
+		byGUID: map[uint64]int{}, handle: map[int]map[int]engine.CommID{}, lid: map[int]map[engine.CommID]int{},
+		alloc: map[int]int{}, clock: map[int]engine.Time{}, timing: timing, Trace: trace}
 	for _, n := range cfg.Nodes {
 		for len(w.Sim.Nodes()) < n {
 			maxIDs := len(cfg.Handles)
 			if slices.Contains(cfg.Servers, n) {
 				maxIDs++
 			}
-			ccfg := cm.Config{Seed: uint64(n), MaxIDs: maxIDs, LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
+			ccfg := engine.Config{Seed: uint64(n), MaxIDs: maxIDs, LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
 				DisableStaleCheck: !cfg.StaleCheck}
 			nd := w.Sim.AddNode(fmt.Sprintf("n%d", len(w.Sim.Nodes())+1), ccfg)
 			if w.Trace != nil {
@@ -199,8 +199,8 @@ func NewWorld(cfg *ModelConfig, timing Timing, trace func(n *simnet.Node) cm.Tra
 		nd := w.Sim.Nodes()[n-1]
 		w.nodes[n] = nd
 		w.byGUID[nd.GUID] = n
-		w.handle[n] = map[int]cm.CommID{}
-		w.lid[n] = map[cm.CommID]int{}
+		w.handle[n] = map[int]engine.CommID{}
+		w.lid[n] = map[engine.CommID]int{}
 		w.listen(n)
 	}
 	return w
@@ -212,7 +212,7 @@ func (w *World) listen(n int) {
 		return
 	}
 	nd := w.nodes[n]
-	if _, err := nd.Engine.Listen(w.clock[n], ServiceID, cm.ExactMask); err != nil {
+	if _, err := nd.Engine.Listen(w.clock[n], ServiceID, engine.ExactMask); err != nil {
 		panic(err)
 	}
 	w.Sim.Flush()
@@ -221,7 +221,7 @@ func (w *World) listen(n int) {
 // Node returns the simulated node standing for model node n.
 func (w *World) Node(n int) *simnet.Node { return w.nodes[n] }
 
-func (w *World) id(n, h int) (cm.CommID, error) {
+func (w *World) id(n, h int) (engine.CommID, error) {
 	id, ok := w.handle[n][h]
 	if !ok {
 		return 0, fmt.Errorf("node %d handle %d holds no engine id", n, h)
@@ -260,12 +260,12 @@ func (w *World) Apply(s Step) error {
 }
 
 func (w *World) apply(s Step) error {
-	now := func(n int) cm.Time { w.tick(n); return w.clock[n] }
+	now := func(n int) engine.Time { w.tick(n); return w.clock[n] }
 	switch s.Action {
 	case "Connect":
 		nd := w.nodes[s.N]
 		p := connectProfiles[w.nextChoice(len(connectProfiles))]
-		id, err := nd.Engine.Connect(now(s.N), &cm.ConnectParams{To: w.nodes[s.R].Addr, REQ: wire.REQ{
+		id, err := nd.Engine.Connect(now(s.N), &engine.ConnectParams{To: w.nodes[s.R].Addr, REQ: wire.REQ{
 			ServiceID: ServiceID, LocalQPN: EngineQPN(s.Q), MaxCMRetries: uint8(w.cfg.MaxRetries),
 			PrimaryLocalAckTimeout: p[0], RemoteCMResponseTimeout: p[1], LocalCMResponseTimeout: p[2]}})
 		if err != nil {
@@ -379,7 +379,7 @@ func (w *World) sync() {
 			}
 		}
 		for info := range e.IDs() {
-			if info.State == cm.StateListen {
+			if info.State == engine.StateListen {
 				continue
 			}
 			if _, known := w.lid[n][info.ID]; known {
@@ -409,7 +409,7 @@ func (w *World) commID(n int, v uint32) int64 {
 	if v == 0 {
 		return 0
 	}
-	if l, ok := w.lid[n][cm.CommID(v)]; ok {
+	if l, ok := w.lid[n][engine.CommID(v)]; ok {
 		return int64(l)
 	}
 	return -int64(v) // not one the node allocated: never equal to a model value
@@ -466,7 +466,7 @@ func (w *World) Project() map[string]Value {
 	for _, n := range w.cfg.Nodes {
 		e := w.nodes[n].Engine
 		var row []Value
-		handleOf := map[cm.CommID]int{}
+		handleOf := map[engine.CommID]int{}
 		for _, h := range w.cfg.Handles {
 			id, ok := w.handle[n][h]
 			info, live := e.Info(id)

@@ -8,7 +8,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -26,7 +26,7 @@ type Line struct {
 	Seq  int    `json:"seq"`
 	T    int64  `json:"t"`    // the engine's time, ns
 	Node int    `json:"node"` // node index: simnet order, from 1
-	Ev   string `json:"ev"`   // cm.Event, or "Crash"
+	Ev   string `json:"ev"`   // engine.Event, or "Crash"
 	ID   uint32 `json:"id"`   // the id stepped; 0 for a stateless answer
 	From string `json:"from"`
 	To   string `json:"to"`
@@ -44,7 +44,7 @@ type Line struct {
 	Config *NodeConfig `json:"config,omitempty"`
 }
 
-// NodeConfig is what a trace needs to know of a node's cm.Config.
+// NodeConfig is what a trace needs to know of a node's engine.Config.
 type NodeConfig struct {
 	GUID    uint64 `json:"guid"`
 	Legacy  bool   `json:"legacy,omitempty"`  // LegacyTimeWaitQPN
@@ -102,7 +102,7 @@ func MsgOf(m *wire.MAD, src, dst int) Msg {
 }
 
 // Recorder records the trace of the engines of one simnet.Sim. Give each
-// node's cm.Config the Recorder's Tracer before AddNode, then Attach.
+// node's engine.Config the Recorder's Tracer before AddNode, then Attach.
 type Recorder struct {
 	sim     *simnet.Sim
 	index   map[*simnet.Node]int
@@ -123,11 +123,11 @@ func NewRecorder() *Recorder {
 
 // Tracer returns the hook for node number n (1-based, the order of
 // AddNode). It reads the stepped id back from the node's engine.
-func (r *Recorder) Tracer(n int) cm.Tracer {
-	return func(ts cm.TraceStep) {
+func (r *Recorder) Tracer(n int) engine.Tracer {
+	return func(ts engine.TraceStep) {
 		l := &Line{Seq: len(r.lines) + 1, T: int64(ts.Time), Node: n, Ev: ts.Event.String(), ID: uint32(ts.ID),
 			From: ts.From.String(), To: ts.To.String(), Kind: ts.Kind.String()}
-		if ts.Event.Class() == cm.ClassRecv && r.cur != nil && r.curTo == n {
+		if ts.Event.Class() == engine.ClassRecv && r.cur != nil && r.curTo == n {
 			m := *r.cur
 			l.Msg = &m
 			l.Injected = r.curInj

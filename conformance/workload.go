@@ -3,7 +3,7 @@ package conformance
 import (
 	"time"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -27,10 +27,10 @@ type WorkloadConfig struct {
 // The QPNs applications hand out, lowest free first: the spec's FreeQPNs.
 var workloadQPNs = []uint32{0x11, 0x12, 0x13, 0x14, 0x15, 0x16}
 
-func freeQPN(e *cm.Engine) uint32 {
+func freeQPN(e *engine.Engine) uint32 {
 	used := map[uint32]bool{}
 	for info := range e.IDs() {
-		if info.State != cm.StateIdle && info.State != cm.StateTimeWait {
+		if info.State != engine.StateIdle && info.State != engine.StateTimeWait {
 			used[info.LocalQPN] = true
 		}
 	}
@@ -59,11 +59,11 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 	rec := NewRecorder()
 	names := []string{"client", "server", "client2"}
 	for i := 0; i < 1+c.Clients; i++ {
-		sim.AddNode(names[i], cm.Config{Seed: uint64(i+1) * 7919, LegacyTimeWaitQPN: c.Legacy, Trace: rec.Tracer(i + 1)})
+		sim.AddNode(names[i], engine.Config{Seed: uint64(i+1) * 7919, LegacyTimeWaitQPN: c.Legacy, Trace: rec.Tracer(i + 1)})
 	}
 	server := sim.Nodes()[1]
 	listen := func(n *simnet.Node) {
-		if _, err := n.Engine.Listen(sim.Now(), ServiceID, cm.ExactMask); err != nil {
+		if _, err := n.Engine.Listen(sim.Now(), ServiceID, engine.ExactMask); err != nil {
 			panic(err)
 		}
 	}
@@ -73,7 +73,7 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 
 	// later runs fn after a random delay of up to max, unless the node
 	// crashed in between (its engine is new: the application is gone).
-	later := func(n *simnet.Node, maxDelay time.Duration, fn func(e *cm.Engine)) {
+	later := func(n *simnet.Node, maxDelay time.Duration, fn func(e *engine.Engine)) {
 		e := n.Engine
 		sim.After(time.Duration(rng.Int64N(int64(maxDelay))+1), func() {
 			if n.Engine == e {
@@ -82,40 +82,40 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 		})
 	}
 	// accept takes the lowest free QPN; with none left it rejects.
-	accept := func(e *cm.Engine, id cm.CommID) {
+	accept := func(e *engine.Engine, id engine.CommID) {
 		if q := freeQPN(e); q != 0 {
 			_ = e.Accept(sim.Now(), id, &wire.REP{LocalQPN: q})
 		} else {
 			_ = e.Reject(sim.Now(), id, wire.RejectNoResources, nil, nil)
 		}
 	}
-	handler := func(n *simnet.Node, nt *cm.Notification) {
+	handler := func(n *simnet.Node, nt *engine.Notification) {
 		id := nt.ID
 		switch nt.Notice {
-		case cm.NoticeREQReceived:
+		case engine.NoticeREQReceived:
 			switch r := rng.IntN(10); {
 			case r == 0:
-				later(n, 2*time.Millisecond, func(e *cm.Engine) { _ = e.Reject(sim.Now(), id, 0, nil, nil) })
+				later(n, 2*time.Millisecond, func(e *engine.Engine) { _ = e.Reject(sim.Now(), id, 0, nil, nil) })
 			case r < 3:
 				_ = n.Engine.SendMRA(sim.Now(), id, 12, nil)
-				later(n, 5*time.Millisecond, func(e *cm.Engine) { accept(e, id) })
+				later(n, 5*time.Millisecond, func(e *engine.Engine) { accept(e, id) })
 			case r == 3:
 				// The application never answers: the client times out.
 			default:
-				later(n, time.Millisecond, func(e *cm.Engine) { accept(e, id) })
+				later(n, time.Millisecond, func(e *engine.Engine) { accept(e, id) })
 			}
-		case cm.NoticeREPReceived:
+		case engine.NoticeREPReceived:
 			if rng.IntN(5) == 0 {
 				_ = n.Engine.SendMRA(sim.Now(), id, 10, nil)
 			}
-			later(n, 2*time.Millisecond, func(e *cm.Engine) { _ = e.SendRTU(sim.Now(), id, nil) })
-		case cm.NoticeEstablished:
+			later(n, 2*time.Millisecond, func(e *engine.Engine) { _ = e.SendRTU(sim.Now(), id, nil) })
+		case engine.NoticeEstablished:
 			if rng.IntN(2) == 0 {
-				later(n, 10*time.Millisecond, func(e *cm.Engine) { _ = e.Disconnect(sim.Now(), id, nil) })
+				later(n, 10*time.Millisecond, func(e *engine.Engine) { _ = e.Disconnect(sim.Now(), id, nil) })
 			}
-		case cm.NoticeDREQReceived:
+		case engine.NoticeDREQReceived:
 			if rng.IntN(8) != 0 {
-				later(n, time.Millisecond, func(e *cm.Engine) { _ = e.SendDREP(sim.Now(), id, nil) })
+				later(n, time.Millisecond, func(e *engine.Engine) { _ = e.SendDREP(sim.Now(), id, nil) })
 			}
 		}
 	}
@@ -131,7 +131,7 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 				if q == 0 {
 					return
 				}
-				_, _ = e.Connect(sim.Now(), &cm.ConnectParams{To: server.Addr, REQ: wire.REQ{ServiceID: ServiceID,
+				_, _ = e.Connect(sim.Now(), &engine.ConnectParams{To: server.Addr, REQ: wire.REQ{ServiceID: ServiceID,
 					LocalQPN: q, MaxCMRetries: 2, PrimaryLocalAckTimeout: 10, RemoteCMResponseTimeout: 11,
 					LocalCMResponseTimeout: 11}})
 			})
@@ -153,39 +153,39 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 func LegacyReuse(legacy bool) *Recorder {
 	sim := simnet.New(simnet.Config{Seed: 7})
 	rec := NewRecorder()
-	a := sim.AddNode("a", cm.Config{Seed: 1, LegacyTimeWaitQPN: legacy, Trace: rec.Tracer(1)})
-	b := sim.AddNode("b", cm.Config{Seed: 2, LegacyTimeWaitQPN: legacy, Trace: rec.Tracer(2)})
+	a := sim.AddNode("a", engine.Config{Seed: 1, LegacyTimeWaitQPN: legacy, Trace: rec.Tracer(1)})
+	b := sim.AddNode("b", engine.Config{Seed: 2, LegacyTimeWaitQPN: legacy, Trace: rec.Tracer(2)})
 	rec.Attach(sim)
-	if _, err := b.Engine.Listen(0, ServiceID, cm.ExactMask); err != nil {
+	if _, err := b.Engine.Listen(0, ServiceID, engine.ExactMask); err != nil {
 		panic(err)
 	}
 	reconnected := false
-	handler := func(n *simnet.Node, nt *cm.Notification) {
+	handler := func(n *simnet.Node, nt *engine.Notification) {
 		now := sim.Now()
 		switch nt.Notice {
-		case cm.NoticeREQReceived:
+		case engine.NoticeREQReceived:
 			_ = n.Engine.Accept(now, nt.ID, &wire.REP{LocalQPN: 0x22})
-		case cm.NoticeREPReceived:
+		case engine.NoticeREPReceived:
 			_ = n.Engine.SendRTU(now, nt.ID, nil)
-		case cm.NoticeEstablished:
+		case engine.NoticeEstablished:
 			if n == a {
 				_ = n.Engine.Disconnect(now, nt.ID, nil)
 			}
-		case cm.NoticeDREQReceived:
+		case engine.NoticeDREQReceived:
 			_ = n.Engine.SendDREP(now, nt.ID, nil)
-		case cm.NoticeDisconnected:
+		case engine.NoticeDisconnected:
 			if reconnected {
 				return
 			}
 			// Closed: reuse the QPN at once.
 			reconnected = true
-			_, _ = a.Engine.Connect(now, &cm.ConnectParams{To: b.Addr, REQ: wire.REQ{ServiceID: ServiceID,
+			_, _ = a.Engine.Connect(now, &engine.ConnectParams{To: b.Addr, REQ: wire.REQ{ServiceID: ServiceID,
 				LocalQPN: 0x11, MaxCMRetries: 2, PrimaryLocalAckTimeout: 14, RemoteCMResponseTimeout: 11,
 				LocalCMResponseTimeout: 11}})
 		}
 	}
 	a.Handler, b.Handler = handler, handler
-	_, _ = a.Engine.Connect(0, &cm.ConnectParams{To: b.Addr, REQ: wire.REQ{ServiceID: ServiceID, LocalQPN: 0x11,
+	_, _ = a.Engine.Connect(0, &engine.ConnectParams{To: b.Addr, REQ: wire.REQ{ServiceID: ServiceID, LocalQPN: 0x11,
 		MaxCMRetries: 2, PrimaryLocalAckTimeout: 14, RemoteCMResponseTimeout: 11, LocalCMResponseTimeout: 11}})
 	sim.Run(2000)
 	return rec

@@ -89,7 +89,7 @@ func lower(s string) string {
 }
 
 func emitGo(t *def.Table) ([]byte, error) {
-	f := NewFile("cm")
+	f := NewFile("engine")
 	f.HeaderComment(header)
 	f.PackageComment("")
 

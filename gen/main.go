@@ -1,5 +1,5 @@
 // Command gen turns the shared definition in gen/def into the Go transition
-// tables (cm/table_gen.go), the TLA+ table module the spec runs
+// tables (cm/engine/table_gen.go), the TLA+ table module the spec runs
 // (spec/CMTable.tla) and the state diagram (docs/cm-states.dot).
 //
 // Run it with `go generate ./...` or `make generate`. Output is deterministic:
@@ -36,7 +36,7 @@ func run(root string) error {
 		path string
 		emit func(*def.Table) ([]byte, error)
 	}{
-		{"cm/table_gen.go", emitGo},
+		{"cm/engine/table_gen.go", emitGo},
 		{"spec/CMTable.tla", emitTLA},
 		{"docs/cm-states.dot", emitDOT},
 	}

@@ -55,7 +55,7 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("------------------------------ MODULE CMTable ------------------------------\n")
 	w("\\* %s\n", header)
 	w("\\* The CM transition table. spec/cm.tla performs every per-connection step\n")
-	w("\\* through Table and LAPTable, the same cells cm/table_gen.go holds.\n\n")
+	w("\\* through Table and LAPTable, the same cells cm/engine/table_gen.go holds.\n\n")
 	var names []string
 	for _, s := range def.States {
 		names = append(names, s.Name)

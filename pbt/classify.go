@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -49,7 +49,7 @@ type classifier struct {
 	sys       *System
 	violation error
 	want      expectation
-	got       []cm.TraceStep // the receiver's steps during the delivery
+	got       []engine.TraceStep // the receiver's steps during the delivery
 	to        *simnet.Node
 	active    bool
 	mad       wire.MAD
@@ -57,10 +57,10 @@ type classifier struct {
 
 // expectation is the spec's choice for one delivery.
 type expectation struct {
-	what  string   // the message, for messages
-	none  bool     // no table step
-	ev    cm.Event // the first step's event
-	id    cm.CommID
+	what  string       // the message, for messages
+	none  bool         // no table step
+	ev    engine.Event // the first step's event
+	id    engine.CommID
 	newID bool // a new id (RecvREQ, RecvSIDRREQ) or, for a REQ, a refusal (the engine's policy)
 	any   bool // listener present: a new id, RecvREQRefused from the IDLE row, or nothing (DropExcessREQ)
 }
@@ -71,7 +71,7 @@ func (c *classifier) onDeliver(p *simnet.Packet) {
 }
 
 // step records a table step of node n.
-func (c *classifier) step(n *simnet.Node, ts cm.TraceStep) {
+func (c *classifier) step(n *simnet.Node, ts engine.TraceStep) {
 	if c.active && n == c.to {
 		c.got = append(c.got, ts)
 	}
@@ -87,7 +87,7 @@ func (c *classifier) done() {
 		return
 	}
 	w := c.want
-	var first *cm.TraceStep
+	var first *engine.TraceStep
 	if len(c.got) > 0 {
 		first = &c.got[0]
 	}
@@ -100,14 +100,14 @@ func (c *classifier) done() {
 			fail("the spec takes no step, the engine took %s on %s (%s)", first.Event, first.ID, first.From)
 		}
 	case w.any:
-		if first != nil && !(first.Event == cm.EvRecvREQ && w.newID && first.From == cm.StateIdle && first.ID != 0) &&
-			!(first.Event == cm.EvRecvREQRefused && first.ID == 0) {
+		if first != nil && !(first.Event == engine.EvRecvREQ && w.newID && first.From == engine.StateIdle && first.ID != 0) &&
+			!(first.Event == engine.EvRecvREQRefused && first.ID == 0) {
 			fail("the spec takes it as a new REQ, the engine took %s on %s (%s)", first.Event, first.ID, first.From)
 		}
 	case first == nil:
 		fail("the spec takes %s on %s, the engine took no step", w.ev, w.id)
 	case w.newID:
-		if first.Event != w.ev || first.From != cm.StateIdle || first.ID == 0 {
+		if first.Event != w.ev || first.From != engine.StateIdle || first.ID == 0 {
 			fail("the spec takes %s on a new id, the engine took %s on %s (%s)", w.ev, first.Event, first.ID, first.From)
 		}
 	case first.Event != w.ev || first.ID != w.id:
@@ -118,7 +118,7 @@ func (c *classifier) done() {
 // expect computes the spec's classification of p from p.To's ids.
 func (c *classifier) expect(p *simnet.Packet) expectation {
 	e := p.To.Engine
-	var ids []cm.IDInfo
+	var ids []engine.IDInfo
 	for id := range e.IDs() {
 		ids = append(ids, id)
 	}
@@ -130,7 +130,7 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	what := fmt.Sprintf("%s from %s", m.AttrID, p.From.Name)
 	if m.AttrID == wire.AttrClassPortInfo {
 		if m.Method == wire.MethodGet {
-			return expectation{what: what, ev: cm.EvRecvClassPortInfoGet}
+			return expectation{what: what, ev: engine.EvRecvClassPortInfoGet}
 		}
 		return expectation{what: what + " (not a Get)", none: true}
 	}
@@ -140,36 +140,36 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	cfg := e.Config()
 	legacy, staleCheck := cfg.LegacyTimeWaitQPN, !cfg.DisableStaleCheck
 	// qpnEntry: the id is in the spec's qpnTable.
-	qpnEntry := func(id cm.IDInfo) bool {
-		return id.State.Attr().Connected || legacy && id.State == cm.StateTimeWait && id.RemoteQPN != 0
+	qpnEntry := func(id engine.IDInfo) bool {
+		return id.State.Attr().Connected || legacy && id.State == engine.StateTimeWait && id.RemoteQPN != 0
 	}
-	target := func(rid, lid uint32) (cm.IDInfo, bool) {
+	target := func(rid, lid uint32) (engine.IDInfo, bool) {
 		if rid != 0 {
 			for _, id := range ids {
-				if id.State != cm.StateListen && uint32(id.ID) == rid &&
+				if id.State != engine.StateListen && uint32(id.ID) == rid &&
 					(id.RemoteID == 0 || uint32(id.RemoteID) == lid) &&
 					(m.AttrID != wire.AttrREP || id.RemoteID == 0 || id.RemoteGUID == src) {
 					return id, true
 				}
 			}
-			return cm.IDInfo{}, false
+			return engine.IDInfo{}, false
 		}
 		for _, id := range ids {
 			if id.State.Attr().RemoteID && uint32(id.RemoteID) == lid && id.RemoteGUID == src {
 				return id, true
 			}
 		}
-		return cm.IDInfo{}, false
+		return engine.IDInfo{}, false
 	}
-	reply := func(ev cm.Event, rid, lid uint32) expectation {
+	reply := func(ev engine.Event, rid, lid uint32) expectation {
 		if id, ok := target(rid, lid); ok {
 			return expectation{what: what, ev: ev, id: id.ID}
 		}
 		return expectation{what: what, ev: ev}
 	}
 	listening := func(sid uint64) bool {
-		return slices.ContainsFunc(ids, func(id cm.IDInfo) bool {
-			return id.State == cm.StateListen && id.ServiceID&id.Mask == sid&id.Mask
+		return slices.ContainsFunc(ids, func(id engine.IDInfo) bool {
+			return id.State == engine.StateListen && id.ServiceID&id.Mask == sid&id.Mask
 		})
 	}
 	switch m.AttrID {
@@ -177,81 +177,81 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 		r := &m.REQ
 		for _, id := range ids {
 			if id.State.Attr().RemoteID && uint32(id.RemoteID) == r.LocalCommID && id.RemoteGUID == r.LocalCAGUID {
-				return expectation{what: what + " (a duplicate)", ev: cm.EvRecvREQ, id: id.ID}
+				return expectation{what: what + " (a duplicate)", ev: engine.EvRecvREQ, id: id.ID}
 			}
 		}
-		if staleCheck && slices.ContainsFunc(ids, func(id cm.IDInfo) bool {
+		if staleCheck && slices.ContainsFunc(ids, func(id engine.IDInfo) bool {
 			return qpnEntry(id) && id.RemoteQPN == r.LocalQPN && id.RemoteGUID == r.LocalCAGUID
 		}) {
-			return expectation{what: what + " (stale)", ev: cm.EvRecvREQStale}
+			return expectation{what: what + " (stale)", ev: engine.EvRecvREQStale}
 		}
 		if !listening(r.ServiceID) {
-			return expectation{what: what + " (unlisted)", ev: cm.EvRecvREQUnlisted}
+			return expectation{what: what + " (unlisted)", ev: engine.EvRecvREQUnlisted}
 		}
 		return expectation{what: what + " (new)", any: true, newID: true}
 	case wire.AttrREP:
 		r := &m.REP
 		id, ok := target(r.RemoteCommID, r.LocalCommID)
 		if !ok {
-			return expectation{what: what, ev: cm.EvRecvREP}
+			return expectation{what: what, ev: engine.EvRecvREP}
 		}
-		if staleCheck && (id.State == cm.StateReqSent || id.State == cm.StateMraReqRcvd) &&
-			slices.ContainsFunc(ids, func(o cm.IDInfo) bool {
+		if staleCheck && (id.State == engine.StateReqSent || id.State == engine.StateMraReqRcvd) &&
+			slices.ContainsFunc(ids, func(o engine.IDInfo) bool {
 				return o.ID != id.ID && qpnEntry(o) && o.RemoteQPN == r.LocalQPN && o.RemoteGUID == r.LocalCAGUID
 			}) {
-			return expectation{what: what + " (stale)", ev: cm.EvRecvREPStale, id: id.ID}
+			return expectation{what: what + " (stale)", ev: engine.EvRecvREPStale, id: id.ID}
 		}
-		return expectation{what: what, ev: cm.EvRecvREP, id: id.ID}
+		return expectation{what: what, ev: engine.EvRecvREP, id: id.ID}
 	case wire.AttrMRA:
-		ev := cm.EvRecvMRAForLAP
+		ev := engine.EvRecvMRAForLAP
 		switch m.MRA.MessageMRAed {
 		case wire.MsgRespREQ:
-			ev = cm.EvRecvMRAForREQ
+			ev = engine.EvRecvMRAForREQ
 		case wire.MsgRespREP:
-			ev = cm.EvRecvMRAForREP
+			ev = engine.EvRecvMRAForREP
 		}
 		return reply(ev, m.MRA.RemoteCommID, m.MRA.LocalCommID)
 	case wire.AttrREJ:
-		ev := cm.EvRecvREJ
+		ev := engine.EvRecvREJ
 		if m.REJ.Reason == wire.RejectStaleConn {
-			ev = cm.EvRecvREJStale
+			ev = engine.EvRecvREJStale
 		}
 		return reply(ev, m.REJ.RemoteCommID, m.REJ.LocalCommID)
 	case wire.AttrRTU:
-		return reply(cm.EvRecvRTU, m.RTU.RemoteCommID, m.RTU.LocalCommID)
+		return reply(engine.EvRecvRTU, m.RTU.RemoteCommID, m.RTU.LocalCommID)
 	case wire.AttrDREQ:
-		x := reply(cm.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
+		x := reply(engine.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
 		if id, ok := target(m.DREQ.RemoteCommID, m.DREQ.LocalCommID); ok && id.LocalQPN != m.DREQ.RemoteQPNEECN {
 			return expectation{what: what + " (for another QP)", none: true}
 		}
 		return x
 	case wire.AttrDREP:
-		return reply(cm.EvRecvDREP, m.DREP.RemoteCommID, m.DREP.LocalCommID)
+		return reply(engine.EvRecvDREP, m.DREP.RemoteCommID, m.DREP.LocalCommID)
 	case wire.AttrLAP:
-		return reply(cm.EvRecvLAP, m.LAP.RemoteCommID, m.LAP.LocalCommID)
+		return reply(engine.EvRecvLAP, m.LAP.RemoteCommID, m.LAP.LocalCommID)
 	case wire.AttrAPR:
-		return reply(cm.EvRecvAPR, m.APR.RemoteCommID, m.APR.LocalCommID)
+		return reply(engine.EvRecvAPR, m.APR.RemoteCommID, m.APR.LocalCommID)
 	case wire.AttrSIDRReq:
 		r := &m.SIDRReq
 		for _, id := range ids {
-			if id.State == cm.StateSidrReqRcvd && uint32(id.RemoteID) == r.RequestID && id.Addr.LID == p.From.Addr.LID {
-				return expectation{what: what + " (a duplicate)", ev: cm.EvRecvSIDRREQ, id: id.ID}
+			if id.State == engine.StateSidrReqRcvd && uint32(id.RemoteID) == r.RequestID && id.Addr.LID == p.From.Addr.LID {
+				return expectation{what: what + " (a duplicate)", ev: engine.EvRecvSIDRREQ, id: id.ID}
 			}
 		}
 		if !listening(r.ServiceID) {
-			return expectation{what: what + " (unlisted)", ev: cm.EvRecvSIDRREQUnlisted}
+			return expectation{what: what + " (unlisted)", ev: engine.EvRecvSIDRREQUnlisted}
 		}
 		if e.NumIDs() >= cfg.MaxIDs {
 			return expectation{what: what + " (no resources)", none: true}
 		}
-		return expectation{what: what + " (new)", ev: cm.EvRecvSIDRREQ, newID: true}
+		return expectation{what: what + " (new)", ev: engine.EvRecvSIDRREQ, newID: true}
 	case wire.AttrSIDRRep:
 		for _, id := range ids {
-			if id.State == cm.StateSidrReqSent && uint32(id.ID) == m.SIDRRep.RequestID {
-				return expectation{what: what, ev: cm.EvRecvSIDRREP, id: id.ID}
+			if id.State == engine.StateSidrReqSent && uint32(id.ID) == m.SIDRRep.RequestID {
+				return expectation{what: what, ev: engine.EvRecvSIDRREP, id: id.ID}
 			}
 		}
-		return expectation{what: what, ev: cm.EvRecvSIDRREP}
+		return expectation{what: what, ev: engine.EvRecvSIDRREP}
 	}
 	return expectation{what: what, none: true}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/leanovate/gopter"
@@ -85,7 +86,7 @@ type Listen struct {
 
 func (c Listen) apply(s *System) (string, error) {
 	i := c.Node % len(s.Nodes)
-	id, err := s.Nodes[i].Engine.Listen(s.now(), serviceBase+uint64(c.SID%2), cm.ExactMask)
+	id, err := s.Nodes[i].Engine.Listen(s.now(), serviceBase+uint64(c.SID%2), engine.ExactMask)
 	if errors.Is(err, cm.ErrBusy) {
 		return "already listening", nil
 	}
@@ -180,7 +181,7 @@ func (c SIDR) apply(s *System) (string, error) {
 		j = (i + 1) % n
 	}
 	e := s.Nodes[i].Engine
-	p := &cm.SIDRParams{To: s.Nodes[j].Addr,
+	p := &engine.SIDRParams{To: s.Nodes[j].Addr,
 		ServiceID: serviceBase + uint64(c.SID%2), PKey: 0xffff, Timeout: 5 * time.Millisecond, MaxRetries: 1}
 	if c.BadPD {
 		p.PrivateData = make([]byte, 300)
@@ -216,7 +217,7 @@ func (c SIDR) shrink() []commands.Command {
 
 // callOn runs event ev on the K-th id it applies to; arg is the call's
 // argument (a QPN policy, an MRA timeout index, a status choice).
-func (s *System) callOn(ev cm.Event, k, arg int) (string, error) {
+func (s *System) callOn(ev engine.Event, k, arg int) (string, error) {
 	t, ok := s.pick(ev, k)
 	if !ok {
 		return "no id", nil
@@ -232,44 +233,44 @@ var mraTimeouts = [...]uint8{10, 14, 18}
 
 // call makes the application call for event ev on id t, with private
 // data pd where the call takes some.
-func (s *System) call(t target, ev cm.Event, arg int, pd []byte) error {
+func (s *System) call(t target, ev engine.Event, arg int, pd []byte) error {
 	n := s.Nodes[t.node]
 	e, now, id := n.Engine, s.now(), t.id.ID
 	switch ev {
-	case cm.EvAccept:
+	case engine.EvAccept:
 		qpn := s.pickQPN(t.node, qpnPolicy(arg%int(numQPNPolicies)), 0)
 		return e.Accept(now, id, &wire.REP{LocalQPN: qpn, StartingPSN: 2, RNRRetryCount: 7})
-	case cm.EvReject:
+	case engine.EvReject:
 		return e.Reject(now, id, 0, nil, pd)
-	case cm.EvSendMRA:
+	case engine.EvSendMRA:
 		return e.SendMRA(now, id, mraTimeouts[arg%len(mraTimeouts)], pd)
-	case cm.EvSendRTU:
+	case engine.EvSendRTU:
 		return e.SendRTU(now, id, pd)
-	case cm.EvDisconnect:
+	case engine.EvDisconnect:
 		err := e.Disconnect(now, id, pd)
 		if err == nil && t.id.LocalQPN != 0 {
 			s.per[t.node].lastFreed = t.id.LocalQPN
 		}
 		return err
-	case cm.EvSendDREP:
+	case engine.EvSendDREP:
 		return e.SendDREP(now, id, pd)
-	case cm.EvCommEst:
+	case engine.EvCommEst:
 		return e.CommEst(now, id)
-	case cm.EvLoadAltPath:
+	case engine.EvLoadAltPath:
 		return e.LoadAltPath(now, id, lapTemplate(n))
-	case cm.EvAnswerLAP:
+	case engine.EvAnswerLAP:
 		st := wire.APRSuccess
 		if arg%2 == 1 {
 			st = wire.APRReject
 		}
 		return e.AnswerLAP(now, id, st, nil, pd)
-	case cm.EvSIDRReply:
+	case engine.EvSIDRReply:
 		st := wire.SIDRSuccess
 		if arg%2 == 1 {
 			st = wire.SIDRReject
 		}
-		return e.SIDRReply(now, id, &cm.SIDRReplyParams{Status: st, QPN: 0x500, QKey: 0x1234, PrivateData: pd})
-	case cm.EvDestroy:
+		return e.SIDRReply(now, id, &engine.SIDRReplyParams{Status: st, QPN: 0x500, QKey: 0x1234, PrivateData: pd})
+	case engine.EvDestroy:
 		return e.Destroy(now, id)
 	}
 	return fmt.Errorf("no call for %s", ev)
@@ -282,7 +283,7 @@ type Accept struct {
 	QPN int `pbt:"qpn"`
 }
 
-func (c Accept) apply(s *System) (string, error) { return s.callOn(cm.EvAccept, c.K, c.QPN) }
+func (c Accept) apply(s *System) (string, error) { return s.callOn(engine.EvAccept, c.K, c.QPN) }
 func (c Accept) shrink() []commands.Command {
 	return join(ints(c, func(x *Accept) *int { return &x.K }), ints(c, func(x *Accept) *int { return &x.QPN }))
 }
@@ -293,7 +294,7 @@ type Reject struct {
 	K int
 }
 
-func (c Reject) apply(s *System) (string, error) { return s.callOn(cm.EvReject, c.K, 0) }
+func (c Reject) apply(s *System) (string, error) { return s.callOn(engine.EvReject, c.K, 0) }
 func (c Reject) shrink() []commands.Command      { return ints(c, func(x *Reject) *int { return &x.K }) }
 
 // MRA delays a REQ, REP or LAP with an MRA whose service timeout is
@@ -304,7 +305,7 @@ type MRA struct {
 	Timeout int
 }
 
-func (c MRA) apply(s *System) (string, error) { return s.callOn(cm.EvSendMRA, c.K, c.Timeout) }
+func (c MRA) apply(s *System) (string, error) { return s.callOn(engine.EvSendMRA, c.K, c.Timeout) }
 func (c MRA) shrink() []commands.Command {
 	return join(ints(c, func(x *MRA) *int { return &x.K }), ints(c, func(x *MRA) *int { return &x.Timeout }))
 }
@@ -315,7 +316,7 @@ type RTU struct {
 	K int
 }
 
-func (c RTU) apply(s *System) (string, error) { return s.callOn(cm.EvSendRTU, c.K, 0) }
+func (c RTU) apply(s *System) (string, error) { return s.callOn(engine.EvSendRTU, c.K, 0) }
 func (c RTU) shrink() []commands.Command      { return ints(c, func(x *RTU) *int { return &x.K }) }
 
 // DREP answers a DREQ.
@@ -324,7 +325,7 @@ type DREP struct {
 	K int
 }
 
-func (c DREP) apply(s *System) (string, error) { return s.callOn(cm.EvSendDREP, c.K, 0) }
+func (c DREP) apply(s *System) (string, error) { return s.callOn(engine.EvSendDREP, c.K, 0) }
 func (c DREP) shrink() []commands.Command      { return ints(c, func(x *DREP) *int { return &x.K }) }
 
 // CommEst reports traffic on the passive side's QP before the RTU.
@@ -333,7 +334,7 @@ type CommEst struct {
 	K int
 }
 
-func (c CommEst) apply(s *System) (string, error) { return s.callOn(cm.EvCommEst, c.K, 0) }
+func (c CommEst) apply(s *System) (string, error) { return s.callOn(engine.EvCommEst, c.K, 0) }
 func (c CommEst) shrink() []commands.Command      { return ints(c, func(x *CommEst) *int { return &x.K }) }
 
 // Disconnect sends a DREQ; its QPN becomes the node's "just disconnected" one.
@@ -342,7 +343,7 @@ type Disconnect struct {
 	K int
 }
 
-func (c Disconnect) apply(s *System) (string, error) { return s.callOn(cm.EvDisconnect, c.K, 0) }
+func (c Disconnect) apply(s *System) (string, error) { return s.callOn(engine.EvDisconnect, c.K, 0) }
 func (c Disconnect) shrink() []commands.Command {
 	return ints(c, func(x *Disconnect) *int { return &x.K })
 }
@@ -353,7 +354,7 @@ type Destroy struct {
 	K int
 }
 
-func (c Destroy) apply(s *System) (string, error) { return s.callOn(cm.EvDestroy, c.K, 0) }
+func (c Destroy) apply(s *System) (string, error) { return s.callOn(engine.EvDestroy, c.K, 0) }
 func (c Destroy) shrink() []commands.Command      { return ints(c, func(x *Destroy) *int { return &x.K }) }
 
 // LoadAlt loads an alternate path: sends a LAP.
@@ -362,7 +363,7 @@ type LoadAlt struct {
 	K int
 }
 
-func (c LoadAlt) apply(s *System) (string, error) { return s.callOn(cm.EvLoadAltPath, c.K, 0) }
+func (c LoadAlt) apply(s *System) (string, error) { return s.callOn(engine.EvLoadAltPath, c.K, 0) }
 func (c LoadAlt) shrink() []commands.Command      { return ints(c, func(x *LoadAlt) *int { return &x.K }) }
 
 // APR answers a LAP (status reject when Reject is set).
@@ -372,7 +373,9 @@ type APR struct {
 	Reject bool
 }
 
-func (c APR) apply(s *System) (string, error) { return s.callOn(cm.EvAnswerLAP, c.K, b2i(c.Reject)) }
+func (c APR) apply(s *System) (string, error) {
+	return s.callOn(engine.EvAnswerLAP, c.K, b2i(c.Reject))
+}
 func (c APR) shrink() []commands.Command {
 	return join(ints(c, func(x *APR) *int { return &x.K }), flag(c, func(x *APR) *bool { return &x.Reject }))
 }
@@ -385,15 +388,15 @@ type SIDRReply struct {
 }
 
 func (c SIDRReply) apply(s *System) (string, error) {
-	return s.callOn(cm.EvSIDRReply, c.K, b2i(c.Reject))
+	return s.callOn(engine.EvSIDRReply, c.K, b2i(c.Reject))
 }
 func (c SIDRReply) shrink() []commands.Command {
 	return join(ints(c, func(x *SIDRReply) *int { return &x.K }), flag(c, func(x *SIDRReply) *bool { return &x.Reject }))
 }
 
 // probeOps are the calls Probe tries.
-var probeOps = [...]cm.Event{cm.EvDestroy, cm.EvAccept, cm.EvReject, cm.EvSendMRA, cm.EvSendRTU, cm.EvDisconnect,
-	cm.EvSendDREP, cm.EvCommEst, cm.EvLoadAltPath, cm.EvAnswerLAP, cm.EvSIDRReply}
+var probeOps = [...]engine.Event{engine.EvDestroy, engine.EvAccept, engine.EvReject, engine.EvSendMRA, engine.EvSendRTU, engine.EvDisconnect,
+	engine.EvSendDREP, engine.EvCommEst, engine.EvLoadAltPath, engine.EvAnswerLAP, engine.EvSIDRReply}
 
 // Probe makes application call Op on the K-th id of all, whatever its
 // state (with Valid, of those the table lets the call move); with Gone on
@@ -414,9 +417,9 @@ type Probe struct {
 }
 
 // takesPD reports the calls with private data.
-func takesPD(ev cm.Event) bool {
+func takesPD(ev engine.Event) bool {
 	switch ev {
-	case cm.EvReject, cm.EvSendMRA, cm.EvSendRTU, cm.EvDisconnect, cm.EvSendDREP, cm.EvAnswerLAP, cm.EvSIDRReply:
+	case engine.EvReject, engine.EvSendMRA, engine.EvSendRTU, engine.EvDisconnect, engine.EvSendDREP, engine.EvAnswerLAP, engine.EvSIDRReply:
 		return true
 	}
 	return false
@@ -427,7 +430,7 @@ func (c Probe) apply(s *System) (string, error) {
 	var t target
 	if c.Gone {
 		t.node = c.K % len(s.Nodes)
-		t.id = cm.IDInfo{ID: 0x7fff0001, State: cm.StateIdle}
+		t.id = engine.IDInfo{ID: 0x7fff0001, State: engine.StateIdle}
 		for id := range s.per[t.node].released {
 			if id < t.id.ID || t.id.ID == 0x7fff0001 {
 				t.id.ID = id // the smallest, for a deterministic choice
@@ -444,17 +447,17 @@ func (c Probe) apply(s *System) (string, error) {
 		t = ts[c.K%len(ts)]
 	}
 	e := s.Nodes[t.node].Engine
-	kind, sub := cm.Lookup(t.id.State, ev).Kind, false
-	send, resend := cm.Lookup(t.id.State, ev).Send, cm.Lookup(t.id.State, ev).Effects&cm.EffResend != 0
-	if kind == cm.KindSub {
-		l := cm.LookupLAP(t.id.LAP, ev)
-		kind, sub, send, resend = l.Kind, true, l.Send, l.Effects&cm.EffResend != 0
+	kind, sub := engine.Lookup(t.id.State, ev).Kind, false
+	send, resend := engine.Lookup(t.id.State, ev).Send, engine.Lookup(t.id.State, ev).Effects&engine.EffResend != 0
+	if kind == engine.KindSub {
+		l := engine.LookupLAP(t.id.LAP, ev)
+		kind, sub, send, resend = l.Kind, true, l.Send, l.Effects&engine.EffResend != 0
 	}
 	var pd []byte
 	if c.BadPD && takesPD(ev) {
 		pd = make([]byte, 300)
 	}
-	badParam := pd != nil && kind == cm.KindTransition && send != cm.MsgNONE && !resend
+	badParam := pd != nil && kind == engine.KindTransition && send != engine.MsgNONE && !resend
 	desc := s.idName(t)
 	if c.Gone && s.verbose() {
 		desc = fmt.Sprintf("%s: unknown comm ID %s", NodeName(t.node), t.id.ID)
@@ -466,7 +469,7 @@ func (c Probe) apply(s *System) (string, error) {
 	where := fmt.Sprintf("%s on %s in %s/%s", ev, t.id.ID, t.id.State, t.id.LAP)
 	var se *cm.StateError
 	switch {
-	case kind != cm.KindInvalid && !badParam:
+	case kind != engine.KindInvalid && !badParam:
 		if err != nil {
 			return desc, fmt.Errorf("AppCallsFollowTable: %s (%s) refused: %w", where, kind, err)
 		}

@@ -5,7 +5,7 @@ import (
 	"hash/fnv"
 	"slices"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // Coverage records what the runs of a suite exercised.
@@ -21,14 +21,14 @@ type Coverage struct {
 }
 
 type tuple struct {
-	s cm.State
-	l cm.LAPState
+	s engine.State
+	l engine.LAPState
 }
 
 type cell struct {
 	lap bool
 	s   uint8
-	ev  cm.Event
+	ev  engine.Event
 }
 
 // NewCoverage returns an empty record.
@@ -36,15 +36,15 @@ func NewCoverage() *Coverage {
 	return &Coverage{tuples: map[tuple]bool{}, cells: map[cell]bool{}, nodeStates: map[uint64]bool{}}
 }
 
-func (c *Coverage) step(ts cm.TraceStep) {
+func (c *Coverage) step(ts engine.TraceStep) {
 	c.Steps++
 	c.cells[cell{false, uint8(ts.From), ts.Event}] = true
-	if ts.Kind == cm.KindSub {
+	if ts.Kind == engine.KindSub {
 		c.cells[cell{true, uint8(ts.LAPFrom), ts.Event}] = true
-		c.tuples[tuple{cm.StateEstablished, ts.LAPTo}] = true
-	} else if ts.ID != 0 && ts.To != cm.StateIdle && ts.To != cm.StateEstablished {
+		c.tuples[tuple{engine.StateEstablished, ts.LAPTo}] = true
+	} else if ts.ID != 0 && ts.To != engine.StateIdle && ts.To != engine.StateEstablished {
 		// (ESTABLISHED's LAP state is not in the step; the scans see it.)
-		c.tuples[tuple{ts.To, cm.LAPUninit}] = true
+		c.tuples[tuple{ts.To, engine.LAPUninit}] = true
 	}
 }
 
@@ -75,9 +75,9 @@ func (c *Coverage) NodeStates() int { return len(c.nodeStates) }
 // TransitionCells returns how many Transition cells of the two tables ran,
 // and how many there are.
 func (c *Coverage) TransitionCells() (hit, total int) {
-	for s := range cm.State(cm.NumStates) {
-		for ev := range cm.Event(cm.NumEvents) {
-			if cm.Lookup(s, ev).Kind == cm.KindTransition {
+	for s := range engine.State(engine.NumStates) {
+		for ev := range engine.Event(engine.NumEvents) {
+			if engine.Lookup(s, ev).Kind == engine.KindTransition {
 				total++
 				if c.cells[cell{false, uint8(s), ev}] {
 					hit++
@@ -85,9 +85,9 @@ func (c *Coverage) TransitionCells() (hit, total int) {
 			}
 		}
 	}
-	for l := range cm.LAPState(cm.NumLAPStates) {
-		for ev := range cm.Event(cm.NumEvents) {
-			if ev.LAP() && cm.LookupLAP(l, ev).Kind == cm.KindTransition {
+	for l := range engine.LAPState(engine.NumLAPStates) {
+		for ev := range engine.Event(engine.NumEvents) {
+			if ev.LAP() && engine.LookupLAP(l, ev).Kind == engine.KindTransition {
 				total++
 				if c.cells[cell{true, uint8(l), ev}] {
 					hit++
@@ -101,16 +101,16 @@ func (c *Coverage) TransitionCells() (hit, total int) {
 // Missed lists the Transition cells that never ran.
 func (c *Coverage) Missed() []string {
 	var out []string
-	for s := range cm.State(cm.NumStates) {
-		for ev := range cm.Event(cm.NumEvents) {
-			if cm.Lookup(s, ev).Kind == cm.KindTransition && !c.cells[cell{false, uint8(s), ev}] {
+	for s := range engine.State(engine.NumStates) {
+		for ev := range engine.Event(engine.NumEvents) {
+			if engine.Lookup(s, ev).Kind == engine.KindTransition && !c.cells[cell{false, uint8(s), ev}] {
 				out = append(out, fmt.Sprintf("(%s, %s)", s, ev))
 			}
 		}
 	}
-	for l := range cm.LAPState(cm.NumLAPStates) {
-		for ev := range cm.Event(cm.NumEvents) {
-			if ev.LAP() && cm.LookupLAP(l, ev).Kind == cm.KindTransition && !c.cells[cell{true, uint8(l), ev}] {
+	for l := range engine.LAPState(engine.NumLAPStates) {
+		for ev := range engine.Event(engine.NumEvents) {
+			if ev.LAP() && engine.LookupLAP(l, ev).Kind == engine.KindTransition && !c.cells[cell{true, uint8(l), ev}] {
 				out = append(out, fmt.Sprintf("(ESTABLISHED/%s, %s)", l, ev))
 			}
 		}

@@ -3,7 +3,7 @@ package pbt
 import (
 	"fmt"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -58,8 +58,8 @@ type deliveryCtx struct {
 	localID   uint32 // the REQ's or REP's Local Comm ID: a REJ for it names it as Remote Comm ID
 	guid      uint64
 	qpn       uint32
-	match     bool        // ConnectedMatch(to, guid, qpn) before the delivery
-	connected []cm.IDInfo // the receiver's connected ids before the delivery
+	match     bool            // ConnectedMatch(to, guid, qpn) before the delivery
+	connected []engine.IDInfo // the receiver's connected ids before the delivery
 }
 
 func (o *staleOracle) onDeliver(p *simnet.Packet) {
@@ -144,7 +144,7 @@ type peer struct {
 //	            => <<conn[n][h1].rnode, conn[n][h1].rqpn>> # <<conn[n][h2].rnode, conn[n][h2].rqpn>>
 func StaleDetected(nodes []*simnet.Node) error {
 	for _, n := range nodes {
-		seen := map[peer]cm.IDInfo{}
+		seen := map[peer]engine.IDInfo{}
 		for id := range n.Engine.IDs() {
 			if !id.State.Attr().Connected {
 				continue
@@ -193,17 +193,17 @@ func TablesMatchStates(nodes []*simnet.Node) error {
 
 func tablesMatch(n *simnet.Node, legacy bool) error {
 	e := n.Engine
-	ids := map[cm.CommID]cm.IDInfo{}
+	ids := map[engine.CommID]engine.IDInfo{}
 	halfOpen := 0
 	for id := range e.IDs() {
 		ids[id.ID] = id
 		switch id.State {
-		case cm.StateReqRcvd, cm.StateMraReqSent, cm.StateRepSent, cm.StateMraRepRcvd:
+		case engine.StateReqRcvd, engine.StateMraReqSent, engine.StateRepSent, engine.StateMraRepRcvd:
 			halfOpen++
 		}
 	}
 	// entry checks one table entry of owner id and records it in in.
-	entry := func(in map[cm.CommID]bool, what string, id cm.CommID, names func(cm.IDInfo) bool) error {
+	entry := func(in map[engine.CommID]bool, what string, id engine.CommID, names func(engine.IDInfo) bool) error {
 		info, live := ids[id]
 		switch {
 		case !live:
@@ -216,32 +216,32 @@ func tablesMatch(n *simnet.Node, legacy bool) error {
 		in[id] = true
 		return nil
 	}
-	any := func(cm.IDInfo) bool { return true }
-	inRID := map[cm.CommID]bool{}
+	any := func(engine.IDInfo) bool { return true }
+	inRID := map[engine.CommID]bool{}
 	for k, id := range e.RemoteIDTable() {
-		if err := entry(inRID, "remote-ID", id, func(i cm.IDInfo) bool { return i.RemoteID == k.RemoteID && i.RemoteGUID == k.GUID }); err != nil {
+		if err := entry(inRID, "remote-ID", id, func(i engine.IDInfo) bool { return i.RemoteID == k.RemoteID && i.RemoteGUID == k.GUID }); err != nil {
 			return err
 		}
 	}
-	inQPN := map[cm.CommID]bool{}
+	inQPN := map[engine.CommID]bool{}
 	for k, id := range e.RemoteQPNTable() {
-		if err := entry(inQPN, "remote-QPN", id, func(i cm.IDInfo) bool { return i.RemoteQPN == k.QPN && i.RemoteGUID == k.GUID }); err != nil {
+		if err := entry(inQPN, "remote-QPN", id, func(i engine.IDInfo) bool { return i.RemoteQPN == k.QPN && i.RemoteGUID == k.GUID }); err != nil {
 			return err
 		}
 	}
-	inListen := map[cm.CommID]bool{}
+	inListen := map[engine.CommID]bool{}
 	for k, id := range e.ListenTable() {
-		if err := entry(inListen, "listen", id, func(i cm.IDInfo) bool { return i.ServiceID == k.ServiceID && i.Mask == k.Mask }); err != nil {
+		if err := entry(inListen, "listen", id, func(i engine.IDInfo) bool { return i.ServiceID == k.ServiceID && i.Mask == k.Mask }); err != nil {
 			return err
 		}
 	}
-	inSIDR := map[cm.CommID]bool{}
+	inSIDR := map[engine.CommID]bool{}
 	for _, id := range e.SIDRTable() {
 		if err := entry(inSIDR, "SIDR", id, any); err != nil {
 			return err
 		}
 	}
-	inTW := map[cm.CommID]bool{}
+	inTW := map[engine.CommID]bool{}
 	for id := range e.TimeWaitList() {
 		if err := entry(inTW, "TimeWait", id, any); err != nil {
 			return err
@@ -282,11 +282,11 @@ func tablesMatch(n *simnet.Node, legacy bool) error {
 
 // awaits reports whether an id must have a timer running: it awaits an
 // answer to a message it sent, or its TimeWait runs out.
-func awaits(id cm.IDInfo) bool {
+func awaits(id engine.IDInfo) bool {
 	switch id.State {
-	case cm.StateEstablished:
-		return id.LAP == cm.LAPSent || id.LAP == cm.LAPMraRcvd
-	case cm.StateTimeWait:
+	case engine.StateEstablished:
+		return id.LAP == engine.LAPSent || id.LAP == engine.LAPMraRcvd
+	case engine.StateTimeWait:
 		return true
 	}
 	return id.State.Attr().Timer
@@ -305,9 +305,9 @@ func awaits(id cm.IDInfo) bool {
 // (a comm ID comes back only after the 32-bit space went round, so never in
 // a test): released[i] are the comm IDs node i held earlier in this
 // incarnation and released since; none may be held again.
-func UniqueLocalCommID(nodes []*simnet.Node, released []map[cm.CommID]bool) error {
+func UniqueLocalCommID(nodes []*simnet.Node, released []map[engine.CommID]bool) error {
 	for i, n := range nodes {
-		seen := map[cm.CommID]cm.State{}
+		seen := map[engine.CommID]engine.State{}
 		for id := range n.Engine.IDs() {
 			if id.ID == 0 {
 				return fmt.Errorf("UniqueLocalCommID: %s: an id in %s holds comm ID 0", n.Name, id.State)
@@ -339,16 +339,16 @@ func UniqueLocalCommID(nodes []*simnet.Node, released []map[cm.CommID]bool) erro
 func EstablishedAgree(nodes []*simnet.Node) error {
 	type key struct {
 		guid uint64
-		id   cm.CommID
+		id   engine.CommID
 	}
 	type end struct {
 		node int
-		id   cm.IDInfo
+		id   engine.IDInfo
 	}
 	est := map[key]end{}
 	for i, n := range nodes {
 		for id := range n.Engine.IDs() {
-			if id.State == cm.StateEstablished {
+			if id.State == engine.StateEstablished {
 				est[key{n.GUID, id.ID}] = end{i, id}
 			}
 		}

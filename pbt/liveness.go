@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // The liveness counterparts, checked by Finish at the end of a sequence.
@@ -37,15 +37,15 @@ import (
 // (ClosedTablesEmpty).
 
 // AttemptStates is spec/cm.tla's AttemptStates.
-var AttemptStates = []cm.State{cm.StateReqSent, cm.StateMraReqRcvd, cm.StateReqRcvd, cm.StateMraReqSent,
-	cm.StateRepSent, cm.StateMraRepRcvd, cm.StateRepRcvd, cm.StateMraRepSent}
+var AttemptStates = []engine.State{engine.StateReqSent, engine.StateMraReqRcvd, engine.StateReqRcvd, engine.StateMraReqSent,
+	engine.StateRepSent, engine.StateMraRepRcvd, engine.StateRepRcvd, engine.StateMraRepSent}
 
-func isAttempt(s cm.State) bool { return slices.Contains(AttemptStates, s) }
+func isAttempt(s engine.State) bool { return slices.Contains(AttemptStates, s) }
 
 type watched struct {
 	node  int
-	id    cm.CommID
-	state cm.State
+	id    engine.CommID
+	state engine.State
 }
 
 func (s *System) finish() (string, error) {
@@ -56,7 +56,7 @@ func (s *System) finish() (string, error) {
 			switch {
 			case isAttempt(id.State):
 				attempts = append(attempts, watched{i, id.ID, id.State})
-			case id.State == cm.StateTimeWait:
+			case id.State == engine.StateTimeWait:
 				timeWait = append(timeWait, watched{i, id.ID, id.State})
 			}
 		}
@@ -84,7 +84,7 @@ func (s *System) finish() (string, error) {
 			return "", fmt.Errorf("TimeWaitEnds: %s: %d ids still on the TimeWait list after a fair settle", n.Name, l)
 		}
 		for id := range n.Engine.IDs() {
-			if id.State != cm.StateListen && id.State != cm.StateEstablished {
+			if id.State != engine.StateListen && id.State != engine.StateEstablished {
 				return "", fmt.Errorf("Quiescent: %s %s is in %s/%s after a fair settle", n.Name, id.ID, id.State, id.LAP)
 			}
 		}
@@ -92,7 +92,7 @@ func (s *System) finish() (string, error) {
 	// Close everything.
 	for i, n := range s.Nodes {
 		for id := range n.Engine.IDs() {
-			if id.State == cm.StateEstablished {
+			if id.State == engine.StateEstablished {
 				s.logf("    close: Disconnect %s", s.idName(target{i, id}))
 				if err := n.Engine.Disconnect(s.now(), id.ID, nil); err != nil {
 					return "", fmt.Errorf("AppCallsFollowTable: Disconnect %s %s: %w", NodeName(i), id.ID, err)
@@ -107,9 +107,9 @@ func (s *System) finish() (string, error) {
 	}
 	for _, n := range s.Nodes {
 		e := n.Engine
-		var listens []cm.CommID
+		var listens []engine.CommID
 		for id := range e.IDs() {
-			if id.State != cm.StateListen {
+			if id.State != engine.StateListen {
 				return "", fmt.Errorf("ClosedTablesEmpty: %s %s is in %s after everything was disconnected", n.Name, id.ID, id.State)
 			}
 			listens = append(listens, id.ID)
@@ -191,18 +191,18 @@ func (s *System) settle() (int, error) {
 func (s *System) answer() (string, error) {
 	for i, n := range s.Nodes {
 		for id := range n.Engine.IDs() {
-			var ev cm.Event
+			var ev engine.Event
 			switch {
-			case id.State == cm.StateReqRcvd || id.State == cm.StateMraReqSent:
-				ev = cm.EvAccept
-			case id.State == cm.StateRepRcvd || id.State == cm.StateMraRepSent:
-				ev = cm.EvSendRTU
-			case id.State == cm.StateDreqRcvd:
-				ev = cm.EvSendDREP
-			case id.State == cm.StateSidrReqRcvd:
-				ev = cm.EvSIDRReply
-			case id.State == cm.StateEstablished && (id.LAP == cm.LAPRcvd || id.LAP == cm.LAPMraSent):
-				ev = cm.EvAnswerLAP
+			case id.State == engine.StateReqRcvd || id.State == engine.StateMraReqSent:
+				ev = engine.EvAccept
+			case id.State == engine.StateRepRcvd || id.State == engine.StateMraRepSent:
+				ev = engine.EvSendRTU
+			case id.State == engine.StateDreqRcvd:
+				ev = engine.EvSendDREP
+			case id.State == engine.StateSidrReqRcvd:
+				ev = engine.EvSIDRReply
+			case id.State == engine.StateEstablished && (id.LAP == engine.LAPRcvd || id.LAP == engine.LAPMraSent):
+				ev = engine.EvAnswerLAP
 			default:
 				continue
 			}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/leanovate/gopter/commands"
 )
 
@@ -144,7 +144,7 @@ func ParseCommand(line string) (commands.Command, error) {
 				err = fmt.Errorf("bad QPN policy %q", val)
 			}
 		case "probe":
-			x = slices.IndexFunc(probeOps[:], func(e cm.Event) bool { return e.String() == val })
+			x = slices.IndexFunc(probeOps[:], func(e engine.Event) bool { return e.String() == val })
 			if x < 0 {
 				err = fmt.Errorf("bad probe call %q", val)
 			}

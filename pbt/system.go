@@ -38,7 +38,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -83,17 +83,17 @@ type System struct {
 // nodeApp is the application's bookkeeping for one node.
 type nodeApp struct {
 	fresh     uint32
-	lastFreed uint32             // the QPN of the id most recently disconnected, or 0
-	holding   []holder           // ids holding a QPN at the last scan, in creation order
-	live      map[cm.CommID]bool // ids at the last scan
-	released  map[cm.CommID]bool // comm IDs held earlier in this incarnation and since released
-	reached   map[cm.CommID]bool // settle: ids that stepped into ESTABLISHED or IDLE
-	names     map[cm.CommID]string
+	lastFreed uint32                 // the QPN of the id most recently disconnected, or 0
+	holding   []holder               // ids holding a QPN at the last scan, in creation order
+	live      map[engine.CommID]bool // ids at the last scan
+	released  map[engine.CommID]bool // comm IDs held earlier in this incarnation and since released
+	reached   map[engine.CommID]bool // settle: ids that stepped into ESTABLISHED or IDLE
+	names     map[engine.CommID]string
 	count     int
 }
 
 type holder struct {
-	id  cm.CommID
+	id  engine.CommID
 	qpn uint32
 }
 
@@ -120,7 +120,7 @@ func NewSystem(m Model, v Variant, cov *Coverage) *System {
 	}
 	s.Sim.OnSend = s.oracle.onSend
 	for i := range m.Nodes {
-		cfg := cm.Config{LegacyTimeWaitQPN: v.Legacy, DisableStaleCheck: v.NoStale, Trace: func(ts cm.TraceStep) { s.trace(i, ts) }}
+		cfg := engine.Config{LegacyTimeWaitQPN: v.Legacy, DisableStaleCheck: v.NoStale, Trace: func(ts engine.TraceStep) { s.trace(i, ts) }}
 		// simnet.AddNode: LID index+1, GID fe80::<LID>.
 		cfg.LocalGID[0], cfg.LocalGID[1] = 0xfe, 0x80
 		binary.BigEndian.PutUint16(cfg.LocalGID[14:], uint16(i+1))
@@ -138,13 +138,13 @@ func NewSystem(m Model, v Variant, cov *Coverage) *System {
 			n.Handler = s.autoAnswer
 		}
 		s.Nodes = append(s.Nodes, n)
-		s.per = append(s.per, &nodeApp{fresh: freshBase, live: map[cm.CommID]bool{},
-			released: map[cm.CommID]bool{}, reached: map[cm.CommID]bool{}, names: map[cm.CommID]string{}})
+		s.per = append(s.per, &nodeApp{fresh: freshBase, live: map[engine.CommID]bool{},
+			released: map[engine.CommID]bool{}, reached: map[engine.CommID]bool{}, names: map[engine.CommID]string{}})
 	}
 	return s
 }
 
-func (s *System) now() cm.Time { return s.Sim.Now() }
+func (s *System) now() engine.Time { return s.Sim.Now() }
 
 func (s *System) verbose() bool { return s.Log != nil }
 
@@ -175,12 +175,12 @@ func (s *System) flushLine() {
 	}
 }
 
-func (s *System) trace(i int, ts cm.TraceStep) {
+func (s *System) trace(i int, ts engine.TraceStep) {
 	s.classify.step(s.Nodes[i], ts)
 	if s.cov != nil {
 		s.cov.step(ts)
 	}
-	if s.watch && ts.ID != 0 && ts.Kind == cm.KindTransition && (ts.To == cm.StateEstablished || ts.To == cm.StateIdle) {
+	if s.watch && ts.ID != 0 && ts.Kind == engine.KindTransition && (ts.To == engine.StateEstablished || ts.To == engine.StateIdle) {
 		s.per[i].reached[ts.ID] = true
 	}
 }
@@ -188,17 +188,17 @@ func (s *System) trace(i int, ts cm.TraceStep) {
 // Variant selects engines with one of the configurations that spec/
 // manifest.tsv expects to fail: they show the properties are not vacuous.
 type Variant struct {
-	Legacy  bool // cm.Config.LegacyTimeWaitQPN: the Linux seed bug (spec/cm_legacy.cfg)
-	NoStale bool // cm.Config.DisableStaleCheck (spec/cm_nostale.cfg)
+	Legacy  bool // engine.Config.LegacyTimeWaitQPN: the Linux seed bug (spec/cm_legacy.cfg)
+	NoStale bool // engine.Config.DisableStaleCheck (spec/cm_nostale.cfg)
 }
 
 // autoAnswer is the handler of the nodes of an m.Auto model.
-func (s *System) autoAnswer(n *simnet.Node, nt *cm.Notification) {
+func (s *System) autoAnswer(n *simnet.Node, nt *engine.Notification) {
 	var err error
 	switch {
-	case nt.Notice == cm.NoticeREPReceived && n.Engine.State(nt.ID) == cm.StateRepRcvd:
+	case nt.Notice == engine.NoticeREPReceived && n.Engine.State(nt.ID) == engine.StateRepRcvd:
 		err = n.Engine.SendRTU(s.now(), nt.ID, nil)
-	case nt.Notice == cm.NoticeDREQReceived && n.Engine.State(nt.ID) == cm.StateDreqRcvd:
+	case nt.Notice == engine.NoticeDREQReceived && n.Engine.State(nt.ID) == engine.StateDreqRcvd:
 		err = n.Engine.SendDREP(s.now(), nt.ID, nil)
 	default:
 		return
@@ -263,7 +263,7 @@ func (s *System) check() error {
 	if err := TablesMatchStates(s.Nodes); err != nil {
 		return err
 	}
-	released := make([]map[cm.CommID]bool, len(s.per))
+	released := make([]map[engine.CommID]bool, len(s.per))
 	for i, p := range s.per {
 		released[i] = p.released
 	}
@@ -280,7 +280,7 @@ func (s *System) scan() {
 	for i, n := range s.Nodes {
 		p := s.per[i]
 		var holding []holder
-		live := make(map[cm.CommID]bool, len(p.live)+1)
+		live := make(map[engine.CommID]bool, len(p.live)+1)
 		for id := range n.Engine.IDs() {
 			live[id.ID] = true
 			if _, ok := p.names[id.ID]; !ok {
@@ -307,8 +307,8 @@ func (s *System) scan() {
 
 // holdsQPN: the spec's FreeQPNs: a QP is in use while its id is neither
 // IDLE nor in TimeWait.
-func holdsQPN(id cm.IDInfo) bool {
-	return id.LocalQPN != 0 && id.State != cm.StateTimeWait && id.State != cm.StateIdle
+func holdsQPN(id engine.IDInfo) bool {
+	return id.LocalQPN != 0 && id.State != engine.StateTimeWait && id.State != engine.StateIdle
 }
 
 // crashed resets the application's view of node i after a crash: its QPs
@@ -316,8 +316,8 @@ func holdsQPN(id cm.IDInfo) bool {
 func (s *System) crashed(i int) {
 	p := s.per[i]
 	p.holding = nil
-	p.live = map[cm.CommID]bool{}
-	p.released = map[cm.CommID]bool{}
+	p.live = map[engine.CommID]bool{}
+	p.released = map[engine.CommID]bool{}
 	p.lastFreed = 0
 }
 
@@ -368,22 +368,22 @@ func (s *System) pickQPN(i int, pol qpnPolicy, k int) uint32 {
 // target is an id of a node.
 type target struct {
 	node int
-	id   cm.IDInfo
+	id   engine.IDInfo
 }
 
 // allows reports whether the table lets event ev move id (a Transition
 // cell, in the alternate-path table for ESTABLISHED's LAP events).
-func allows(id cm.IDInfo, ev cm.Event) bool {
-	tr := cm.Lookup(id.State, ev)
-	if tr.Kind == cm.KindSub {
-		return cm.LookupLAP(id.LAP, ev).Kind == cm.KindTransition
+func allows(id engine.IDInfo, ev engine.Event) bool {
+	tr := engine.Lookup(id.State, ev)
+	if tr.Kind == engine.KindSub {
+		return engine.LookupLAP(id.LAP, ev).Kind == engine.KindTransition
 	}
-	return tr.Kind == cm.KindTransition
+	return tr.Kind == engine.KindTransition
 }
 
 // targets lists the ids, node by node in creation order, that event ev
 // can move; ev < 0 lists every id.
-func (s *System) targets(ev cm.Event, any bool) []target {
+func (s *System) targets(ev engine.Event, any bool) []target {
 	var out []target
 	for i, n := range s.Nodes {
 		for id := range n.Engine.IDs() {
@@ -395,7 +395,7 @@ func (s *System) targets(ev cm.Event, any bool) []target {
 	return out
 }
 
-func (s *System) pick(ev cm.Event, k int) (target, bool) {
+func (s *System) pick(ev engine.Event, k int) (target, bool) {
 	ts := s.targets(ev, false)
 	if len(ts) == 0 {
 		return target{}, false
@@ -404,7 +404,7 @@ func (s *System) pick(ev cm.Event, k int) (target, bool) {
 }
 
 // name returns the log name of comm ID id on node i.
-func (s *System) name(i int, id cm.CommID) string {
+func (s *System) name(i int, id engine.CommID) string {
 	if id == 0 {
 		return "0"
 	}
@@ -422,7 +422,7 @@ func (s *System) idName(t target) string {
 		return ""
 	}
 	st := t.id.State.String()
-	if t.id.State == cm.StateEstablished {
+	if t.id.State == engine.StateEstablished {
 		st += "/" + t.id.LAP.String()
 	}
 	return fmt.Sprintf("%s (%s)", s.name(t.node, t.id.ID), st)
@@ -448,13 +448,13 @@ func (s *System) describe(p *simnet.Packet) string {
 	}
 	from, to := s.index(p.From), s.index(p.To)
 	ids := func(l, r uint32) string {
-		return fmt.Sprintf("%s->%s", s.name(from, cm.CommID(l)), s.name(to, cm.CommID(r)))
+		return fmt.Sprintf("%s->%s", s.name(from, engine.CommID(l)), s.name(to, engine.CommID(r)))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s->%s ", m.AttrID, NodeName(from), NodeName(to))
 	switch m.AttrID {
 	case wire.AttrREQ:
-		fmt.Fprintf(&b, "%s qpn=%#x", s.name(from, cm.CommID(m.REQ.LocalCommID)), m.REQ.LocalQPN)
+		fmt.Fprintf(&b, "%s qpn=%#x", s.name(from, engine.CommID(m.REQ.LocalCommID)), m.REQ.LocalQPN)
 	case wire.AttrREP:
 		fmt.Fprintf(&b, "%s qpn=%#x", ids(m.REP.LocalCommID, m.REP.RemoteCommID), m.REP.LocalQPN)
 	case wire.AttrREJ:
@@ -497,9 +497,9 @@ func (s *System) delivered() {
 
 // reqTemplate is the REQ of a Connect from node i to node j.
 // bad 1 names a wrong primary remote GID, 2 a wrong alternate one.
-func (s *System) reqTemplate(i, j int, sid uint64, qpn uint32, retries uint8, alt bool, bad int) *cm.ConnectParams {
+func (s *System) reqTemplate(i, j int, sid uint64, qpn uint32, retries uint8, alt bool, bad int) *engine.ConnectParams {
 	from, to := s.Nodes[i], s.Nodes[j]
-	p := &cm.ConnectParams{To: to.Addr, REQ: wire.REQ{
+	p := &engine.ConnectParams{To: to.Addr, REQ: wire.REQ{
 		ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
 		RemoteCMResponseTimeout: respTimeout, LocalCMResponseTimeout: respTimeout,
 		MaxCMRetries: retries, PrimaryLocalAckTimeout: ackTimeout,

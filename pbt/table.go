@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/gen/def"
 )
 
@@ -13,12 +13,12 @@ import (
 
 // Table is a connection table and its alternate-path sub-table.
 type Table struct {
-	Main func(cm.State, cm.Event) cm.Transition
-	LAP  func(cm.LAPState, cm.Event) cm.LAPTransition
+	Main func(engine.State, engine.Event) engine.Transition
+	LAP  func(engine.LAPState, engine.Event) engine.LAPTransition
 }
 
 // Generated is the table in cm/table_gen.go.
-var Generated = Table{Main: cm.Lookup, LAP: cm.LookupLAP}
+var Generated = Table{Main: engine.Lookup, LAP: engine.LookupLAP}
 
 // MatchesDefinition checks every (state, event) cell of t against the
 // shared definition (gen/def Build()): next state, kind, message, reason,
@@ -30,29 +30,29 @@ func MatchesDefinition(t Table) error {
 	if err != nil {
 		return fmt.Errorf("definition: %w", err)
 	}
-	if len(def.States) != cm.NumStates || len(def.LAPStates) != cm.NumLAPStates || len(def.Events) != cm.NumEvents {
+	if len(def.States) != engine.NumStates || len(def.LAPStates) != engine.NumLAPStates || len(def.Events) != engine.NumEvents {
 		return fmt.Errorf("sizes: definition %d states, %d LAP states, %d events; generated %d, %d, %d",
-			len(def.States), len(def.LAPStates), len(def.Events), cm.NumStates, cm.NumLAPStates, cm.NumEvents)
+			len(def.States), len(def.LAPStates), len(def.Events), engine.NumStates, engine.NumLAPStates, engine.NumEvents)
 	}
 	for i, ds := range def.States {
-		s := cm.State(i)
+		s := engine.State(i)
 		a := s.Attr()
 		if s.String() != ds.Name {
 			return fmt.Errorf("state %d: generated %s, defined %s", i, s, ds.Name)
 		}
-		want := cm.StateAttr{RemoteID: ds.RemoteID, Connected: ds.Connected, Listen: ds.Listen, SIDR: ds.SIDR,
+		want := engine.StateAttr{RemoteID: ds.RemoteID, Connected: ds.Connected, Listen: ds.Listen, SIDR: ds.SIDR,
 			TimeWait: ds.TimeWait, Timer: ds.Timer, Holds: ds.Holds}
 		if a != want {
 			return fmt.Errorf("%s: attributes %+v, defined %+v", s, a, want)
 		}
 	}
 	for i, dl := range def.LAPStates {
-		if l := cm.LAPState(i); l.String() != dl.Name {
+		if l := engine.LAPState(i); l.String() != dl.Name {
 			return fmt.Errorf("LAP state %d: generated %s, defined %s", i, l, dl.Name)
 		}
 	}
 	for i, de := range def.Events {
-		ev := cm.Event(i)
+		ev := engine.Event(i)
 		if ev.String() != de.Name || ev.Class().String() != de.Class.String() || ev.LAP() != de.LAP {
 			return fmt.Errorf("event %d: generated %s (%s, LAP %v), defined %s (%s, LAP %v)",
 				i, ev, ev.Class(), ev.LAP(), de.Name, de.Class, de.LAP)
@@ -60,9 +60,9 @@ func MatchesDefinition(t Table) error {
 	}
 	for si := range def.States {
 		for ei := range def.Events {
-			tr := t.Main(cm.State(si), cm.Event(ei))
+			tr := t.Main(engine.State(si), engine.Event(ei))
 			if err := sameCell(d.Main[si][ei], tr.Next.String(), tr.Kind, tr.Send, tr.Reason, tr.Notice, tr.Effects); err != nil {
-				return fmt.Errorf("(%s, %s): %w", cm.State(si), cm.Event(ei), err)
+				return fmt.Errorf("(%s, %s): %w", engine.State(si), engine.Event(ei), err)
 			}
 		}
 	}
@@ -71,19 +71,19 @@ func MatchesDefinition(t Table) error {
 			if !de.LAP {
 				continue
 			}
-			tr := t.LAP(cm.LAPState(li), cm.Event(ei))
+			tr := t.LAP(engine.LAPState(li), engine.Event(ei))
 			if err := sameCell(d.LAP[li][ei], tr.Next.String(), tr.Kind, tr.Send, tr.Reason, tr.Notice, tr.Effects); err != nil {
-				return fmt.Errorf("(ESTABLISHED/%s, %s): %w", cm.LAPState(li), cm.Event(ei), err)
+				return fmt.Errorf("(ESTABLISHED/%s, %s): %w", engine.LAPState(li), engine.Event(ei), err)
 			}
 		}
 	}
 	return nil
 }
 
-func sameCell(want def.Entry, next string, kind cm.Kind, send cm.Msg, reason uint16, notice cm.Notice, effs cm.Effect) error {
+func sameCell(want def.Entry, next string, kind engine.Kind, send engine.Msg, reason uint16, notice engine.Notice, effs engine.Effect) error {
 	var got []string
-	for i := range cm.NumEffects {
-		if f := cm.Effect(1) << i; effs&f != 0 {
+	for i := range engine.NumEffects {
+		if f := engine.Effect(1) << i; effs&f != 0 {
 			got = append(got, f.String())
 		}
 	}
@@ -111,11 +111,11 @@ func sameCell(want def.Entry, next string, kind cm.Kind, send cm.Msg, reason uin
 }
 
 // edges returns the Transition cells of the connection table as a graph.
-func (t Table) edges() [cm.NumStates][]cm.State {
-	var g [cm.NumStates][]cm.State
-	for s := range cm.State(cm.NumStates) {
-		for ev := range cm.Event(cm.NumEvents) {
-			if tr := t.Main(s, ev); tr.Kind == cm.KindTransition && !slices.Contains(g[s], tr.Next) {
+func (t Table) edges() [engine.NumStates][]engine.State {
+	var g [engine.NumStates][]engine.State
+	for s := range engine.State(engine.NumStates) {
+		for ev := range engine.Event(engine.NumEvents) {
+			if tr := t.Main(s, ev); tr.Kind == engine.KindTransition && !slices.Contains(g[s], tr.Next) {
 				g[s] = append(g[s], tr.Next)
 			}
 		}
@@ -124,11 +124,11 @@ func (t Table) edges() [cm.NumStates][]cm.State {
 }
 
 // lapEdges does the same for the alternate-path table (LAP events only).
-func (t Table) lapEdges() [cm.NumLAPStates][]cm.LAPState {
-	var g [cm.NumLAPStates][]cm.LAPState
-	for s := range cm.LAPState(cm.NumLAPStates) {
-		for ev := range cm.Event(cm.NumEvents) {
-			if tr := t.LAP(s, ev); ev.LAP() && tr.Kind == cm.KindTransition && !slices.Contains(g[s], tr.Next) {
+func (t Table) lapEdges() [engine.NumLAPStates][]engine.LAPState {
+	var g [engine.NumLAPStates][]engine.LAPState
+	for s := range engine.LAPState(engine.NumLAPStates) {
+		for ev := range engine.Event(engine.NumEvents) {
+			if tr := t.LAP(s, ev); ev.LAP() && tr.Kind == engine.KindTransition && !slices.Contains(g[s], tr.Next) {
 				g[s] = append(g[s], tr.Next)
 			}
 		}
@@ -171,17 +171,17 @@ func reverse[S ~uint8](g [][]S) [][]S {
 // an id enters ESTABLISHED).
 func Reachable(t Table) error {
 	g := t.edges()
-	seen := reach(g[:], cm.StateIdle, cm.StateListen)
+	seen := reach(g[:], engine.StateIdle, engine.StateListen)
 	for s, ok := range seen {
 		if !ok {
-			return fmt.Errorf("%s is not reachable from IDLE or LISTEN", cm.State(s))
+			return fmt.Errorf("%s is not reachable from IDLE or LISTEN", engine.State(s))
 		}
 	}
 	lg := t.lapEdges()
-	lseen := reach(lg[:], cm.LAPUninit, cm.LAPIdle)
+	lseen := reach(lg[:], engine.LAPUninit, engine.LAPIdle)
 	for s, ok := range lseen {
 		if !ok {
-			return fmt.Errorf("ESTABLISHED/%s is not reachable from LAP_UNINIT or LAP_IDLE", cm.LAPState(s))
+			return fmt.Errorf("ESTABLISHED/%s is not reachable from LAP_UNINIT or LAP_IDLE", engine.LAPState(s))
 		}
 	}
 	return nil
@@ -191,17 +191,17 @@ func Reachable(t Table) error {
 // and from every alternate-path state LAP_IDLE.
 func ReturnsToIdle(t Table) error {
 	g := t.edges()
-	back := reach(reverse(g[:]), cm.StateIdle)
+	back := reach(reverse(g[:]), engine.StateIdle)
 	for s, ok := range back {
 		if !ok {
-			return fmt.Errorf("no way back to IDLE from %s", cm.State(s))
+			return fmt.Errorf("no way back to IDLE from %s", engine.State(s))
 		}
 	}
 	lg := t.lapEdges()
-	lback := reach(reverse(lg[:]), cm.LAPIdle)
+	lback := reach(reverse(lg[:]), engine.LAPIdle)
 	for s, ok := range lback {
 		if !ok {
-			return fmt.Errorf("no way back to LAP_IDLE from ESTABLISHED/%s", cm.LAPState(s))
+			return fmt.Errorf("no way back to LAP_IDLE from ESTABLISHED/%s", engine.LAPState(s))
 		}
 	}
 	return nil
@@ -213,22 +213,22 @@ func ReturnsToIdle(t Table) error {
 // duplicate DREQ, the Destroy the definition names) stays in TIMEWAIT and
 // touches no table; no cell answers statelessly or delegates.
 func TimeWaitOnlyExpires(t Table) error {
-	for ev := range cm.Event(cm.NumEvents) {
-		tr := t.Main(cm.StateTimeWait, ev)
+	for ev := range engine.Event(engine.NumEvents) {
+		tr := t.Main(engine.StateTimeWait, ev)
 		switch {
-		case ev == cm.EvTimeWaitExpiry:
-			if tr.Kind != cm.KindTransition || tr.Next != cm.StateIdle || tr.Effects != cm.EffExitTimeWait|cm.EffFree {
+		case ev == engine.EvTimeWaitExpiry:
+			if tr.Kind != engine.KindTransition || tr.Next != engine.StateIdle || tr.Effects != engine.EffExitTimeWait|engine.EffFree {
 				return fmt.Errorf("(TIMEWAIT, TimeWaitExpiry) is %s to %s with %s, not a Transition to IDLE with ExitTimeWait|Free", tr.Kind, tr.Next, tr.Effects)
 			}
-		case tr.Kind == cm.KindTransition && tr.Next != cm.StateTimeWait:
+		case tr.Kind == engine.KindTransition && tr.Next != engine.StateTimeWait:
 			return fmt.Errorf("(TIMEWAIT, %s) leaves TIMEWAIT for %s", ev, tr.Next)
-		case tr.Kind == cm.KindTransition && tr.Effects&^cm.EffResend != 0:
+		case tr.Kind == engine.KindTransition && tr.Effects&^engine.EffResend != 0:
 			return fmt.Errorf("(TIMEWAIT, %s) stays but has effects %s", ev, tr.Effects)
-		case tr.Kind == cm.KindSub || tr.Kind == cm.KindStateless:
+		case tr.Kind == engine.KindSub || tr.Kind == engine.KindStateless:
 			return fmt.Errorf("(TIMEWAIT, %s) is %s", ev, tr.Kind)
 		}
 	}
-	if tr := t.Main(cm.StateTimeWait, cm.EvDestroy); tr.Kind != cm.KindTransition || tr.Next != cm.StateTimeWait {
+	if tr := t.Main(engine.StateTimeWait, engine.EvDestroy); tr.Kind != engine.KindTransition || tr.Next != engine.StateTimeWait {
 		return fmt.Errorf("(TIMEWAIT, Destroy) is %s to %s; the definition keeps the id in TIMEWAIT", tr.Kind, tr.Next)
 	}
 	return nil

@@ -77,14 +77,14 @@ fi
 others=$(go list ./... | grep -v -e '/cm$' -e '/cm/simnet$')
 bench micro -bench . -count "$COUNT" -benchtime "$MICRO" $others
 # 2. The engine step per received MAD, and the two-engine lifecycle.
-bench step -bench 'EngineRecv|^BenchmarkLifecycle$' -count "$COUNT" -benchtime "$MICRO" ./cm/
+bench step -bench 'EngineRecv|^BenchmarkLifecycle$' -count "$COUNT" -benchtime "$MICRO" ./cm/engine/
 # 3. Full lifecycles on the simulated fabric, one core: a million, so that
 #    the TimeWait population (268,440 at the peak) is in steady state.
 bench churn -bench 'ChurnLifecycle' -cpu 1 -count "$COUNT" -benchtime 1000000x ./cm/simnet/
 # 4. Memory per live connection and per TimeWait entry, 1M of each held.
-bench memory -bench 'Memory' -benchtime 1x -count 1 -timeout 30m ./cm/
+bench memory -bench 'Memory' -benchtime 1x -count 1 -timeout 30m ./cm/engine/
 # 5. One lifecycle with 10k and 1M established connections in the background.
-bench scale -bench 'LifecycleAt' -cpu 1 -count "$COUNT" -benchtime 300000x -timeout 30m ./cm/
+bench scale -bench 'LifecycleAt' -cpu 1 -count "$COUNT" -benchtime 300000x -timeout 30m ./cm/engine/
 # 6. ibcm sim --conns 1000000.
 echo "bench: ibcm sim --conns 1000000 --json" >&2
 go build -o "$work/ibcm" ./cmd/ibcm

@@ -66,7 +66,7 @@ IBCM_GRAPH_DIR=$work/graph $go test -count=1 -timeout 20m -run '^TestGraph$' -v 
 # 2. Traces: the scenario tests record theirs, TestTraces the workload's,
 # converts them and runs TLC.
 mkdir -p "$work/traces/scenarios"
-IBCM_TRACE_DIR=$work/traces/scenarios $go test -count=1 -run '^TestScenarios$' ./cm/ >/dev/null
+IBCM_TRACE_DIR=$work/traces/scenarios $go test -count=1 -run '^TestScenarios$' ./cm/engine/ >/dev/null
 IBCM_TRACE_DIR=$work/traces IBCM_TLC=$root/tools/tlc.sh $go test -count=1 -timeout 20m -run '^TestTraces$' -v ./conformance |
 	grep -E '^\s+trace_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'
 

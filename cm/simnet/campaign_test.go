@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -66,12 +66,12 @@ type campaign struct {
 	started, ended                                     int
 	established, rejected, timedOut, crashLost, storms int
 	steps                                              int
-	connect                                            cm.ConnectParams
+	connect                                            engine.ConnectParams
 }
 
 type campaignNode struct {
 	n      *Node
-	active map[cm.CommID]bool // this node's attempts in flight
+	active map[engine.CommID]bool // this node's attempts in flight
 	qpn    uint32
 }
 
@@ -81,9 +81,9 @@ func newCampaign(cfg campaignConfig) *campaign {
 	c := &campaign{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0xca)),
 		sim: New(Config{Seed: cfg.Seed, Loss: cfg.Loss, Dup: cfg.Dup, Reorder: cfg.Reorder, Jitter: cfg.Jitter})}
 	for i := range cfg.Nodes {
-		cn := &campaignNode{active: map[cm.CommID]bool{}, qpn: 0x100}
-		cn.n = c.sim.AddNode(fmt.Sprintf("n%d", i), cm.Config{MaxHalfOpen: 1 << 16})
-		cn.n.Handler = func(n *Node, nt *cm.Notification) { c.notice(cn, nt) }
+		cn := &campaignNode{active: map[engine.CommID]bool{}, qpn: 0x100}
+		cn.n = c.sim.AddNode(fmt.Sprintf("n%d", i), engine.Config{MaxHalfOpen: 1 << 16})
+		cn.n.Handler = func(n *Node, nt *engine.Notification) { c.notice(cn, nt) }
 		cn.n.OnCrash = func(*Node) { c.crashed(cn) }
 		c.nodes = append(c.nodes, cn)
 	}
@@ -128,10 +128,10 @@ func (c *campaign) run() error {
 }
 
 // emptyButListen checks that every table of e is empty but for one listen.
-func emptyButListen(e *cm.Engine) error {
+func emptyButListen(e *engine.Engine) error {
 	var left []string
 	for id := range e.IDs() {
-		if id.State != cm.StateListen {
+		if id.State != engine.StateListen {
 			left = append(left, fmt.Sprintf("%s %s", id.ID, id.State))
 		}
 	}
@@ -157,7 +157,7 @@ func emptyButListen(e *cm.Engine) error {
 }
 
 func (c *campaign) listen(cn *campaignNode) {
-	if _, err := cn.n.Engine.Listen(c.sim.Now(), campaignService, cm.ExactMask); err != nil {
+	if _, err := cn.n.Engine.Listen(c.sim.Now(), campaignService, engine.ExactMask); err != nil {
 		panic(err)
 	}
 }
@@ -179,7 +179,7 @@ func (c *campaign) crashed(cn *campaignNode) {
 	// The node's attempts in flight are lost with it.
 	c.crashLost += len(cn.active)
 	c.ended += len(cn.active)
-	cn.active = map[cm.CommID]bool{}
+	cn.active = map[engine.CommID]bool{}
 	cn.qpn = 0x100 // a rebooted HCA hands out the same QPNs again: peers may still hold them (stale)
 	c.listen(cn)
 	c.fill(cn)
@@ -189,7 +189,7 @@ func (c *campaign) fill(cn *campaignNode) {
 	for len(cn.active) < c.cfg.Parallel && c.started < c.cfg.Attempts {
 		peer := c.nodes[c.rng.IntN(len(c.nodes))]
 		cn.qpn = cn.qpn%0xfff000 + 1
-		c.connect = cm.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: campaignService, LocalQPN: cn.qpn,
+		c.connect = engine.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: campaignService, LocalQPN: cn.qpn,
 			StartingPSN: cn.qpn, RemoteCMResponseTimeout: 12, LocalCMResponseTimeout: 12, MaxCMRetries: 6,
 			PrimaryLocalAckTimeout: uint8(10 + c.rng.IntN(3)), PrimaryLocalPortLID: cn.n.Addr.LID,
 			PrimaryRemotePortLID: peer.n.Addr.LID, PathPacketPayloadMTU: wire.MTU4096}}
@@ -200,18 +200,18 @@ func (c *campaign) fill(cn *campaignNode) {
 		cn.active[id] = true
 		c.started++
 		if c.rng.IntN(10) == 0 { // some SIDR traffic too
-			_, _ = cn.n.Engine.SIDRRequest(c.sim.Now(), &cm.SIDRParams{To: peer.n.Addr, ServiceID: campaignService,
+			_, _ = cn.n.Engine.SIDRRequest(c.sim.Now(), &engine.SIDRParams{To: peer.n.Addr, ServiceID: campaignService,
 				Timeout: 2 * time.Millisecond, MaxRetries: 3})
 		}
 	}
 }
 
 // end counts an attempt of cn as ended once its id is IDLE or in TimeWait.
-func (c *campaign) end(cn *campaignNode, id cm.CommID) {
+func (c *campaign) end(cn *campaignNode, id engine.CommID) {
 	if !cn.active[id] {
 		return
 	}
-	if s := cn.n.Engine.State(id); s != cm.StateIdle && s != cm.StateTimeWait {
+	if s := cn.n.Engine.State(id); s != engine.StateIdle && s != engine.StateTimeWait {
 		return
 	}
 	delete(cn.active, id)
@@ -219,10 +219,10 @@ func (c *campaign) end(cn *campaignNode, id cm.CommID) {
 	c.fill(cn)
 }
 
-func (c *campaign) notice(cn *campaignNode, nt *cm.Notification) {
+func (c *campaign) notice(cn *campaignNode, nt *engine.Notification) {
 	e, now := cn.n.Engine, c.sim.Now()
 	switch nt.Notice {
-	case cm.NoticeREQReceived:
+	case engine.NoticeREQReceived:
 		id := nt.ID
 		switch r := c.rng.IntN(20); {
 		case r == 0:
@@ -237,9 +237,9 @@ func (c *campaign) notice(cn *campaignNode, nt *cm.Notification) {
 			cn.qpn = cn.qpn%0xfff000 + 1
 			_ = e.Accept(now, id, &wire.REP{LocalQPN: cn.qpn, StartingPSN: cn.qpn})
 		}
-	case cm.NoticeREPReceived:
+	case engine.NoticeREPReceived:
 		_ = e.SendRTU(now, nt.ID, nil)
-	case cm.NoticeEstablished:
+	case engine.NoticeEstablished:
 		if cn.active[nt.ID] {
 			c.established++
 		}
@@ -251,15 +251,15 @@ func (c *campaign) notice(cn *campaignNode, nt *cm.Notification) {
 				_ = eng.Disconnect(c.sim.Now(), id, nil)
 			}
 		})
-	case cm.NoticeDREQReceived:
+	case engine.NoticeDREQReceived:
 		_ = e.SendDREP(now, nt.ID, nil)
-	case cm.NoticeSIDRRequest:
-		_ = e.SIDRReply(now, nt.ID, &cm.SIDRReplyParams{Status: wire.SIDRSuccess, QPN: 0x77, QKey: 0x1234})
-	case cm.NoticeRejected, cm.NoticeStale:
+	case engine.NoticeSIDRRequest:
+		_ = e.SIDRReply(now, nt.ID, &engine.SIDRReplyParams{Status: wire.SIDRSuccess, QPN: 0x77, QKey: 0x1234})
+	case engine.NoticeRejected, engine.NoticeStale:
 		if cn.active[nt.ID] {
 			c.rejected++
 		}
-	case cm.NoticeTimedOut:
+	case engine.NoticeTimedOut:
 		if cn.active[nt.ID] {
 			c.timedOut++
 		}

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -67,7 +67,7 @@ type churnNode struct {
 	n       *Node
 	free    []uint32 // QPN stack: the most recently freed on top
 	next    uint32   // next never-used QPN
-	ids     map[cm.CommID]churnID
+	ids     map[engine.CommID]churnID
 	started int // attempts in flight
 }
 
@@ -88,7 +88,7 @@ type churn struct {
 	done    int
 	// Scratch arguments of Connect and Accept: the engine copies what it
 	// keeps, so one of each serves every call without allocating.
-	connect cm.ConnectParams
+	connect engine.ConnectParams
 	rep     wire.REP
 }
 
@@ -132,9 +132,9 @@ func Churn(cfg ChurnConfig) (ChurnResult, error) {
 	w.res.RejectedByReason = map[string]int{}
 	for i := 0; i < cfg.Nodes; i++ {
 		cn := &churnNode{}
-		cn.n = w.sim.AddNode(fmt.Sprintf("n%d", i), cm.Config{LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
+		cn.n = w.sim.AddNode(fmt.Sprintf("n%d", i), engine.Config{LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
 			MaxHalfOpen: 1 << 20})
-		cn.n.Handler = func(n *Node, nt *cm.Notification) { w.notice(cn, nt) }
+		cn.n.Handler = func(n *Node, nt *engine.Notification) { w.notice(cn, nt) }
 		cn.n.OnCrash = func(n *Node) { w.crashed(cn) }
 		w.reset(cn)
 		w.nodes = append(w.nodes, cn)
@@ -187,12 +187,12 @@ func Churn(cfg ChurnConfig) (ChurnResult, error) {
 func (w *churn) reset(cn *churnNode) {
 	cn.free = cn.free[:0]
 	cn.next = 0x100
-	cn.ids = map[cm.CommID]churnID{}
+	cn.ids = map[engine.CommID]churnID{}
 	cn.started = 0
 }
 
 func (w *churn) listen(cn *churnNode) {
-	if _, err := cn.n.Engine.Listen(w.sim.Now(), churnService, cm.ExactMask); err != nil {
+	if _, err := cn.n.Engine.Listen(w.sim.Now(), churnService, engine.ExactMask); err != nil {
 		panic(err)
 	}
 }
@@ -227,7 +227,7 @@ func (w *churn) fill(cn *churnNode) {
 		}
 		q := cn.allocQPN()
 		p := &w.connect
-		*p = cm.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: churnService, LocalQPN: q,
+		*p = engine.ConnectParams{To: peer.n.Addr, REQ: wire.REQ{ServiceID: churnService, LocalQPN: q,
 			StartingPSN: q, RemoteCMResponseTimeout: w.cfg.ResponseTimeout, LocalCMResponseTimeout: w.cfg.ResponseTimeout,
 			MaxCMRetries: w.cfg.MaxRetries, PrimaryLocalAckTimeout: w.cfg.AckTimeout, PathPacketPayloadMTU: wire.MTU4096,
 			RetryCount: 7, RNRRetryCount: 7, PrimaryLocalPortLID: cn.n.Addr.LID, PrimaryRemotePortLID: peer.n.Addr.LID,
@@ -245,12 +245,12 @@ func (w *churn) fill(cn *churnNode) {
 
 // settle hands back an id's QPN once it is IDLE or in TimeWait, and ends
 // an active attempt.
-func (w *churn) settle(cn *churnNode, id cm.CommID) {
+func (w *churn) settle(cn *churnNode, id engine.CommID) {
 	x, ok := cn.ids[id]
 	if !ok {
 		return
 	}
-	if s := cn.n.Engine.State(id); s != cm.StateIdle && s != cm.StateTimeWait {
+	if s := cn.n.Engine.State(id); s != engine.StateIdle && s != engine.StateTimeWait {
 		return
 	}
 	delete(cn.ids, id)
@@ -267,10 +267,10 @@ func (w *churn) settle(cn *churnNode, id cm.CommID) {
 	}
 }
 
-func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
+func (w *churn) notice(cn *churnNode, nt *engine.Notification) {
 	e, now := cn.n.Engine, w.sim.Now()
 	switch nt.Notice {
-	case cm.NoticeREQReceived:
+	case engine.NoticeREQReceived:
 		q := cn.allocQPN()
 		x := cn.ids[nt.ID]
 		x.qpn, x.hasQPN = q, true
@@ -279,9 +279,9 @@ func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
 		if err := e.Accept(now, nt.ID, &w.rep); err != nil {
 			panic(err)
 		}
-	case cm.NoticeREPReceived:
+	case engine.NoticeREPReceived:
 		_ = e.SendRTU(now, nt.ID, nil)
-	case cm.NoticeEstablished:
+	case engine.NoticeEstablished:
 		if !cn.ids[nt.ID].active {
 			break
 		}
@@ -304,13 +304,13 @@ func (w *churn) notice(cn *churnNode, nt *cm.Notification) {
 		} else {
 			_ = e.Disconnect(now, id, nil)
 		}
-	case cm.NoticeDREQReceived:
+	case engine.NoticeDREQReceived:
 		_ = e.SendDREP(now, nt.ID, nil)
-	case cm.NoticeRejected:
+	case engine.NoticeRejected:
 		if cn.ids[nt.ID].active {
 			w.res.RejectedByReason[fmt.Sprint(uint16(nt.Reason))]++
 		}
-	case cm.NoticeTimedOut:
+	case engine.NoticeTimedOut:
 		if cn.ids[nt.ID].active {
 			w.res.TimedOut++
 		}

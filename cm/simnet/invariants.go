@@ -3,7 +3,7 @@ package simnet
 import (
 	"fmt"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // CheckInvariants checks spec/cm.tla's state invariants over every node,
@@ -27,8 +27,8 @@ type peerQPN struct {
 func checkNode(n *Node) error {
 	e := n.Engine
 	legacy := e.Config().LegacyTimeWaitQPN
-	ids := map[cm.CommID]cm.IDInfo{}
-	connected := map[peerQPN]cm.CommID{}
+	ids := map[engine.CommID]engine.IDInfo{}
+	connected := map[peerQPN]engine.CommID{}
 	for id := range e.IDs() {
 		if _, dup := ids[id.ID]; dup { // UniqueLocalCommID
 			return fmt.Errorf("UniqueLocalCommID: comm ID %s held twice", id.ID)
@@ -47,7 +47,7 @@ func checkNode(n *Node) error {
 	}
 	// TablesMatchStates: an entry exists exactly when its owner's state
 	// tracks it, and names the owner's remote.
-	inRID := map[cm.CommID]bool{}
+	inRID := map[engine.CommID]bool{}
 	for k, id := range e.RemoteIDTable() {
 		info, ok := ids[id]
 		if !ok || !info.State.Attr().RemoteID || info.RemoteID != k.RemoteID || info.RemoteGUID != k.GUID {
@@ -55,30 +55,30 @@ func checkNode(n *Node) error {
 		}
 		inRID[id] = true
 	}
-	inQPN := map[cm.CommID]bool{}
+	inQPN := map[engine.CommID]bool{}
 	for k, id := range e.RemoteQPNTable() {
 		info, ok := ids[id]
-		tracks := info.State.Attr().Connected || legacy && info.State == cm.StateTimeWait
+		tracks := info.State.Attr().Connected || legacy && info.State == engine.StateTimeWait
 		if !ok || !tracks || info.RemoteQPN != k.QPN || info.RemoteGUID != k.GUID {
 			return fmt.Errorf("TablesMatchStates: remote-QPN entry (%#x, %#x) -> %s (%v)", k.QPN, k.GUID, id, info.State)
 		}
 		inQPN[id] = true
 	}
-	inTW := map[cm.CommID]bool{}
+	inTW := map[engine.CommID]bool{}
 	for id := range e.TimeWaitList() {
-		if ids[id].State != cm.StateTimeWait {
+		if ids[id].State != engine.StateTimeWait {
 			return fmt.Errorf("TablesMatchStates: %s on the TimeWait list in %v", id, ids[id].State)
 		}
 		inTW[id] = true
 	}
-	inListen := map[cm.CommID]bool{}
+	inListen := map[engine.CommID]bool{}
 	for _, id := range e.ListenTable() {
-		if ids[id].State != cm.StateListen {
+		if ids[id].State != engine.StateListen {
 			return fmt.Errorf("TablesMatchStates: %s in the listen table in %v", id, ids[id].State)
 		}
 		inListen[id] = true
 	}
-	inSIDR := map[cm.CommID]bool{}
+	inSIDR := map[engine.CommID]bool{}
 	for _, id := range e.SIDRTable() {
 		if !ids[id].State.Attr().SIDR {
 			return fmt.Errorf("TablesMatchStates: %s in the SIDR table in %v", id, ids[id].State)
@@ -116,16 +116,16 @@ func checkNode(n *Node) error {
 func (s *Sim) establishedAgree() error {
 	type end struct {
 		n  *Node
-		id cm.IDInfo
+		id engine.IDInfo
 	}
 	type key struct {
 		guid uint64
-		id   cm.CommID
+		id   engine.CommID
 	}
 	est := map[key]end{}
 	for _, n := range s.nodes {
 		for id := range n.Engine.IDs() {
-			if id.State == cm.StateEstablished {
+			if id.State == engine.StateEstablished {
 				est[key{n.GUID, id.ID}] = end{n, id}
 			}
 		}

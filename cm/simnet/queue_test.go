@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // The delivery queue (a FIFO for packets due in order, a heap for the
@@ -15,13 +15,13 @@ func TestPktQueueOrder(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		var q pktQueue
 		var ref pktHeap
-		now, seq := cm.Time(0), uint64(0)
+		now, seq := engine.Time(0), uint64(0)
 		for range 5000 {
 			switch r := rng.IntN(10); {
 			case r < 5:
-				d := cm.Time(1000)
+				d := engine.Time(1000)
 				if rng.IntN(4) == 0 {
-					d += cm.Time(rng.IntN(3000))
+					d += engine.Time(rng.IntN(3000))
 				}
 				p := &Packet{Seq: seq, At: now + d, To: &Node{}}
 				seq++

@@ -17,7 +17,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -51,7 +51,7 @@ func (c *Config) defaults() {
 type Packet struct {
 	Seq      uint64
 	From, To *Node
-	At       cm.Time // delivery time (automatic mode)
+	At       engine.Time // delivery time (automatic mode)
 	MAD      [wire.MADSize]byte
 	Copy     bool // a duplicate made by the network
 }
@@ -64,21 +64,21 @@ type Node struct {
 	Name   string
 	GUID   uint64
 	Addr   transport.Addr // LID (and GID) others reach it at
-	Engine *cm.Engine
+	Engine *engine.Engine
 	// Handler is the application: it gets every notification of the node's
 	// engine, in order, and may call the engine (with Sim.Now()).
-	Handler func(n *Node, nt *cm.Notification)
+	Handler func(n *Node, nt *engine.Notification)
 	// OnCrash is called after a crash replaced the engine.
 	OnCrash func(n *Node)
 	// RecvErr is called when the engine refuses a delivered MAD.
 	RecvErr func(n *Node, p *Packet, err error)
 
 	sim     *Sim
-	cfg     cm.Config
+	cfg     engine.Config
 	crashes int
 	// stepFrom records, while a REQ or REP is being delivered, each id's
 	// state before its first step: the oracle's view of the pre-state.
-	stepFrom map[cm.CommID]cm.State
+	stepFrom map[engine.CommID]engine.State
 	tracing  bool
 }
 
@@ -106,7 +106,7 @@ type Stats struct {
 type Sim struct {
 	cfg   Config
 	rng   *rand.Rand
-	now   cm.Time
+	now   engine.Time
 	nodes []*Node
 	byLID map[uint16]*Node
 	queue pktQueue
@@ -140,7 +140,7 @@ func New(cfg Config) *Sim {
 }
 
 // Now returns the virtual time.
-func (s *Sim) Now() cm.Time { return s.now }
+func (s *Sim) Now() engine.Time { return s.now }
 
 // Rand returns the simulation's random source, for workloads that want to
 // stay deterministic under the same seed.
@@ -155,7 +155,7 @@ func (s *Sim) Nodes() []*Node { return s.nodes }
 // AddNode adds a node with the engine configuration cfg. Its LID is its
 // index + 1 and its GID fe80::<LID>; a zero LocalGUID becomes 0x1000 + LID
 // and a zero Seed one from the simulation's source.
-func (s *Sim) AddNode(name string, cfg cm.Config) *Node {
+func (s *Sim) AddNode(name string, cfg engine.Config) *Node {
 	lid := uint16(len(s.nodes) + 1)
 	if cfg.LocalGUID == 0 {
 		cfg.LocalGUID = 0x1000 + uint64(lid)
@@ -163,9 +163,9 @@ func (s *Sim) AddNode(name string, cfg cm.Config) *Node {
 	if cfg.Seed == 0 {
 		cfg.Seed = s.rng.Uint64()
 	}
-	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s, stepFrom: map[cm.CommID]cm.State{}}
+	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s, stepFrom: map[engine.CommID]engine.State{}}
 	user := cfg.Trace
-	cfg.Trace = func(ts cm.TraceStep) {
+	cfg.Trace = func(ts engine.TraceStep) {
 		if n.tracing && ts.ID != 0 {
 			if _, seen := n.stepFrom[ts.ID]; !seen {
 				n.stepFrom[ts.ID] = ts.From
@@ -179,7 +179,7 @@ func (s *Sim) AddNode(name string, cfg cm.Config) *Node {
 	n.Addr = transport.Addr{LID: lid, QPN: 1, QKey: transport.GSIQKey}
 	n.Addr.GID[0], n.Addr.GID[1] = 0xfe, 0x80
 	binary.BigEndian.PutUint16(n.Addr.GID[14:], lid)
-	n.Engine = cm.NewEngine(cfg)
+	n.Engine = engine.NewEngine(cfg)
 	s.nodes = append(s.nodes, n)
 	s.byLID[lid] = n
 	return n
@@ -191,7 +191,7 @@ func (s *Sim) AddNode(name string, cfg cm.Config) *Node {
 func (s *Sim) Crash(n *Node) {
 	cfg := n.cfg
 	cfg.Seed = s.rng.Uint64()
-	n.Engine = cm.NewEngine(cfg)
+	n.Engine = engine.NewEngine(cfg)
 	n.crashes++
 	s.stats.Crashes++
 	s.queue.filter(func(p *Packet) bool {
@@ -364,8 +364,8 @@ func (s *Sim) After(d time.Duration, fn func()) {
 
 // NextEvent returns the time of the next delivery or timer, and false when
 // nothing is scheduled.
-func (s *Sim) NextEvent() (cm.Time, bool) {
-	t, ok := cm.Never, false
+func (s *Sim) NextEvent() (engine.Time, bool) {
+	t, ok := engine.Never, false
 	if p := s.queue.peek(); p != nil {
 		t, ok = p.At, true
 	}
@@ -412,7 +412,7 @@ func (s *Sim) Step() bool {
 }
 
 // RunUntil runs every event up to time t, then sets the clock to t.
-func (s *Sim) RunUntil(t cm.Time) {
+func (s *Sim) RunUntil(t engine.Time) {
 	for {
 		s.Flush()
 		next, ok := s.NextEvent()
@@ -627,7 +627,7 @@ func (h pktHeap) init() {
 // ---- application timers.
 
 type appTimer struct {
-	at  cm.Time
+	at  engine.Time
 	seq uint64
 	fn  func()
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -218,11 +219,11 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			sleepCtx(ctx, ca.interval)
 		}
 		qpn := o.qpnOf(k)
-		p := &cm.ConnectParams{To: to, REQ: connectREQ(o, ca, ep, to, qpn)}
+		p := &engine.ConnectParams{To: to, REQ: connectREQ(o, ca, ep, to, qpn)}
 		if hdr != nil {
 			h := *hdr
 			h.SrcPort = uint16(40000 + rand.IntN(20000))
-			if err := cm.SetIPCM(p, &h, uint16(o.tcpPort), nil); err != nil {
+			if err := cm.SetIPCM(&p.REQ, &h, uint16(o.tcpPort), nil); err != nil {
 				ep.close()
 				return setupFailed(o, stdout, err)
 			}

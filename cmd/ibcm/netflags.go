@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -296,7 +297,7 @@ func (l *lineOut) line(s string) {
 // netRun.mu.
 type connRec struct {
 	num       int
-	id        cm.CommID
+	id        engine.CommID
 	qpn       uint32
 	ackTO     uint8 // Local ACK Timeout: TimeWait length
 	estab     bool
@@ -325,10 +326,10 @@ type connRec struct {
 
 // setupState reports whether s is a state of connection setup (REQ sent or
 // received up to the RTU).
-func setupState(s cm.State) bool {
+func setupState(s engine.State) bool {
 	switch s {
-	case cm.StateReqSent, cm.StateReqRcvd, cm.StateMraReqSent, cm.StateMraReqRcvd,
-		cm.StateRepSent, cm.StateRepRcvd, cm.StateMraRepSent, cm.StateMraRepRcvd:
+	case engine.StateReqSent, engine.StateReqRcvd, engine.StateMraReqSent, engine.StateMraReqRcvd,
+		engine.StateRepSent, engine.StateRepRcvd, engine.StateMraRepSent, engine.StateMraRepRcvd:
 		return true
 	}
 	return false
@@ -381,14 +382,14 @@ type netRun struct {
 	start  time.Time
 	mu     sync.Mutex
 	conns  []*connRec
-	byID   map[cm.CommID]*connRec
+	byID   map[engine.CommID]*connRec
 	next   *connRec // the active connection whose EvConnect step comes next
 	passiv bool     // new REQs create connections
 	change chan struct{}
 }
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
-	return &netRun{o: o, out: &lineOut{w: stdout}, start: time.Now(), byID: map[cm.CommID]*connRec{},
+	return &netRun{o: o, out: &lineOut{w: stdout}, start: time.Now(), byID: map[engine.CommID]*connRec{},
 		change: make(chan struct{}, 1)}
 }
 
@@ -472,7 +473,7 @@ func (r *netRun) newConn(qpn uint32) *connRec {
 
 // startManager starts the Manager on r.ep with r.trace as its tracer.
 func (r *netRun) startManager() error {
-	cfg := cm.ManagerConfig{Engine: cm.Config{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID),
+	cfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID),
 		Seed: r.o.seed, Trace: r.trace}}
 	m, err := cm.NewManager(r.ep.tr, cfg)
 	if err != nil {
@@ -483,15 +484,15 @@ func (r *netRun) startManager() error {
 }
 
 // trace runs on the Manager's goroutine after every table step.
-func (r *netRun) trace(s cm.TraceStep) {
+func (r *netRun) trace(s engine.TraceStep) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.byID[s.ID]
-	if c == nil && s.ID != 0 && s.From == cm.StateIdle {
+	if c == nil && s.ID != 0 && s.From == engine.StateIdle {
 		switch {
-		case s.Event == cm.EvConnect && r.next != nil:
+		case s.Event == engine.EvConnect && r.next != nil:
 			c, r.next = r.next, nil
-		case s.Event == cm.EvRecvREQ && r.passiv && (r.o.count == 0 || len(r.conns) < r.o.count):
+		case s.Event == engine.EvRecvREQ && r.passiv && (r.o.count == 0 || len(r.conns) < r.o.count):
 			c = r.newConn(0)
 		}
 		if c != nil {
@@ -518,32 +519,32 @@ func (r *netRun) trace(s cm.TraceStep) {
 		c.mark, c.markAt = len(c.queue), time.Now()
 	}
 	switch s.Event {
-	case cm.EvRecvMRAForREQ, cm.EvRecvMRAForREP:
+	case engine.EvRecvMRAForREQ, engine.EvRecvMRAForREP:
 		r.connEvent(c, "MRA-RECEIVED", "id=%#x", uint32(c.id))
-	case cm.EvDisconnect, cm.EvStale, cm.EvDestroy:
+	case engine.EvDisconnect, engine.EvStale, engine.EvDestroy:
 		switch {
-		case s.From == cm.StateEstablished && s.Event == cm.EvStale:
+		case s.From == engine.StateEstablished && s.Event == engine.EvStale:
 			// A REQ or REP reused the connection's QPN: DREQ, and
 			// straight into TimeWait (12.9.8.3.1).
 			c.staleDREQ = true
 			r.connEvent(c, "DREQ-SENT", "id=%#x cause=stale", uint32(c.id))
 			r.connEvent(c, "DISCONNECTED", "by=local cause=stale%s", c.held())
-		case s.From == cm.StateEstablished && s.To == cm.StateDreqSent:
+		case s.From == engine.StateEstablished && s.To == engine.StateDreqSent:
 			c.dreqSent = true
 			r.connEvent(c, "DREQ-SENT", "id=%#x", uint32(c.id))
 		}
-	case cm.EvRecvDREP:
-		if s.From == cm.StateDreqSent {
+	case engine.EvRecvDREP:
+		if s.From == engine.StateDreqSent {
 			c.drepRcvd = true
 			r.connEvent(c, "DREP-RECEIVED", "id=%#x", uint32(c.id))
 			r.connEvent(c, "DISCONNECTED", "by=local%s", c.held())
 		}
-	case cm.EvRecvDREQ:
-		if s.From != s.To && s.To == cm.StateDreqRcvd {
+	case engine.EvRecvDREQ:
+		if s.From != s.To && s.To == engine.StateDreqRcvd {
 			c.dreqRcvd = true
 			r.connEvent(c, "DREQ-RECEIVED", "id=%#x", uint32(c.id))
 		}
-	case cm.EvSendDREP:
+	case engine.EvSendDREP:
 		c.drepSent = true
 		by := "peer"
 		if c.dreqSent {
@@ -551,35 +552,35 @@ func (r *netRun) trace(s cm.TraceStep) {
 		}
 		r.connEvent(c, "DREP-SENT", "id=%#x", uint32(c.id))
 		r.connEvent(c, "DISCONNECTED", "by=%s%s", by, c.held())
-	case cm.EvRecvREJ, cm.EvRecvREJStale:
-		if s.From == cm.StateEstablished {
+	case engine.EvRecvREJ, engine.EvRecvREJStale:
+		if s.From == engine.StateEstablished {
 			// The peer still waited for our RTU (lost, or overtaken by a
 			// later message) and gave up, or found it stale.
 			c.rejEstab = true
-			r.connEvent(c, "REJ-RECEIVED", "id=%#x state=ESTABLISHED stale=%v", uint32(c.id), s.Event == cm.EvRecvREJStale)
+			r.connEvent(c, "REJ-RECEIVED", "id=%#x state=ESTABLISHED stale=%v", uint32(c.id), s.Event == engine.EvRecvREJStale)
 		}
-	case cm.EvTimeoutFinal:
-		if s.From == cm.StateDreqSent {
+	case engine.EvTimeoutFinal:
+		if s.From == engine.StateDreqSent {
 			c.dreqLost = true
 			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
 		}
 	}
-	if s.To == cm.StateEstablished && s.From != cm.StateEstablished {
+	if s.To == engine.StateEstablished && s.From != engine.StateEstablished {
 		c.estab = true
 		c.estabAt = time.Now()
 	}
-	if s.To == cm.StateTimeWait && s.From != cm.StateTimeWait {
+	if s.To == engine.StateTimeWait && s.From != engine.StateTimeWait {
 		c.timewait, c.twAt = true, time.Now()
 		r.connEvent(c, "TIMEWAIT", "id=%#x for=%s", uint32(c.id), wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
 	}
-	if s.To == cm.StateIdle {
-		if s.From == cm.StateTimeWait {
+	if s.To == engine.StateIdle {
+		if s.From == engine.StateTimeWait {
 			c.twExit = true
 			r.connEvent(c, "TIMEWAIT-EXIT", "id=%#x after=%.3fs", uint32(c.id), time.Since(c.twAt).Seconds())
 		}
 		delete(r.byID, s.ID)
 	}
-	if s.To == cm.StateTimeWait || s.To == cm.StateIdle {
+	if s.To == engine.StateTimeWait || s.To == engine.StateIdle {
 		r.signal()
 	}
 }

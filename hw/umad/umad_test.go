@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
@@ -518,7 +519,7 @@ func TestManagerGUIDFromPort(t *testing.T) {
 		got <- req.REQ().LocalCAGUID
 		_, _ = req.Accept(c, &wire.REP{LocalQPN: 0x22})
 	}()
-	conn, err := ma.Connect(c, &cm.ConnectParams{To: b.LocalAddr(), REQ: wire.REQ{ServiceID: 0x77, LocalQPN: 0x11}})
+	conn, err := ma.Connect(c, &engine.ConnectParams{To: b.LocalAddr(), REQ: wire.REQ{ServiceID: 0x77, LocalQPN: 0x11}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cm
+package engine
 
 // TraceStep describes one table step of an Engine: one (state, event)
 // lookup and what came of it. Trace validation against the TLA+ model uses

@@ -1,4 +1,4 @@
-package cm_test
+package engine_test
 
 import (
 	"encoding/hex"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/conformance"
@@ -67,22 +67,22 @@ type world struct {
 	simCfg simnet.Config
 	nodes  map[string]*simnet.Node
 	order  []*simnet.Node
-	names  map[*simnet.Node]map[cm.CommID]string
+	names  map[*simnet.Node]map[engine.CommID]string
 	byName map[string]ref
 	count  map[*simnet.Node]int
-	last   map[*simnet.Node]cm.CommID
+	last   map[*simnet.Node]engine.CommID
 	out    strings.Builder
 	rec    *conformance.Recorder // IBCM_TRACE_DIR set: records an NDJSON trace
 }
 
 type ref struct {
 	n  *simnet.Node
-	id cm.CommID
+	id engine.CommID
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{t: t, nodes: map[string]*simnet.Node{}, names: map[*simnet.Node]map[cm.CommID]string{},
-		byName: map[string]ref{}, count: map[*simnet.Node]int{}, last: map[*simnet.Node]cm.CommID{}}
+	w := &world{t: t, nodes: map[string]*simnet.Node{}, names: map[*simnet.Node]map[engine.CommID]string{},
+		byName: map[string]ref{}, count: map[*simnet.Node]int{}, last: map[*simnet.Node]engine.CommID{}}
 	w.simCfg = simnet.Config{Seed: 1, Manual: true}
 	return w
 }
@@ -111,7 +111,7 @@ func (w *world) printf(format string, args ...any) {
 }
 
 // name returns (assigning if new) the name of a node's id.
-func (w *world) name(n *simnet.Node, id cm.CommID) string {
+func (w *world) name(n *simnet.Node, id engine.CommID) string {
 	if id == 0 {
 		return "0"
 	}
@@ -127,7 +127,7 @@ func (w *world) name(n *simnet.Node, id cm.CommID) string {
 }
 
 // peerName names an id of node n without assigning (a remote comm ID).
-func (w *world) peerName(n *simnet.Node, id cm.CommID) string {
+func (w *world) peerName(n *simnet.Node, id engine.CommID) string {
 	if id == 0 {
 		return "0"
 	}
@@ -148,10 +148,10 @@ func (w *world) node(name string) *simnet.Node {
 }
 
 // id resolves id=<name> or, without it, the node's last notified id.
-func (w *world) id(c *ddCmd, n *simnet.Node) cm.CommID {
+func (w *world) id(c *ddCmd, n *simnet.Node) engine.CommID {
 	if s := c.Get("id", ""); s != "" {
 		if v, err := strconv.ParseUint(s, 0, 32); err == nil {
-			return cm.CommID(v)
+			return engine.CommID(v)
 		}
 		r, ok := w.byName[s]
 		if !ok {
@@ -177,7 +177,7 @@ func num(c *ddCmd, key string, def uint64) uint64 {
 func (w *world) addNode(c *ddCmd) {
 	w.ensureSim()
 	name := c.Get("name", c.Positional(0))
-	cfg := cm.Config{LocalGUID: num(c, "guid", 0), Seed: num(c, "seed", uint64(len(w.order)+1)),
+	cfg := engine.Config{LocalGUID: num(c, "guid", 0), Seed: num(c, "seed", uint64(len(w.order)+1)),
 		LegacyTimeWaitQPN: c.Has("legacy"), MaxIDs: int(num(c, "maxids", 0)),
 		MaxHalfOpen: int(num(c, "maxhalfopen", 0)), DropExcessREQ: c.Has("dropexcess"),
 		DisableStaleCheck: c.Has("nostale")}
@@ -196,12 +196,12 @@ func (w *world) addNode(c *ddCmd) {
 		cfg.AltGIDs = []wire.GID{gid}
 	}
 	var n *simnet.Node
-	var rec cm.Tracer
+	var rec engine.Tracer
 	if w.rec != nil {
 		rec = w.rec.Tracer(len(w.sim.Nodes()) + 1)
 	}
-	cfg.Trace = func(ts cm.TraceStep) {
-		cm.RecordCell(ts)
+	cfg.Trace = func(ts engine.TraceStep) {
+		engine.RecordCell(ts)
 		w.trace(n, ts)
 		if rec != nil {
 			rec(ts)
@@ -210,7 +210,7 @@ func (w *world) addNode(c *ddCmd) {
 	n = w.sim.AddNode(name, cfg)
 	w.nodes[name] = n
 	w.order = append(w.order, n)
-	w.names[n] = map[cm.CommID]string{}
+	w.names[n] = map[engine.CommID]string{}
 	n.Handler = w.notice
 	n.RecvErr = func(n *simnet.Node, p *simnet.Packet, err error) { w.printf("%s: recv error: %v", n.Name, err) }
 	n.OnCrash = func(n *simnet.Node) { w.printf("%s: crashed, new engine", n.Name) }
@@ -220,11 +220,11 @@ func (w *world) addNode(c *ddCmd) {
 	w.printf("%s: guid=0x%x lid=%d", name, n.GUID, n.Addr.LID)
 }
 
-func (w *world) trace(n *simnet.Node, ts cm.TraceStep) {
+func (w *world) trace(n *simnet.Node, ts engine.TraceStep) {
 	who := n.Name
 	if ts.ID != 0 {
 		// Ids get names when they come to be; others show their number.
-		if _, known := w.names[n][ts.ID]; known || ts.From == cm.StateIdle && ts.To != cm.StateIdle {
+		if _, known := w.names[n][ts.ID]; known || ts.From == engine.StateIdle && ts.To != engine.StateIdle {
 			who = w.name(n, ts.ID)
 		} else {
 			who = n.Name + ":" + ts.ID.String()
@@ -232,18 +232,18 @@ func (w *world) trace(n *simnet.Node, ts cm.TraceStep) {
 	}
 	from, to := ts.From.String(), ts.To.String()
 	switch ts.Kind {
-	case cm.KindDrop:
+	case engine.KindDrop:
 		to = "dropped"
-	case cm.KindInvalid:
+	case engine.KindInvalid:
 		to = "invalid"
-	case cm.KindStateless:
+	case engine.KindStateless:
 		to = "stateless"
-	case cm.KindSub:
+	case engine.KindSub:
 		from = ts.From.String() + "/" + ts.LAPFrom.String()
 		switch ts.LAPKind {
-		case cm.KindDrop:
+		case engine.KindDrop:
 			to = "dropped"
-		case cm.KindInvalid:
+		case engine.KindInvalid:
 			to = "invalid"
 		default:
 			to = ts.To.String() + "/" + ts.LAPTo.String()
@@ -252,32 +252,32 @@ func (w *world) trace(n *simnet.Node, ts cm.TraceStep) {
 	w.printf("%s: %s -%s-> %s", who, from, ts.Event, to)
 }
 
-func (w *world) notice(n *simnet.Node, nt *cm.Notification) {
+func (w *world) notice(n *simnet.Node, nt *engine.Notification) {
 	s := fmt.Sprintf("%s: notice %s %s", n.Name, nt.Notice, w.name(n, nt.ID))
 	switch nt.Notice {
-	case cm.NoticeREQReceived:
+	case engine.NoticeREQReceived:
 		r := &nt.Msg.REQ
 		s += fmt.Sprintf(" listen=%s sid=0x%x qpn=0x%x", w.name(n, nt.Listen), r.ServiceID, r.LocalQPN)
 		if pd := strings.TrimRight(string(r.PrivateData[:]), "\x00"); pd != "" {
 			s += " pd=" + strconv.Quote(pd)
 		}
-	case cm.NoticeREPReceived:
+	case engine.NoticeREPReceived:
 		s += fmt.Sprintf(" qpn=0x%x", nt.Msg.REP.LocalQPN)
-	case cm.NoticeRejected:
+	case engine.NoticeRejected:
 		s += fmt.Sprintf(" reason=%d", nt.Reason)
 		if nt.Msg != nil && nt.Msg.REJ.RejectedInfoLength > 0 {
 			s += " ari=" + hex.EncodeToString(nt.Msg.REJ.ARI[:nt.Msg.REJ.RejectedInfoLength])
 		}
-	case cm.NoticeSIDRRequest:
+	case engine.NoticeSIDRRequest:
 		s += fmt.Sprintf(" listen=%s sid=0x%x", w.name(n, nt.Listen), nt.Msg.SIDRReq.ServiceID)
-	case cm.NoticeSIDRReply:
+	case engine.NoticeSIDRReply:
 		r := &nt.Msg.SIDRRep
 		s += fmt.Sprintf(" status=%d qpn=0x%x qkey=0x%x", r.Status, r.QPN, r.QKey)
-	case cm.NoticeAPRReceived:
+	case engine.NoticeAPRReceived:
 		s += fmt.Sprintf(" status=%d", nt.Msg.APR.ARStatus)
-	case cm.NoticeMRAReceived:
+	case engine.NoticeMRAReceived:
 		s += fmt.Sprintf(" timeout=%d", nt.Msg.MRA.ServiceTimeout)
-	case cm.NoticeTimedOut, cm.NoticeStale:
+	case engine.NoticeTimedOut, engine.NoticeStale:
 		if nt.Reason != 0 {
 			s += fmt.Sprintf(" sent-reason=%d", nt.Reason)
 		}
@@ -294,8 +294,8 @@ func (w *world) describe(p *simnet.Packet) string {
 		return "undecodable: " + err.Error()
 	}
 	from, to := p.From, p.To
-	l := func(id uint32) string { return w.peerName(from, cm.CommID(id)) }
-	r := func(id uint32) string { return w.peerName(to, cm.CommID(id)) }
+	l := func(id uint32) string { return w.peerName(from, engine.CommID(id)) }
+	r := func(id uint32) string { return w.peerName(to, engine.CommID(id)) }
 	pd := func(b []byte) string {
 		if s := strings.TrimRight(string(b), "\x00"); s != "" {
 			return " pd=" + strconv.Quote(s)
@@ -358,7 +358,7 @@ func (w *world) run(c *ddCmd) (out string) {
 			w.t.Fatalf("%s: %v", c.Pos, r)
 		}
 	}()
-	now := func() cm.Time {
+	now := func() engine.Time {
 		w.ensureSim()
 		return w.sim.Now()
 	}
@@ -373,7 +373,7 @@ func (w *world) run(c *ddCmd) (out string) {
 		w.addNode(c)
 	case "listen":
 		n := w.node(c.Get("node", ""))
-		id, err := n.Engine.Listen(now(), num(c, "sid", 0), num(c, "mask", cm.ExactMask))
+		id, err := n.Engine.Listen(now(), num(c, "sid", 0), num(c, "mask", engine.ExactMask))
 		w.result(err)
 		if err == nil {
 			w.printf("=> %s", w.name(n, id))
@@ -381,7 +381,7 @@ func (w *world) run(c *ddCmd) (out string) {
 		}
 	case "connect":
 		from, to := w.node(c.Get("from", "")), w.node(c.Get("to", ""))
-		p := &cm.ConnectParams{To: to.Addr, REQ: wire.REQ{
+		p := &engine.ConnectParams{To: to.Addr, REQ: wire.REQ{
 			ServiceID: num(c, "sid", 0x1000), LocalQPN: uint32(num(c, "qpn", 0x11)), StartingPSN: 1,
 			RemoteCMResponseTimeout: uint8(num(c, "resp", 14)), LocalCMResponseTimeout: uint8(num(c, "lresp", num(c, "resp", 14))),
 			MaxCMRetries: uint8(num(c, "retries", 2)), PrimaryLocalAckTimeout: uint8(num(c, "ack", 12)),
@@ -453,7 +453,7 @@ func (w *world) run(c *ddCmd) (out string) {
 	case "sidr":
 		from, to := w.node(c.Get("from", "")), w.node(c.Get("to", ""))
 		d, _ := time.ParseDuration(c.Get("timeout", "10ms"))
-		id, err := from.Engine.SIDRRequest(now(), &cm.SIDRParams{To: to.Addr, ServiceID: num(c, "sid", 0x1000),
+		id, err := from.Engine.SIDRRequest(now(), &engine.SIDRParams{To: to.Addr, ServiceID: num(c, "sid", 0x1000),
 			PKey: 0xffff, Timeout: d, MaxRetries: uint8(num(c, "retries", 2))})
 		w.result(err)
 		if err == nil {
@@ -462,7 +462,7 @@ func (w *world) run(c *ddCmd) (out string) {
 		}
 	case "sidr-reply":
 		n := w.node(c.Get("node", ""))
-		w.result(n.Engine.SIDRReply(now(), w.id(c, n), &cm.SIDRReplyParams{
+		w.result(n.Engine.SIDRReply(now(), w.id(c, n), &engine.SIDRReplyParams{
 			Status: wire.SIDRStatus(num(c, "status", 0)), QPN: uint32(num(c, "qpn", 0x33)), QKey: uint32(num(c, "qkey", 0x1234))}))
 	case "deliver":
 		w.ensureSim()
@@ -560,10 +560,10 @@ func (w *world) state(n *simnet.Node) {
 	for id := range e.IDs() {
 		s := fmt.Sprintf("%s %s", w.name(n, id.ID), id.State)
 		switch {
-		case id.State == cm.StateListen:
+		case id.State == engine.StateListen:
 			s += fmt.Sprintf(" sid=0x%x mask=0x%x", id.ServiceID, id.Mask)
 		default:
-			if id.State == cm.StateEstablished {
+			if id.State == engine.StateEstablished {
 				s += "/" + id.LAP.String()
 			}
 			if id.LocalQPN != 0 {
@@ -578,7 +578,7 @@ func (w *world) state(n *simnet.Node) {
 		}
 		if id.Timer {
 			s += fmt.Sprintf(" timer=%s", id.Deadline.Sub(w.sim.Now()))
-			if id.State != cm.StateTimeWait {
+			if id.State != engine.StateTimeWait {
 				s += fmt.Sprintf(" retries=%d", id.Retries)
 			}
 		}
@@ -598,7 +598,7 @@ func (w *world) state(n *simnet.Node) {
 				peer = x
 			}
 		}
-		rows = append(rows, fmt.Sprintf("sidr (%s, lid %d) -> %s", w.peerName(peer, cm.CommID(k.RequestID)), k.LID, w.name(n, id)))
+		rows = append(rows, fmt.Sprintf("sidr (%s, lid %d) -> %s", w.peerName(peer, engine.CommID(k.RequestID)), k.LID, w.name(n, id)))
 	}
 	slices.Sort(rows)
 	for _, r := range rows {

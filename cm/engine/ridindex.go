@@ -1,4 +1,4 @@
-package cm
+package engine
 
 // ridIndex holds the remote-ID table, (remote comm ID, remote CA GUID) →
 // id, and its twin by peer port, (remote comm ID, LID, GID) → id, which

@@ -1,4 +1,4 @@
-package cm_test
+package engine_test
 
 import (
 	"bufio"

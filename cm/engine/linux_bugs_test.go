@@ -1,4 +1,4 @@
-package cm
+package engine
 
 // The Linux CM bugs listed in the project notes (cm-behaviour.md), each
 // with the test or scenario that guards against it here:

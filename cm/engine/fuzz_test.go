@@ -1,9 +1,9 @@
-package cm_test
+package engine_test
 
 import (
 	"testing"
 
-	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -27,22 +27,22 @@ func FuzzRecv(f *testing.F) {
 	f.Add([]byte{1, 7, 2, 3})
 	f.Fuzz(func(t *testing.T, mad []byte) {
 		sim := simnet.New(simnet.Config{Seed: 1})
-		a := sim.AddNode("a", cm.Config{})
-		b := sim.AddNode("b", cm.Config{})
-		if _, err := b.Engine.Listen(0, 0x1000, cm.ExactMask); err != nil {
+		a := sim.AddNode("a", engine.Config{})
+		b := sim.AddNode("b", engine.Config{})
+		if _, err := b.Engine.Listen(0, 0x1000, engine.ExactMask); err != nil {
 			t.Fatal(err)
 		}
-		b.Handler = func(n *simnet.Node, nt *cm.Notification) {
-			if nt.Notice == cm.NoticeREQReceived {
+		b.Handler = func(n *simnet.Node, nt *engine.Notification) {
+			if nt.Notice == engine.NoticeREQReceived {
 				_ = n.Engine.Accept(n.Sim().Now(), nt.ID, &wire.REP{LocalQPN: 0x22})
 			}
 		}
-		a.Handler = func(n *simnet.Node, nt *cm.Notification) {
-			if nt.Notice == cm.NoticeREPReceived {
+		a.Handler = func(n *simnet.Node, nt *engine.Notification) {
+			if nt.Notice == engine.NoticeREPReceived {
 				_ = n.Engine.SendRTU(n.Sim().Now(), nt.ID, nil)
 			}
 		}
-		p := &cm.ConnectParams{To: b.Addr, REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11, MaxCMRetries: 2,
+		p := &engine.ConnectParams{To: b.Addr, REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11, MaxCMRetries: 2,
 			RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, PrimaryLocalAckTimeout: 10}}
 		if _, err := a.Engine.Connect(0, p); err != nil {
 			t.Fatal(err)

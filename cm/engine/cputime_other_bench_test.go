@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cm
+package engine
 
 import "time"
 

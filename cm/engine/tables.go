@@ -1,4 +1,4 @@
-package cm
+package engine
 
 import (
 	"math/bits"

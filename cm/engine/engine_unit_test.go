@@ -1,4 +1,4 @@
-package cm
+package engine
 
 import (
 	"errors"
@@ -387,25 +387,6 @@ func TestLegacyKeepsQPNInTimeWait(t *testing.T) {
 		}
 		require.Zero(t, n, "gone at TimeWait exit")
 	}
-}
-
-func TestIPCMHelpers(t *testing.T) {
-	var p ConnectParams
-	h := wire.IPCMHeader{IPVersion: 4, SrcPort: 40000}
-	var err error
-	h.SrcIP, h.DstIP = mustAddr("10.0.0.1"), mustAddr("10.0.0.2")
-	require.NoError(t, SetIPCM(&p, &h, 4791, []byte("hi")))
-	require.Equal(t, uint64(0x0000000001060000+4791), p.REQ.ServiceID)
-	got, port, rest, ok := ParseIPCM(&p.REQ)
-	require.True(t, ok)
-	require.Equal(t, uint16(4791), port)
-	require.Equal(t, h, got)
-	require.Equal(t, "hi", string(rest[:2]))
-	require.ErrorIs(t, SetIPCM(&p, &h, 1, make([]byte, 57)), ErrBadParam)
-	p.REQ.ServiceID = 0x1000
-	_, _, _, ok = ParseIPCM(&p.REQ)
-	require.False(t, ok)
-	_ = err
 }
 
 var _ = errors.New

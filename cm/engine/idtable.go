@@ -1,4 +1,4 @@
-package cm
+package engine
 
 // idTable maps the local comm IDs held to their ids. The cyclic allocator
 // hands out consecutive IDs, so the table keeps them in chunks of

@@ -1,7 +1,8 @@
-package cm
+// Package clock is the Manager's source of time: Time, the Clock interface,
+// the runtime's clock (Real) and a clock tests drive by hand (Fake).
+package clock
 
 import (
-	"strconv"
 	"sync"
 	"time"
 )
@@ -24,31 +25,31 @@ func (t Time) String() string { return time.Duration(t).String() }
 // Never is the deadline of "no timer".
 const Never Time = 1<<63 - 1
 
-// Clock is the Manager's source of time and timers. RealClock uses the
-// runtime's monotonic clock; FakeClock is driven by tests.
+// Clock is the Manager's source of time and timers. Real uses the
+// runtime's monotonic clock; Fake is driven by tests.
 type Clock interface {
 	Now() Time
 	// NewTimer returns a stopped timer.
-	NewTimer() ClockTimer
+	NewTimer() Timer
 }
 
-// ClockTimer is a one-shot timer whose channel receives after Reset's
+// Timer is a one-shot timer whose channel receives after Reset's
 // duration. Reset re-arms it (discarding a pending fire); Stop disarms it.
-type ClockTimer interface {
+type Timer interface {
 	C() <-chan struct{}
 	Reset(d time.Duration)
 	Stop()
 }
 
-// RealClock returns a Clock over the runtime's monotonic clock; Time zero is
-// the moment RealClock was called.
-func RealClock() Clock { return &realClock{base: time.Now()} }
+// Real returns a Clock over the runtime's monotonic clock; Time zero is
+// the moment Real was called.
+func Real() Clock { return &realClock{base: time.Now()} }
 
 type realClock struct{ base time.Time }
 
 func (c *realClock) Now() Time { return Time(time.Since(c.base)) }
 
-func (c *realClock) NewTimer() ClockTimer {
+func (c *realClock) NewTimer() Timer {
 	t := &realTimer{c: make(chan struct{}, 1)}
 	t.t = time.AfterFunc(time.Hour, t.fire)
 	t.t.Stop()
@@ -103,26 +104,26 @@ func (t *realTimer) drain() {
 	}
 }
 
-// FakeClock is a Clock for tests: time moves only when Advance or Set is
+// Fake is a Clock for tests: time moves only when Advance or Set is
 // called, and timers fire then.
-type FakeClock struct {
+type Fake struct {
 	mu     sync.Mutex
 	now    Time
 	timers []*fakeTimer
 }
 
-// NewFakeClock returns a FakeClock at time start.
-func NewFakeClock(start Time) *FakeClock { return &FakeClock{now: start} }
+// NewFake returns a Fake at time start.
+func NewFake(start Time) *Fake { return &Fake{now: start} }
 
 // Now returns the fake time.
-func (c *FakeClock) Now() Time {
+func (c *Fake) Now() Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // NewTimer returns a stopped fake timer.
-func (c *FakeClock) NewTimer() ClockTimer {
+func (c *Fake) NewTimer() Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{clock: c, c: make(chan struct{}, 1), at: Never}
@@ -131,10 +132,10 @@ func (c *FakeClock) NewTimer() ClockTimer {
 }
 
 // Advance moves the fake time forward by d and fires every timer that is due.
-func (c *FakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+func (c *Fake) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // Set moves the fake time to t (never backwards) and fires due timers.
-func (c *FakeClock) Set(t Time) {
+func (c *Fake) Set(t Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t > c.now {
@@ -154,7 +155,7 @@ func (c *FakeClock) Set(t Time) {
 // ArmedTimers returns how many of the clock's timers are armed (reset and
 // neither fired nor stopped): none once the Managers using the clock are
 // closed.
-func (c *FakeClock) ArmedTimers() int {
+func (c *Fake) ArmedTimers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -167,7 +168,7 @@ func (c *FakeClock) ArmedTimers() int {
 }
 
 // Deadline returns the earliest armed timer's deadline, or Never.
-func (c *FakeClock) Deadline() Time {
+func (c *Fake) Deadline() Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := Never
@@ -178,7 +179,7 @@ func (c *FakeClock) Deadline() Time {
 }
 
 type fakeTimer struct {
-	clock *FakeClock
+	clock *Fake
 	c     chan struct{}
 	at    Time
 }
@@ -208,8 +209,3 @@ func (t *fakeTimer) Stop() {
 	default:
 	}
 }
-
-// CommID is a local or remote communication ID (12.6.1). 0 means none.
-type CommID uint32
-
-func (id CommID) String() string { return "0x" + strconv.FormatUint(uint64(id), 16) }
