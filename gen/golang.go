@@ -190,13 +190,17 @@ func emitGo(t *def.Table) ([]byte, error) {
 		Id("TimeWait").Bool(),
 		Id("Timer").Bool().Comment("a response timer may run"),
 		Id("Holds").Bool().Comment("the id holds its local comm ID"),
+		Id("QPInit").Bool().Comment("the connection gives its QP's INIT attributes"),
+		Id("QPRTR").Bool().Comment("the connection gives its QP's RTR attributes"),
+		Id("QPRTS").Bool().Comment("the connection gives its QP's RTS attributes"),
 	)
 	f.Line()
 	var attrs []Code
 	for _, s := range def.States {
 		d := Dict{}
 		for k, v := range map[string]bool{"RemoteID": s.RemoteID, "Connected": s.Connected, "Listen": s.Listen,
-			"SIDR": s.SIDR, "TimeWait": s.TimeWait, "Timer": s.Timer, "Holds": s.Holds} {
+			"SIDR": s.SIDR, "TimeWait": s.TimeWait, "Timer": s.Timer, "Holds": s.Holds,
+			"QPInit": s.QPInit, "QPRTR": s.QPRTR, "QPRTS": s.QPRTS} {
 			if v {
 				d[Id(k)] = True()
 			}

@@ -79,6 +79,10 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("TimeWaitStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.TimeWait })))
 	w("TimerStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Timer })))
 	w("HoldStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Holds })))
+	w("\\* The states in which a connection gives its QP's INIT, RTR and RTS attributes.\n")
+	w("QPInitStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.QPInit })))
+	w("QPRTRStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.QPRTR })))
+	w("QPRTSStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.QPRTS })))
 	var msgs, effs, notices []string
 	for _, m := range def.Msgs {
 		msgs = append(msgs, string(m))

@@ -32,6 +32,13 @@ TimerStates == {"REQ_SENT", "MRA_REQ_RCVD", "REP_SENT", "MRA_REP_RCVD", "ESTABLI
 
 HoldStates == {"LISTEN", "REQ_SENT", "REQ_RCVD", "MRA_REQ_SENT", "MRA_REQ_RCVD", "REP_SENT", "REP_RCVD", "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD"}
 
+\* The states in which a connection gives its QP's INIT, RTR and RTS attributes.
+QPInitStates == {"REQ_SENT", "REQ_RCVD", "MRA_REQ_SENT", "MRA_REQ_RCVD", "REP_SENT", "REP_RCVD", "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED"}
+
+QPRTRStates == {"REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "REP_RCVD", "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED"}
+
+QPRTSStates == {"REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "REP_RCVD", "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED"}
+
 Msgs == {"NONE", "ClassPortInfo", "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP", "LAP", "APR"}
 
 EffectNames == {"StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "Resend", "EnterTimeWait", "ExitTimeWait", "Free"}

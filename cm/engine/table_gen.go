@@ -502,46 +502,72 @@ type StateAttr struct {
 	TimeWait  bool
 	Timer     bool // a response timer may run
 	Holds     bool // the id holds its local comm ID
+	QPInit    bool // the connection gives its QP's INIT attributes
+	QPRTR     bool // the connection gives its QP's RTR attributes
+	QPRTS     bool // the connection gives its QP's RTS attributes
 }
 
 var stateAttrs = [NumStates]StateAttr{StateIdle: {}, StateListen: {
 	Holds:  true,
 	Listen: true,
 }, StateReqSent: {
-	Holds: true,
-	Timer: true,
+	Holds:  true,
+	QPInit: true,
+	Timer:  true,
 }, StateReqRcvd: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 }, StateMraReqSent: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 }, StateMraReqRcvd: {
-	Holds: true,
-	Timer: true,
+	Holds:  true,
+	QPInit: true,
+	Timer:  true,
 }, StateRepSent: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 	Timer:     true,
 }, StateRepRcvd: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 }, StateMraRepSent: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 }, StateMraRepRcvd: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 	Timer:     true,
 }, StateEstablished: {
 	Connected: true,
 	Holds:     true,
+	QPInit:    true,
+	QPRTR:     true,
+	QPRTS:     true,
 	RemoteID:  true,
 	Timer:     true,
 }, StateDreqSent: {

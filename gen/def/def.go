@@ -26,6 +26,14 @@ type State struct {
 	TimeWait  bool // TimeWait list
 	Timer     bool // a response timer may run (a message awaits its answer)
 	Holds     bool // the id holds its local comm ID (every state but IDLE)
+
+	// The QP states whose attributes the connection can give in this state,
+	// as the kernel's ib_cm_init_qp_attr allows them (shared/ref/qp-attrs.md):
+	// INIT from the first message on, RTR and RTS once both sides' messages
+	// are known, so the passive side may reach RTS before it sends its REP.
+	QPInit bool
+	QPRTR  bool
+	QPRTS  bool
 }
 
 // LAPState is an alternate-path sub-state of ESTABLISHED.
