@@ -96,6 +96,7 @@ type netOpts struct {
 	trace        bool
 	seed         uint64
 	waitTimeWait bool
+	legacyTWQPN  bool
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -121,6 +122,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.trace, "trace", false, "print every state-table step (IBCM-STEP lines)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
 	fs.BoolVar(&o.waitTimeWait, "wait-timewait", true, "before exiting, wait until every connection has left TimeWait")
+	fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", false, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
 }
 
 // check validates the flags shared by both commands.
@@ -474,7 +476,7 @@ func (r *netRun) newConn(qpn uint32) *connRec {
 // startManager starts the Manager on r.ep with r.trace as its tracer.
 func (r *netRun) startManager() error {
 	cfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID),
-		Seed: r.o.seed, Trace: r.trace}}
+		Seed: r.o.seed, LegacyTimeWaitQPN: r.o.legacyTWQPN, Trace: r.trace}}
 	m, err := cm.NewManager(r.ep.tr, cfg)
 	if err != nil {
 		return err
