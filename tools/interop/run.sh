@@ -32,8 +32,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 T0=$(date +%s)
-log() { echo "interop: $*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
+# shellcheck source=tools/interop/lib.sh
+. tools/interop/lib.sh
 
 if [ "${IBCM_INTEROP_SKIP:-}" = 1 ]; then log "skipped (IBCM_INTEROP_SKIP=1)"; exit 0; fi
 
@@ -60,51 +60,7 @@ for t in qemu-system-x86_64 apt-get apt-cache dpkg go; do
 done
 [ -x /bin/busybox ] || die "/bin/busybox not found (install busybox-static)"
 
-# ---- Debian packages --------------------------------------------------------
-kpkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
-KPKG=$(kpkg)
-if [ -z "$KPKG" ]; then
-	log "apt lists empty: apt-get update"
-	apt-get update -qq >/dev/null 2>&1 || true
-	KPKG=$(kpkg)
-fi
-[ -n "$KPKG" ] || die "cannot resolve linux-image-amd64 (apt-get update needed?)"
-KVER=${KPKG#linux-image-}
-PKGS="$KPKG rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 iproute2 libc6 libgcc-s1 libnl-3-200 libnl-route-3-200 libmnl0 libbsd0 libcap2 libmd0"
-# shellcheck disable=SC2086
-URIS=$(apt-get download --print-uris $PKGS 2>/dev/null) || die "apt-get download --print-uris failed"
-FILES=$(echo "$URIS" | awk '{print $2}' | sort)
-[ "$(echo "$FILES" | wc -l)" -ge 14 ] || die "could not resolve all packages: $URIS"
-KEY=$(echo "$FILES" | sha256sum | cut -c1-16)
-STAGE=$CACHE/stage-$KEY
-if [ ! -e "$STAGE/.complete" ]; then
-	missing=()
-	for f in $FILES; do [ -s "$CACHE/debs/$f" ] || missing+=("${f%%_*}"); done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "downloading ${#missing[@]} packages"
-		if ! (cd "$CACHE/debs" && apt-get download "${missing[@]}" >/dev/null 2>"$WORK/apt.err"); then
-			cat "$WORK/apt.err" >&2
-			[ -z "${IBCM_INTEROP_RETRIED:-}" ] || die "apt-get download failed"
-			# Stale package lists name versions the archive no longer has.
-			log "apt-get download failed; apt-get update and retry"
-			apt-get update -qq >/dev/null 2>&1 || true
-			IBCM_INTEROP_RETRIED=1 IBCM_INTEROP_WORK=$WORK exec "$0" "$@"
-		fi
-	fi
-	log "unpacking into $STAGE"
-	rm -rf "$STAGE" "$STAGE.tmp"
-	mkdir -p "$STAGE.tmp"
-	for f in $FILES; do
-		[ -s "$CACHE/debs/$f" ] || die "missing $CACHE/debs/$f after download"
-		dpkg -x "$CACHE/debs/$f" "$STAGE.tmp"
-	done
-	touch "$STAGE.tmp/.complete"
-	mv "$STAGE.tmp" "$STAGE"
-	# Keep one stage and the debs it came from.
-	for d in "$CACHE"/stage-*; do [ "$d" = "$STAGE" ] || rm -rf "$d"; done
-	for d in "$CACHE"/debs/*.deb; do echo "$FILES" | grep -qxF "$(basename "$d")" || rm -f "$d"; done
-fi
-[ -f "$STAGE/boot/vmlinuz-$KVER" ] || die "no kernel in $STAGE"
+interop_stage
 T1=$(date +%s)
 
 # ---- Build ------------------------------------------------------------------
@@ -160,22 +116,10 @@ T2=$(date +%s)
 # ---- Boot -------------------------------------------------------------------
 PA=$((20000 + RANDOM % 20000))
 PB=$((PA + 1))
-vm() { # name localport remoteport mac
-	timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -M pc -cpu "${IBCM_INTEROP_CPU:-qemu64}" -m 768 -smp 1 \
-		-nodefaults -no-user-config -display none -serial stdio -no-reboot \
-		-kernel "$STAGE/boot/vmlinuz-$KVER" -initrd "$WORK/$1.cpio.gz" \
-		-append "console=ttyS0 quiet panic=-1 8250.nr_uarts=6 ibcm.role=$1" \
-		-netdev "socket,id=n0,udp=127.0.0.1:$3,localaddr=127.0.0.1:$2" \
-		-serial "file:$WORK/$1-ttyS1.log" -serial "file:$WORK/$1-ttyS2.log" -serial "file:$WORK/$1-ttyS3.log" \
-		-chardev "file,id=s4,path=$WORK/$1-ttyS4.log" -chardev "file,id=s5,path=$WORK/$1-ttyS5.log" \
-		-device pci-serial-2x,chardev1=s4,chardev2=s5 \
-		-device "virtio-net-pci,netdev=n0,mac=$4" \
-		</dev/null >"$WORK/$1.console" 2>&1
-}
 log "booting VM A (kernel CM) and VM B ($VM_B_PKG) on udp 127.0.0.1:$PA<->$PB; logs in $WORK"
-vm a "$PA" "$PB" 52:54:00:12:34:01 &
+interop_vm a "$PA" "$PB" 52:54:00:12:34:01 &
 PIDA=$!
-vm b "$PB" "$PA" 52:54:00:12:34:02 &
+interop_vm b "$PB" "$PA" 52:54:00:12:34:02 &
 PIDB=$!
 RCA=0
 RCB=0
