@@ -41,7 +41,8 @@ func MatchesDefinition(t Table) error {
 			return fmt.Errorf("state %d: generated %s, defined %s", i, s, ds.Name)
 		}
 		want := engine.StateAttr{RemoteID: ds.RemoteID, Connected: ds.Connected, Listen: ds.Listen, SIDR: ds.SIDR,
-			TimeWait: ds.TimeWait, Timer: ds.Timer, Holds: ds.Holds}
+			TimeWait: ds.TimeWait, Timer: ds.Timer, Holds: ds.Holds,
+			QPInit: ds.QPInit, QPRTR: ds.QPRTR, QPRTS: ds.QPRTS}
 		if a != want {
 			return fmt.Errorf("%s: attributes %+v, defined %+v", s, a, want)
 		}
