@@ -87,8 +87,8 @@ type Conn struct {
 	REP *wire.REP
 
 	// Path and AltPath (active side) are the path records of the REQ's
-	// primary and alternate paths. AltPath describes the alternate path
-	// of the LAP this side sent instead, when LAPSent.
+	// primary and alternate paths. On a side that sent a LAP (LAPSent,
+	// active or passive), AltPath is the record of the LAP's path instead.
 	Path, AltPath Path
 	// Recv (passive side) is how the REQ arrived.
 	Recv Recv
@@ -108,8 +108,10 @@ type Conn struct {
 // Attr returns the attributes that move the connection's QP to state s on
 // port p: INIT, RTR or RTS as ib_cm_init_qp_attr gives them, or ERR (the
 // state alone, for the DREQ path). Fields outside the returned Mask are
-// zero. Whether the connection's CM state allows s is the caller's to
-// check (engine.State.Attr().QPInit and friends).
+// zero, except State, which always names s: after a LAP the RTS attributes
+// leave STATE out of the Mask, because the QP is in RTS already. Whether
+// the connection's CM state allows s is the caller's to check
+// (engine.State.Attr().QPInit and friends).
 func (c *Conn) Attr(p *Port, s State) (Attr, error) {
 	switch s {
 	case Init, RTR, RTS:
