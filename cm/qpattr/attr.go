@@ -1,12 +1,3 @@
-// Package qpattr holds the queue-pair attributes a connection's QP needs at
-// each state, derived from the REQ and REP the CM exchanged, as the Linux
-// kernel's ib_cm_init_qp_attr and librdmacm's rdma_init_qp_attr derive them.
-//
-// The attributes are plain data: the field names and the numbering of every
-// enumeration (State, Mask, Access, MigState, wire.MTU, the static rate) are
-// those of libibverbs' struct ibv_qp_attr, so a verbs binding (hw/verbs)
-// applies an Attr with one ibv_modify_qp call, and nothing here depends on
-// verbs.
 package qpattr
 
 // State is a QP state, numbered as enum ibv_qp_state.
@@ -77,22 +68,26 @@ var maskNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS
 	"ALT_PATH", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC", "PATH_MIG_STATE", "CAP", "DEST_QPN"}
 
 // String lists the bits as verbs names them, "STATE|AV|PATH_MTU".
-func (m Mask) String() string {
+func (m Mask) String() string { return flagString(uint32(m), maskNames[:]) }
+
+// flagString names the set bits of v, bit i by names[i], and any other bits
+// in hex; "0" when none is set.
+func flagString(v uint32, names []string) string {
 	s := ""
-	for i, n := range maskNames {
-		if m&(1<<i) != 0 {
+	for i, n := range names {
+		if v&(1<<i) != 0 {
 			if s != "" {
 				s += "|"
 			}
 			s += n
-			m &^= 1 << i
+			v &^= 1 << i
 		}
 	}
-	if m != 0 {
+	if v != 0 {
 		if s != "" {
 			s += "|"
 		}
-		s += "0x" + hex(uint32(m))
+		s += "0x" + hex(v)
 	}
 	if s == "" {
 		return "0"
@@ -111,6 +106,11 @@ const (
 	RemoteAtomic Access = 1 << 3
 )
 
+var accessNames = [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC"}
+
+// String lists the flags as verbs names them, "REMOTE_WRITE|REMOTE_READ".
+func (a Access) String() string { return flagString(uint32(a), accessNames[:]) }
+
 // MigState is the path migration state, numbered as enum ibv_mig_state.
 type MigState uint8
 
@@ -120,6 +120,18 @@ const (
 	Rearm
 	Armed
 )
+
+func (m MigState) String() string {
+	switch m {
+	case Migrated:
+		return "MIGRATED"
+	case Rearm:
+		return "REARM"
+	case Armed:
+		return "ARMED"
+	}
+	return "MigState(" + itoa(uint32(m)) + ")"
+}
 
 // GID is a 128-bit port GID in network byte order.
 type GID [16]byte
