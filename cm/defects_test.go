@@ -57,7 +57,7 @@ func TestRestartDoesNotReuseCommIDs(t *testing.T) {
 			require.NoError(t, err)
 			reqs := make(chan *wire.REQ, 4)
 			var wg sync.WaitGroup
-			defer wg.Wait()
+			defer func() { cancel(); wg.Wait() }()
 			wg.Go(func() {
 				for n := uint32(0); ; n++ {
 					r, err := l.Accept(ctx)
@@ -122,7 +122,7 @@ func TestStaleREPRejectReason(t *testing.T) {
 	// The server answers every REQ with the same QPN: the second REP
 	// names a QP the client is still connected to.
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() {
 		for {
 			r, err := l.Accept(ctx)
