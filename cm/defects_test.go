@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,20 +18,24 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// filterTransport drops the MADs its drop function picks, on their way out.
+// filterTransport drops the MADs its drop function picks, on their way
+// out, and every MAD once dead.
 type filterTransport struct {
 	transport.Transport
 	drop func(p *transport.Packet) bool
+	dead atomic.Bool
 }
 
 func (f *filterTransport) Send(ctx context.Context, p *transport.Packet) error {
-	if f.drop != nil && f.drop(p) {
+	if f.dead.Load() || f.drop != nil && f.drop(p) {
 		return nil
 	}
 	return f.Transport.Send(ctx, p)
 }
 
-func attrOf(p *transport.Packet) wire.AttrID { return wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18])) }
+func attrOf(p *transport.Packet) wire.AttrID {
+	return wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18]))
+}
 
 // A CM process that restarts must not hand out the comm IDs of its previous
 // life: a peer that still holds the old connection would take the new REQ
@@ -67,7 +72,7 @@ func TestRestartDoesNotReuseCommIDs(t *testing.T) {
 					q := *r.REQ()
 					reqs <- &q
 					wg.Go(func() {
-						_, _ = r.Accept(ctx, &wire.REP{LocalQPN: 0x500 + n, StartingPSN: 7, RNRRetryCount: 7})
+						_, _ = r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x500 + n, StartingPSN: 7, RNRRetryCount: 7}})
 					})
 				}
 			})
@@ -85,7 +90,7 @@ func TestRestartDoesNotReuseCommIDs(t *testing.T) {
 			first := <-reqs
 			require.Equal(t, uint32(0x100), first.LocalQPN)
 			// The process dies: nothing it would still send leaves.
-			tr1.drop = func(*transport.Packet) bool { return true }
+			tr1.dead.Store(true)
 			require.NoError(t, ep1.Close())
 			require.NoError(t, c1.Close())
 
@@ -129,7 +134,9 @@ func TestStaleREPRejectReason(t *testing.T) {
 			if err != nil {
 				return
 			}
-			wg.Go(func() { _, _ = r.Accept(ctx, &wire.REP{LocalQPN: 0x500, StartingPSN: 7, RNRRetryCount: 7}) })
+			wg.Go(func() {
+				_, _ = r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x500, StartingPSN: 7, RNRRetryCount: 7}})
+			})
 		}
 	})
 	c1, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x100))
@@ -202,6 +209,8 @@ func TestSendNeverStallsTheLoop(t *testing.T) {
 		}
 	}
 	require.Error(t, full, "the outbound queue never filled")
+	require.ErrorIs(t, full, cm.ErrSendQueueFull)
+	require.NotZero(t, m.Stats().SendQueueFull)
 }
 
 // Disconnect outside ESTABLISHED is refused by the table like every other

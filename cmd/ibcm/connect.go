@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -219,7 +218,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			sleepCtx(ctx, ca.interval)
 		}
 		qpn := o.qpnOf(k)
-		p := &engine.ConnectParams{To: to, REQ: connectREQ(o, ca, ep, to, qpn)}
+		p := &cm.ConnectParams{To: to, REQ: connectREQ(o, ca, ep, to, qpn)}
 		if hdr != nil {
 			h := *hdr
 			h.SrcPort = uint16(40000 + rand.IntN(20000))

@@ -186,7 +186,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			RNRRetryCount:       7,
 		}
 		wg.Go(func() {
-			conn, err := req.Accept(ctx, rep)
+			conn, err := req.Accept(ctx, &cm.AcceptParams{REP: *rep})
 			if err != nil {
 				r.mu.Lock()
 				overtaken := errors.Is(err, cm.ErrDisconnected) && c.dreqRcvd

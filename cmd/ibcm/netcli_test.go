@@ -243,7 +243,7 @@ func TestConnectWaitListener(t *testing.T) {
 		if err != nil {
 			return
 		}
-		_, _ = req.Accept(ctx, &wire.REP{LocalQPN: 0x99})
+		_, _ = req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x99}})
 	}()
 	code, out, stderr := runCmd(t, nil, append([]string{"connect", "--transport", "sim", "--sim-fabric", fabricName(t),
 		"--dlid", "1", "--sid", "5", "--wait-listener", "10s"}, fast...)...)
