@@ -1,0 +1,276 @@
+package cm_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// fakeQP stands in for a verbs QP: it accepts only the transitions a real
+// QP allows (RESET → INIT → RTR → RTS, and ERR from any state), with the
+// attributes each needs, and records them.
+type fakeQP struct {
+	qpn uint32
+	mu  sync.Mutex
+	st  qpattr.State
+	log []string
+	bad []string // illegal transitions
+}
+
+func newFakeQP(qpn uint32) *fakeQP { return &fakeQP{qpn: qpn} }
+
+func (q *fakeQP) QPN() uint32 { return q.qpn }
+
+// need is the mask each transition must carry at least (the verbs rules
+// for an RC QP).
+var need = map[[2]qpattr.State]qpattr.Mask{
+	{qpattr.Reset, qpattr.Init}: qpattr.MaskState | qpattr.MaskPKeyIndex | qpattr.MaskPort | qpattr.MaskAccessFlags,
+	{qpattr.Init, qpattr.RTR}:   qpattr.MaskState | qpattr.MaskAV | qpattr.MaskPathMTU | qpattr.MaskDestQPN | qpattr.MaskRQPSN,
+	{qpattr.RTR, qpattr.RTS}:    qpattr.MaskState | qpattr.MaskSQPSN,
+}
+
+func (q *fakeQP) Modify(a *qpattr.Attr) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if a.Mask&qpattr.MaskState == 0 {
+		q.bad = append(q.bad, "no STATE bit")
+		return fmt.Errorf("fake QP: no state")
+	}
+	if a.State != qpattr.Err {
+		m, ok := need[[2]qpattr.State{q.st, a.State}]
+		if !ok || a.Mask&m != m {
+			q.bad = append(q.bad, fmt.Sprintf("%s -> %s with %s", q.st, a.State, a.Mask))
+			return fmt.Errorf("fake QP: %s -> %s not allowed", q.st, a.State)
+		}
+	}
+	q.st = a.State
+	q.log = append(q.log, a.State.String())
+	return nil
+}
+
+func (q *fakeQP) State() qpattr.State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.st
+}
+
+// readyCheck watches the MADs a side sends: when its REP (passive) or RTU
+// (active) leaves, the peer may start sending data at any moment, so the
+// side's QP must be in RTS by then.
+type readyCheck struct {
+	transport.Transport
+	qp      func() *fakeQP
+	mu      sync.Mutex
+	early   []string
+	checked int
+}
+
+func (r *readyCheck) Send(ctx context.Context, p *transport.Packet) error {
+	attr := wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18]))
+	if attr == wire.AttrREP || attr == wire.AttrRTU {
+		if qp := r.qp(); qp != nil {
+			r.mu.Lock()
+			r.checked++
+			if st := qp.State(); st != qpattr.RTS {
+				r.early = append(r.early, fmt.Sprintf("%s sent with the QP in %s", attr, st))
+			}
+			r.mu.Unlock()
+		}
+	}
+	return r.Transport.Send(ctx, p)
+}
+
+func (r *readyCheck) result() (early []string, checked int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.early...), r.checked
+}
+
+// A passive program: it accepts every request with a QP of its own, which
+// the Manager moves to RTS before the REP goes out, and to ERR when the
+// peer disconnects; the QP is destroyed after TimeWait.
+func ExampleRequest_Accept() {
+	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fabric.Close()
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{})
+	defer server.Close()
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	served := make(chan *fakeQP, 1)
+	go func() {
+		req, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		qp := newFakeQP(0x22) // ibv_create_qp would make it
+		c, err := req.Accept(ctx, &cm.AcceptParams{QP: qp})
+		if err != nil {
+			return
+		}
+		<-c.Done()         // the peer disconnected: the QP is in ERR
+		<-c.TimeWaitExit() // stale packets are gone: ibv_destroy_qp now
+		served <- qp
+	}()
+
+	conn, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11}})
+	if err != nil {
+		panic(err)
+	}
+	_ = conn.Disconnect(ctx, nil)
+	qp := <-served
+	fmt.Println("server QP:", qp.log)
+	// Output:
+	// server QP: [INIT RTR RTS ERR]
+}
+
+// An active program: the Manager moves its QP to RTS when the REP arrives
+// and only then sends the RTU, after which the peer may send at once.
+func ExampleManager_Connect() {
+	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fabric.Close()
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{})
+	defer server.Close()
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	go func() {
+		req, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		_, _ = req.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
+	}()
+
+	qp := newFakeQP(0x11)
+	conn, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: client.NewREQ(server.LocalAddr(), 0x1000), QP: qp})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("connected to QP %#x; our QP: %v\n", conn.RemoteQPN(), qp.log)
+	_ = conn.Disconnect(ctx, nil) // our DREQ, their DREP, then TimeWait
+	<-conn.TimeWaitExit()
+	fmt.Println("after TimeWait:", qp.log)
+	// Output:
+	// connected to QP 0x22; our QP: [INIT RTR RTS]
+	// after TimeWait: [INIT RTR RTS ERR]
+}
+
+// TestQPReadyBeforeDataCanArrive: over a lossy fabric, each side's QP is in
+// RTS before the message after which the peer may send (the passive REP,
+// the active RTU), for many connections; and the check bites: a program
+// that moves its QP only after Connect returns is caught.
+func TestQPReadyBeforeDataCanArrive(t *testing.T) {
+	fabric := simnet.NewFabric(simnet.Config{Seed: 7, Loss: 0.1, Dup: 0.1, Delay: 20 * time.Microsecond, Jitter: 30 * time.Microsecond})
+	defer fabric.Close()
+	var mu sync.Mutex
+	var srvQP, cliQP *fakeQP
+	srvTr := &readyCheck{Transport: fabric.NewEndpoint(), qp: func() *fakeQP { mu.Lock(); defer mu.Unlock(); return srvQP }}
+	cliTr := &readyCheck{Transport: fabric.NewEndpoint(), qp: func() *fakeQP { mu.Lock(); defer mu.Unlock(); return cliQP }}
+	fast := cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}}
+	server, err := cm.NewManager(srvTr, fast)
+	require.NoError(t, err)
+	defer server.Close()
+	fast.Engine.LocalGUID = 0xa
+	client, err := cm.NewManager(cliTr, fast)
+	require.NoError(t, err)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		for n := uint32(0); ; n++ {
+			req, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			qp := newFakeQP(0x200 + n)
+			mu.Lock()
+			srvQP = qp
+			mu.Unlock()
+			_, _ = req.Accept(ctx, &cm.AcceptParams{QP: qp})
+		}
+	})
+	for i := range 20 {
+		qp := newFakeQP(0x100 + uint32(i))
+		mu.Lock()
+		cliQP = qp
+		mu.Unlock()
+		p := fastREQ(srvTr.Transport.(*simnet.Endpoint), 0x1000, 0)
+		p.QP = qp
+		c, err := client.Connect(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, qpattr.RTS, qp.State())
+		require.NoError(t, c.Disconnect(ctx, nil))
+		require.Equal(t, qpattr.Err, qp.State())
+		require.Empty(t, qp.bad)
+	}
+	early, checked := srvTr.result()
+	require.Empty(t, early, "passive side")
+	require.GreaterOrEqual(t, checked, 20)
+	early, checked = cliTr.result()
+	require.Empty(t, early, "active side")
+	require.GreaterOrEqual(t, checked, 20)
+
+	// The check bites: a program that gives Connect no QP and moves it
+	// afterwards lets the RTU out while its QP is still in RESET.
+	qp := newFakeQP(0x300)
+	mu.Lock()
+	cliQP = qp
+	mu.Unlock()
+	c, err := client.Connect(ctx, fastREQ(srvTr.Transport.(*simnet.Endpoint), 0x1000, 0x300))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, n := cliTr.result(); return n > checked }, 10*time.Second, time.Millisecond,
+		"the RTU never left")
+	for _, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
+		a, err := c.QPAttr(ctx, s)
+		require.NoError(t, err)
+		require.NoError(t, qp.Modify(&a))
+	}
+	early, _ = cliTr.result()
+	require.NotEmpty(t, early, "an RTU sent before the QP was ready went unnoticed")
+	require.NoError(t, c.Disconnect(ctx, nil))
+}
+
+// Conn.QPAttr follows gen/def's QP state sets: once the connection ended
+// there are no RTR attributes, and the error says why.
+func TestQPAttrRefusedAfterDisconnect(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+	require.NoError(t, err)
+	_, err = c.QPAttr(ctx, qpattr.RTR)
+	require.NoError(t, err)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	_, err = c.QPAttr(ctx, qpattr.RTR)
+	var qe *cm.QPStateError
+	require.ErrorAs(t, err, &qe)
+	require.ErrorIs(t, err, cm.ErrInvalidState)
+	require.Equal(t, qpattr.RTR, qe.QP)
+	l.Close()
+}
