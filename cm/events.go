@@ -3,6 +3,7 @@ package cm
 import (
 	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -19,9 +20,10 @@ type Event struct {
 	// Reason: Rejected and RejectSent, the REJ's reason; Stale, the reason
 	// sent (10) if any.
 	Reason wire.RejectReason
-	// Msg is the received message behind the event, or nil. It is valid
-	// during the OnEvent call only.
-	Msg *wire.MAD
+	// Msg is the received message behind the event, or nil, and From its
+	// sender. Msg is valid during the OnEvent call only.
+	Msg  *wire.MAD
+	From transport.Addr
 }
 
 // EventKind says what happened.

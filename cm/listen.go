@@ -123,7 +123,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 	c.remoteGUID = c.req.LocalCAGUID
 	c.hopLimit = nt.From.HopLimit
 	r := &Request{m: m, id: nt.ID, conn: c, from: nt.From}
-	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: nt.ID, Msg: nt.Msg})
+	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	l := m.listeners[nt.Listen]
 	if l == nil {
 		r.reject(now, wire.RejectInvalidServiceID, nil, nil)
@@ -148,7 +148,7 @@ func (m *Manager) requestEnded(r *Request, nt *engine.Notification) {
 	}
 	delete(m.requests, r.id)
 	m.notWaiting(r.id)
-	ev := Event{Conn: r.conn, ID: r.id, Reason: nt.Reason, Msg: nt.Msg}
+	ev := Event{Conn: r.conn, ID: r.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
 	switch nt.Notice {
 	case engine.NoticeRejected:
 		ev.Kind = EventRejected
@@ -175,6 +175,10 @@ type Request struct {
 
 // ID returns the passive id's local comm ID.
 func (r *Request) ID() CommID { return r.id }
+
+// Conn is the connection the request becomes once accepted (the one
+// Accept returns, and Event.Conn names).
+func (r *Request) Conn() *Conn { return r.conn }
 
 // REQ returns the request.
 func (r *Request) REQ() *wire.REQ { return &r.conn.req }

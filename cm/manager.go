@@ -394,7 +394,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 	if c == nil {
 		return
 	}
-	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg}
+	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
 	switch nt.Notice {
 	case engine.NoticeREPReceived:
 		c.rep = nt.Msg.REP
@@ -446,6 +446,8 @@ func (m *Manager) handle(nt *engine.Notification) {
 		_ = m.call(func() error { return m.eng.SendDREP(now, c.id, nil) })
 		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: c.id})
 		c.end(ErrDisconnected)
+		m.settleNow(c) // the DREP took it into TimeWait
+		return
 	case engine.NoticeDisconnected:
 		ev.Kind = EventDisconnected
 		m.emit(ev)

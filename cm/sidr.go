@@ -56,7 +56,7 @@ func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 	l := m.listeners[nt.Listen]
 	r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
-	m.emit(Event{Kind: EventSIDRRequest, ID: nt.ID, Msg: nt.Msg})
+	m.emit(Event{Kind: EventSIDRRequest, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	if l != nil {
 		select {
 		case l.sidrs <- r:
