@@ -35,6 +35,9 @@ type PortInfo struct {
 	// MaxRdAtomic bounds the RDMA READ and atomic depths the builders
 	// offer (default 1).
 	MaxRdAtomic uint8
+	// LMC is the port's LID mask control (IB): the low LMC bits of a
+	// path's source LID are its source path bits.
+	LMC uint8
 }
 
 // PortInfoer is implemented by transports that know their port's tables
@@ -61,6 +64,7 @@ func resolvePort(tr transport.Transport, p PortInfo) PortInfo {
 	def(&p.CAAckDelay, t.CAAckDelay, 15)
 	def(&p.PacketLifeTime, t.PacketLifeTime, 18)
 	def(&p.MaxRdAtomic, t.MaxRdAtomic, 1)
+	def(&p.LMC, t.LMC, 0)
 	if p.MTU == 0 {
 		p.MTU = t.MTU
 	}
@@ -90,25 +94,6 @@ func resolvePort(tr transport.Transport, p PortInfo) PortInfo {
 	return p
 }
 
-// ackTimeout is the Local ACK Timeout for a path: 4.096 µs × 2^t covers
-// the CA's ACK delay plus a round trip (the kernel's cm_ack_timeout).
-func ackTimeout(caAckDelay, packetLifeTime uint8) uint8 {
-	t := int(packetLifeTime) + 1
-	if t >= int(caAckDelay) {
-		if int(caAckDelay) >= t-1 {
-			t++
-		}
-	} else {
-		d := int(caAckDelay)
-		if t >= d-1 {
-			t = d + 1
-		} else {
-			t = d
-		}
-	}
-	return uint8(min(31, t))
-}
-
 func psn() uint32 { return rand.Uint32() & 0xffffff }
 
 // NewREQ returns a request from this Manager's port to the CM port to for
@@ -134,7 +119,7 @@ func (m *Manager) NewREQ(to transport.Addr, serviceID uint64) wire.REQ {
 		RNRRetryCount:           7,
 		PartitionKey:            0xffff,
 		PathPacketPayloadMTU:    p.MTU,
-		PrimaryLocalAckTimeout:  ackTimeout(p.CAAckDelay, p.PacketLifeTime),
+		PrimaryLocalAckTimeout:  qpattr.AckTimeout(p.CAAckDelay, p.PacketLifeTime),
 		PrimaryLocalPortLID:     p.LID,
 		PrimaryRemotePortLID:    to.LID,
 		PrimaryLocalPortGID:     p.GID,
@@ -200,7 +185,7 @@ func (m *Manager) fillREQ(r *wire.REQ, to *transport.Addr) {
 		r.RemoteCMResponseTimeout, r.LocalCMResponseTimeout, r.MaxCMRetries = 20, 20, 15
 	}
 	if r.PrimaryLocalAckTimeout == 0 {
-		r.PrimaryLocalAckTimeout = ackTimeout(m.port.CAAckDelay, m.port.PacketLifeTime)
+		r.PrimaryLocalAckTimeout = qpattr.AckTimeout(m.port.CAAckDelay, m.port.PacketLifeTime)
 	}
 	if r.PartitionKey == 0 {
 		r.PartitionKey = 0xffff

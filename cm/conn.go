@@ -7,6 +7,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -36,7 +37,7 @@ type Conn struct {
 	remoteGUID uint64
 	req        wire.REQ
 	rep        wire.REP
-	hopLimit   uint8 // passive: the hop limit of the REQ's GRH
+	from       transport.Addr // passive: where the REQ came from
 	rtuPD      []byte
 	qp         QP
 

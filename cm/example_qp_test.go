@@ -274,3 +274,51 @@ func TestQPAttrRefusedAfterDisconnect(t *testing.T) {
 	require.Equal(t, qpattr.RTR, qe.QP)
 	l.Close()
 }
+
+// The two ends of a Manager connection give mirrored QP attributes: each
+// side's RTR names the other's QPN and starting PSN, and the read depths
+// match across.
+func TestQPAttrMirrorOverManagers(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	served := make(chan *cm.Conn, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		rep := r.NewREP()
+		rep.LocalQPN = 0x222
+		c, err := r.Accept(ctx, &cm.AcceptParams{REP: rep})
+		if err == nil {
+			served <- c
+		}
+	}()
+	req := p.a.NewREQ(p.eb.LocalAddr(), 0x1000)
+	req.LocalQPN = 0x111
+	req.ResponderResources, req.InitiatorDepth = 1, 1
+	a, err := p.a.Connect(ctx, &cm.ConnectParams{To: p.eb.LocalAddr(), REQ: req})
+	require.NoError(t, err)
+	b := <-served
+	attr := func(c *cm.Conn, s qpattr.State) qpattr.Attr {
+		x, err := c.QPAttr(ctx, s)
+		require.NoError(t, err)
+		return x
+	}
+	ar, br := attr(a, qpattr.RTR), attr(b, qpattr.RTR)
+	as, bs := attr(a, qpattr.RTS), attr(b, qpattr.RTS)
+	require.Equal(t, uint32(0x222), ar.DestQPN)
+	require.Equal(t, uint32(0x111), br.DestQPN)
+	require.Equal(t, as.SQPSN, br.RQPSN)
+	require.Equal(t, bs.SQPSN, ar.RQPSN)
+	require.Equal(t, as.MaxRdAtomic, br.MaxDestRdAtomic)
+	require.Equal(t, bs.MaxRdAtomic, ar.MaxDestRdAtomic)
+	require.Equal(t, ar.PathMTU, br.PathMTU)
+	require.Equal(t, p.eb.LocalAddr().LID, ar.AH.DLID)
+	require.Equal(t, p.ea.LocalAddr().LID, br.AH.DLID)
+	require.NoError(t, a.Disconnect(ctx, nil))
+	l.Close()
+}

@@ -121,7 +121,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 	c.req = nt.Msg.REQ
 	c.remoteQPN = c.req.LocalQPN
 	c.remoteGUID = c.req.LocalCAGUID
-	c.hopLimit = nt.From.HopLimit
+	c.from = nt.From
 	r := &Request{m: m, id: nt.ID, conn: c, from: nt.From}
 	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	l := m.listeners[nt.Listen]

@@ -1,40 +1,38 @@
 package cm
 
 import (
-	"fmt"
-
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// derive computes the attributes for s from the connection's messages.
-//
-// Interim: the full derivation (paths, GRH, P_Key and GID indexes, timeouts,
-// alternate path) comes with cm/qpattr's; until then the attributes carry
-// what the ordering of the lifecycle needs.
+// derive computes the attributes for s from the connection's messages, as
+// the kernel's ib_cm_init_qp_attr does (cm/qpattr); rep is the REP
+// received (active) or sent or about to be sent (passive), zero until
+// known.
 func (c *Conn) derive(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
-	a := qpattr.Attr{State: s, Mask: qpattr.MaskState}
-	switch s {
-	case qpattr.Init:
-		a.Mask |= qpattr.MaskAccessFlags | qpattr.MaskPKeyIndex | qpattr.MaskPort
-		a.PortNum = c.m.port.Num
-	case qpattr.RTR:
-		a.Mask |= qpattr.MaskAV | qpattr.MaskPathMTU | qpattr.MaskDestQPN | qpattr.MaskRQPSN
-		a.PathMTU = uint8(c.req.PathPacketPayloadMTU)
-		if c.active {
-			a.DestQPN, a.RQPSN = rep.LocalQPN, c.req.StartingPSN
-		} else {
-			a.DestQPN, a.RQPSN = c.req.LocalQPN, rep.StartingPSN
-		}
-	case qpattr.RTS:
-		a.Mask |= qpattr.MaskSQPSN
-		if c.active {
-			a.SQPSN = rep.StartingPSN
-		} else {
-			a.SQPSN = c.req.StartingPSN
-		}
-	default:
-		return a, fmt.Errorf("%w: no attributes for QP state %s", ErrBadParam, s)
+	q := qpattr.Conn{Active: c.active, REQ: &c.req, LAP: c.lap, LAPSent: c.lapSent}
+	if *rep != (wire.REP{}) {
+		q.REP = rep
 	}
-	return a, nil
+	p := &c.m.port
+	if c.active {
+		q.Path = qpattr.Path{PacketLifeTime: p.PacketLifeTime}
+	} else {
+		// The kernel builds the passive address vector partly from the
+		// REQ's work completion (ib_init_ah_attr_from_wc).
+		q.Recv = qpattr.Recv{SLID: c.from.LID, SL: c.from.SL, PathBits: c.from.PathBits}
+		switch {
+		case p.RoCE:
+			q.Recv.HopLimit = 64 // the IP route's default hop limit
+		case c.from.GRH:
+			q.Recv.HopLimit = 0xff
+		}
+	}
+	port := p.qp()
+	return q.Attr(&port, s)
+}
+
+// qp is the port as the QP-attribute derivation sees it.
+func (p *PortInfo) qp() qpattr.Port {
+	return qpattr.Port{Num: p.Num, RoCE: p.RoCE, LMC: p.LMC, PKeys: p.PKeys, GIDs: p.GIDs}
 }
