@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,5 +232,53 @@ func TestDisconnectOutsideEstablished(t *testing.T) {
 	require.ErrorAs(t, err, &se, "a second Disconnect must be refused")
 	require.ErrorIs(t, err, cm.ErrInvalidState)
 	require.Equal(t, engine.EvDisconnect, se.Event)
+	l.Close()
+}
+
+// A program that names only an IP address and TCP port gets a complete
+// rdma_cm-style request: the IP CM service ID and header, P_Key 0xFFFF,
+// retry counts 7, CM timeouts 20 with 15 retries, the permissive LID and a
+// GRH on RoCE, and a random 24-bit PSN.
+func TestConnectByIPOnly(t *testing.T) {
+	v4 := func(s string) wire.GID { return wire.GID(netip.MustParseAddr("::ffff:" + s).As16()) }
+	roce := func(ip string) cm.ManagerConfig {
+		return cm.ManagerConfig{Port: cm.PortInfo{RoCE: true, GID: v4(ip)}}
+	}
+	p := newPair(t, simnet.Config{}, roce("10.0.0.2"), roce("10.0.0.1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: wire.IPServiceID(7471)})
+	require.NoError(t, err)
+	got := make(chan wire.REQ, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		got <- *r.REQ()
+		_, _ = r.Accept(ctx, nil)
+	}()
+	// simnet has no IP routing: the address is the peer's CM port; only
+	// the request is built from the IP and port.
+	c, err := p.a.Connect(ctx, &cm.ConnectParams{To: p.eb.LocalAddr(), IP: netip.MustParseAddrPort("10.0.0.1:7471"),
+		PrivateData: []byte("hi")})
+	require.NoError(t, err)
+	r := <-got
+	h, port, rest, ok := cm.ParseIPCM(&r)
+	require.True(t, ok)
+	require.Equal(t, uint16(7471), port)
+	require.Equal(t, netip.MustParseAddr("10.0.0.2"), h.SrcIP)
+	require.Equal(t, netip.MustParseAddr("10.0.0.1"), h.DstIP)
+	require.Equal(t, "hi", string(rest[:2]))
+	require.Equal(t, uint16(0xffff), r.PartitionKey)
+	require.Equal(t, uint16(0xffff), r.PrimaryLocalPortLID)
+	require.Equal(t, uint8(7), r.RetryCount)
+	require.Equal(t, uint8(7), r.RNRRetryCount)
+	require.Equal(t, uint8(20), r.RemoteCMResponseTimeout)
+	require.Equal(t, uint8(15), r.MaxCMRetries)
+	require.Equal(t, wire.MTU1024, r.PathPacketPayloadMTU)
+	require.Equal(t, uint8(64), r.PrimaryHopLimit)
+	require.Less(t, r.StartingPSN, uint32(1<<24))
+	require.NoError(t, c.Disconnect(ctx, nil))
 	l.Close()
 }

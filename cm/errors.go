@@ -32,6 +32,9 @@ var (
 	ErrDisconnected = errors.New("cm: disconnected")
 	// ErrStale: the connection was found stale (12.4.1) and torn down.
 	ErrStale = errors.New("cm: stale connection")
+	// ErrSendQueueFull: the MAD a call produced found the send queue full
+	// (ManagerConfig.SendQueue) and was dropped. It matches ErrNoResources.
+	ErrSendQueueFull = fmt.Errorf("%w: send queue full", ErrNoResources)
 )
 
 // StateError is the error of a call the CM state table refuses in the

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -350,10 +349,6 @@ func (m *Manager) call(f func() error) error {
 	}
 	return err
 }
-
-// ErrSendQueueFull: the MAD a call produced found the send queue full
-// (ManagerConfig.SendQueue) and was dropped. It matches ErrNoResources.
-var ErrSendQueueFull = fmt.Errorf("%w: send queue full", ErrNoResources)
 
 // emit tells OnEvent.
 func (m *Manager) emit(ev Event) {
