@@ -322,3 +322,91 @@ func TestQPAttrMirrorOverManagers(t *testing.T) {
 	require.NoError(t, a.Disconnect(ctx, nil))
 	l.Close()
 }
+
+// slowQP takes its time to reach RTR, as a busy application might.
+type slowQP struct {
+	*fakeQP
+	delay time.Duration
+}
+
+func (q *slowQP) Modify(a *qpattr.Attr) error {
+	if a.State == qpattr.RTR {
+		time.Sleep(q.delay)
+	}
+	return q.fakeQP.Modify(a)
+}
+
+// An application slower than MRADelay gets an MRA sent on its behalf: the
+// passive side for a REQ it has not answered, the active side for a REP
+// whose RTU waits on the QP. The peer hears MRA-RECEIVED and waits.
+func TestMRAOnTheApplicationsBehalf(t *testing.T) {
+	var mu sync.Mutex
+	heard := map[string]int{}
+	rec := func(side string) func(cm.Event) {
+		return func(e cm.Event) {
+			mu.Lock()
+			heard[side+" "+e.Kind.String()]++
+			mu.Unlock()
+		}
+	}
+	ca := cm.ManagerConfig{MRADelay: time.Millisecond, OnEvent: rec("a")}
+	cb := cm.ManagerConfig{MRADelay: time.Millisecond, OnEvent: rec("b")}
+	p := newPair(t, simnet.Config{}, ca, cb)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond) // well past MRADelay
+		_, _ = r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
+	}()
+	req := fastREQ(p.eb, 0x1000, 0)
+	// The peer's waits would run out long before 200 ms without the MRAs
+	// (4 ms a try, 3 tries).
+	req.REQ.MaxCMRetries = 2
+	req.QP = &slowQP{fakeQP: newFakeQP(0x11), delay: 200 * time.Millisecond}
+	c, err := p.a.Connect(ctx, req)
+	require.NoError(t, err, "without an MRA the peers' timers end the attempt")
+	mu.Lock()
+	require.Equal(t, 1, heard["b MRA-SENT"], "passive MRA for the REQ")
+	require.Equal(t, 1, heard["a MRA-RECEIVED"])
+	require.Equal(t, 1, heard["a MRA-SENT"], "active MRA for the REP")
+	require.Equal(t, 1, heard["b MRA-RECEIVED"])
+	mu.Unlock()
+	require.Equal(t, uint64(1), p.a.Stats().MRAsSent)
+	require.Equal(t, uint64(1), p.b.Stats().MRAsSent)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	l.Close()
+}
+
+// A UD client resolves a service ID to the QPN and Q_Key behind it (SIDR);
+// the server answers from its listener.
+func ExampleManager_ResolveSIDR() {
+	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fabric.Close()
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{})
+	defer server.Close()
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
+	go func() {
+		r, err := l.AcceptSIDR(ctx)
+		if err != nil {
+			return
+		}
+		_ = r.Reply(ctx, &cm.SIDRReplyParams{QPN: 0x33, QKey: 0x01234567})
+	}()
+	rep, err := client.ResolveSIDR(ctx, &cm.SIDRParams{To: server.LocalAddr(), ServiceID: 0x2000})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("service 0x2000: QPN %#x, Q_Key %#x\n", rep.QPN, rep.QKey)
+	// Output:
+	// service 0x2000: QPN 0x33, Q_Key 0x1234567
+}
