@@ -143,7 +143,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 // requestEnded: a request still waiting for the application ended (the
 // peer rejected it or gave up, or it was found stale); loop goroutine.
 func (m *Manager) requestEnded(r *Request, nt *engine.Notification) {
-	if s := nt.State; s != engine.StateIdle && s != engine.StateTimeWait {
+	if at := nt.State.Attr(); at.Holds && !at.TimeWait {
 		return // an MRA, say: still waiting
 	}
 	delete(m.requests, r.id)

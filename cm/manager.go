@@ -477,13 +477,14 @@ func (m *Manager) handle(nt *engine.Notification) {
 // s is the id's state after the step being reported: while a batch of MADs
 // is handled, the engine may already be further on.
 func (m *Manager) settle(c *Conn, s engine.State) {
-	if s == engine.StateTimeWait && !c.inTimeWait {
+	at := s.Attr()
+	if at.TimeWait && !c.inTimeWait {
 		c.inTimeWait = true
 		c.moveQP(errAttr())
 		c.end(ErrDisconnected)
 		m.emit(Event{Kind: EventTimeWait, Conn: c, ID: c.id})
 	}
-	if s == engine.StateIdle {
+	if !at.Holds {
 		m.forget(c)
 	}
 }
