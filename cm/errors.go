@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -31,11 +32,29 @@ var (
 	ErrDisconnected = errors.New("cm: disconnected")
 	// ErrStale: the connection was found stale (12.4.1) and torn down.
 	ErrStale = errors.New("cm: stale connection")
+	// ErrSendQueueFull: the MAD a call produced found the send queue full
+	// (ManagerConfig.SendQueue) and was dropped. It matches ErrNoResources.
+	ErrSendQueueFull = fmt.Errorf("%w: send queue full", ErrNoResources)
 )
 
 // StateError is the error of a call the CM state table refuses in the
 // connection's current state. It unwraps to ErrInvalidState.
 type StateError = engine.StateError
+
+// QPStateError is the error of QPAttr in a CM state that gives no
+// attributes for the QP state asked (the kernel's ib_cm_init_qp_attr
+// refuses there too). It unwraps to ErrInvalidState.
+type QPStateError struct {
+	ID    CommID
+	State engine.State
+	QP    qpattr.State
+}
+
+func (e *QPStateError) Error() string {
+	return fmt.Sprintf("cm: no %s attributes for id %s in %s", e.QP, e.ID, e.State)
+}
+
+func (e *QPStateError) Unwrap() error { return ErrInvalidState }
 
 // RejectError reports a connection attempt the peer (or the local engine on
 // its behalf) rejected with a REJ. Use errors.As to get it.

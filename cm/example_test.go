@@ -36,7 +36,7 @@ func ExampleManager() {
 			return
 		}
 		fmt.Printf("server: REQ for service %#x from QPN %#x\n", req.REQ().ServiceID, req.REQ().LocalQPN)
-		c, err := req.Accept(ctx, &wire.REP{LocalQPN: 0x22, StartingPSN: 100})
+		c, err := req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x22, StartingPSN: 100}})
 		if err != nil {
 			return
 		}
@@ -44,7 +44,7 @@ func ExampleManager() {
 		fmt.Println("server:", c.Err())
 	}()
 
-	conn, err := client.Connect(ctx, &engine.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{
+	conn, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{
 		ServiceID: 0x1000, LocalQPN: 0x11, StartingPSN: 1, PathPacketPayloadMTU: wire.MTU4096}})
 	if err != nil {
 		panic(err)
@@ -69,7 +69,7 @@ func ExampleRejectError() {
 	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
 	defer client.Close()
 
-	_, err := client.Connect(context.Background(), &engine.ConnectParams{To: server.LocalAddr(),
+	_, err := client.Connect(context.Background(), &cm.ConnectParams{To: server.LocalAddr(),
 		REQ: wire.REQ{ServiceID: 0x2000, LocalQPN: 0x11}})
 	var rej *cm.RejectError
 	if errors.As(err, &rej) {

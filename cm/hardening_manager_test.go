@@ -61,7 +61,7 @@ func TestManagerCloseLeaksNothing(t *testing.T) {
 						require.ErrorIs(t, err, cm.ErrClosed)
 						return
 					}
-					c, err := r.Accept(ctx, &wire.REP{LocalQPN: q, StartingPSN: 1})
+					c, err := r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: q, StartingPSN: 1}})
 					if err == nil {
 						accepted <- c
 					}
@@ -87,12 +87,12 @@ func TestManagerCloseLeaksNothing(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				_, err := cli.ResolveSIDR(ctx, &engine.SIDRParams{To: deadEP.LocalAddr(), ServiceID: 0x1000,
+				_, err := cli.ResolveSIDR(ctx, &cm.SIDRParams{To: deadEP.LocalAddr(), ServiceID: 0x1000,
 					Timeout: time.Hour, MaxRetries: 3})
 				errs <- err
 			}()
 			// Sent: REQ and RTU of each connection, the refused REQ, the REQ and SIDR_REQ waiting.
-			require.Eventually(t, func() bool { return cli.Stats().Sent >= 3*2+1+2 }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return cli.Stats().Engine.Sent >= 3*2+1+2 }, 10*time.Second, time.Millisecond)
 			if fake {
 				require.Positive(t, clk.ArmedTimers(), "the waiting REQ and SIDR_REQ have timers")
 			}

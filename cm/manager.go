@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"sync"
@@ -12,24 +13,53 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// ManagerConfig configures a Manager.
+// ManagerConfig configures a Manager. The zero value works: every field has
+// a default.
 type ManagerConfig struct {
-	// Engine configures the core. Engine.LocalGUID must be set, unless the
-	// transport implements transport.LocalGUIDer.
+	// Engine configures the CM core: its bounds, its CA GUID (taken from
+	// the transport when it implements transport.LocalGUIDer), the
+	// comm-ID seed (random when zero).
 	Engine engine.Config
+	// Port describes the local port to the REQ and REP builders and to the
+	// QP-attribute derivation. Zero fields come from the transport (its
+	// LocalAddr, and PortInfo when it implements PortInfoer) or defaults.
+	Port PortInfo
 	// Clock defaults to clock.Real().
 	Clock clock.Clock
+	// OnEvent, when set, is told every step of every connection (Event).
+	// It runs on the Manager's goroutine and must not block: a logger
+	// should queue, not write.
+	OnEvent func(Event)
 	// LAPPolicy answers a LAP the peer sent on an established connection
 	// with an APR status. It runs on the Manager's goroutine and must not
 	// block or call the Manager. Default: accept (status 0).
 	LAPPolicy func(c *Conn, lap *wire.LAP) wire.APRStatus
-	// SendTimeout bounds one transport Send. Default 1 s.
+	// MRADelay is how long a REQ may wait for Accept or Reject, and a REP
+	// for the RTU (while the application moves its QP), before the Manager
+	// answers it with an MRA on the application's behalf, so the peer waits
+	// longer instead of retrying. Zero: half the peer's response timeout
+	// (as the REQ gives it). Negative: never.
+	MRADelay time.Duration
+	// MRAServiceTimeout is the service timeout of those MRAs, 4.096 µs ×
+	// 2^t. Default 24 (68 s, rdma_cm's).
+	MRAServiceTimeout uint8
+	// SendQueue bounds the MADs waiting for the transport. Default 4096. A
+	// MAD beyond it is dropped and counted (Stats.SendQueueFull); a Connect
+	// or ResolveSIDR whose request cannot be queued fails with
+	// ErrSendQueueFull. The engine's timers resend what matters, as on a
+	// lossy fabric.
+	SendQueue int
+	// SendTimeout bounds one transport Send on the sending goroutine.
+	// Default 1 s.
 	SendTimeout time.Duration
 }
 
-// Manager runs an Engine on one goroutine against a transport and a clock,
-// and offers a blocking, context-aware API: Listen and Accept incoming
-// requests, Connect, Disconnect, LoadAltPath, ResolveSIDR.
+// Manager runs the CM for one port: the pure engine (cm/engine) on one
+// goroutine, against a transport and a clock. It offers a blocking,
+// context-aware API: Listen and Accept incoming requests, Connect,
+// Disconnect, LoadAltPath, ResolveSIDR. A connection with a QP (ConnectParams.QP,
+// AcceptParams.QP) has the QP moved through INIT, RTR and RTS before the
+// first data can arrive, and to ERR when the peer disconnects.
 //
 // Close stops the goroutines and every timer; it does not close the
 // transport.
@@ -38,9 +68,11 @@ type Manager struct {
 	cfg   ManagerConfig
 	clock clock.Clock
 	eng   *engine.Engine
+	port  PortInfo
 
 	calls chan func()
 	recv  chan transport.Packet
+	out   chan transport.Packet
 	quit  chan struct{}
 	done  chan struct{}
 	ctx   context.Context
@@ -50,8 +82,15 @@ type Manager struct {
 
 	// Owned by the loop goroutine.
 	conns     map[engine.CommID]*Conn
+	byQPN     map[uint32]*Conn // passive connections by local QPN (CommEst)
+	requests  map[engine.CommID]*Request
 	listeners map[engine.CommID]*Listener
 	sidrs     map[engine.CommID]chan sidrResult
+	mra       mraHeap                      // ids waiting for the application, by MRA deadline
+	mraDue    map[engine.CommID]clock.Time // the live entry of each
+	stats     Stats
+	dropped   uint64 // MADs dropped at the send queue, for the call under way
+	flushing  bool
 }
 
 // NewManager starts a Manager over tr.
@@ -60,7 +99,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		cfg.Engine.LocalGUID = g.LocalGUID()
 	}
 	if cfg.Engine.LocalGUID == 0 {
-		return nil, errors.New("cm: ManagerConfig.Engine.LocalGUID is required")
+		return nil, errors.New("cm: ManagerConfig.Engine.LocalGUID is required (the transport does not know it)")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
@@ -68,13 +107,23 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
+	if cfg.SendQueue <= 0 {
+		cfg.SendQueue = 4096
+	}
+	if cfg.MRAServiceTimeout == 0 {
+		cfg.MRAServiceTimeout = 24
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(cfg.Engine),
-		calls: make(chan func()), recv: make(chan transport.Packet, 64),
+		port:  resolvePort(tr, cfg.Port),
+		calls: make(chan func()), recv: make(chan transport.Packet, 256), out: make(chan transport.Packet, cfg.SendQueue),
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
-		conns: map[engine.CommID]*Conn{}, listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{}}
-	m.wg.Add(2)
+		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
+		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
+		mraDue: map[engine.CommID]clock.Time{}}
+	m.wg.Add(3)
 	go m.receive()
+	go m.send()
 	go m.loop()
 	return m, nil
 }
@@ -82,9 +131,12 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 // LocalAddr is the transport's address: where peers send their REQs.
 func (m *Manager) LocalAddr() transport.Addr { return m.tr.LocalAddr() }
 
-// Close disconnects (or rejects) every id as Destroy does, sends what that
-// produces, and stops the Manager's goroutines and timers. Calls blocked in
-// the Manager return ErrClosed.
+// Port is the local port as the builders and the QP attributes see it.
+func (m *Manager) Port() PortInfo { return m.port }
+
+// Close disconnects (or rejects) every connection as Destroy does, sends
+// what that produces, and stops the Manager's goroutines and timers. Calls
+// blocked in the Manager return ErrClosed.
 func (m *Manager) Close() error {
 	m.once.Do(func() { close(m.quit) })
 	<-m.done
@@ -92,9 +144,11 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// Stats returns the engine's counters.
-func (m *Manager) Stats() (st engine.Stats) {
-	_ = m.do(context.Background(), func() { st = m.eng.Stats() })
+// Stats returns the Manager's counters and its engine's.
+func (m *Manager) Stats() (st Stats) {
+	if m.do(context.Background(), func() { st = m.stats; st.Engine = m.eng.Stats() }) != nil {
+		return Stats{}
+	}
 	return st
 }
 
@@ -133,6 +187,38 @@ func (m *Manager) receive() {
 	}
 }
 
+// send is the only goroutine that calls the transport's Send: a slow or
+// blocked transport delays MADs, never the engine.
+func (m *Manager) send() {
+	defer m.wg.Done()
+	for {
+		select {
+		case p := <-m.out:
+			m.sendOne(&p)
+		case <-m.done:
+			// Send what shutdown queued, then stop.
+			for {
+				select {
+				case p := <-m.out:
+					m.sendOne(&p)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (m *Manager) sendOne(p *transport.Packet) {
+	base := m.ctx
+	if base.Err() != nil {
+		base = context.Background() // the shutdown's DREQs and REJs still go
+	}
+	ctx, cancel := context.WithTimeout(base, m.cfg.SendTimeout)
+	_ = m.tr.Send(ctx, p)
+	cancel()
+}
+
 func (m *Manager) loop() {
 	defer m.wg.Done()
 	defer close(m.done)
@@ -141,7 +227,7 @@ func (m *Manager) loop() {
 	defer timer.Stop()
 	for {
 		m.flush()
-		if d, ok := m.eng.Deadline(); ok {
+		if d, ok := m.deadline(); ok {
 			timer.Reset(d.Sub(m.clock.Now()))
 		} else {
 			timer.Stop()
@@ -151,13 +237,55 @@ func (m *Manager) loop() {
 			m.shutdown()
 			return
 		case p := <-m.recv:
-			_ = m.eng.Recv(m.clock.Now(), p.Addr, p.MAD[:])
+			m.deliver(&p)
+			// Everything that is ready in one wakeup, then one flush.
+			for more := true; more; {
+				select {
+				case p := <-m.recv:
+					m.flushIfFull()
+					m.deliver(&p)
+				default:
+					more = false
+				}
+			}
 		case f := <-m.calls:
 			f()
 		case <-timer.C():
-			m.eng.Tick(m.clock.Now())
+			now := m.clock.Now()
+			m.eng.Tick(now)
+			m.flush()
+			m.mraExpired(now)
 		}
 	}
+}
+
+func (m *Manager) deliver(p *transport.Packet) {
+	_ = m.eng.Recv(m.clock.Now(), p.Addr, p.MAD[:])
+}
+
+// flushIfFull flushes while a batch of received MADs is being delivered,
+// before the engine's output reaches its bounds.
+func (m *Manager) flushIfFull() {
+	if m.eng.HasReady() && len(m.eng.Ready().Notifications) >= 256 {
+		m.flush()
+	}
+}
+
+// deadline is the earliest of the engine's timers and the MRA deadlines.
+func (m *Manager) deadline() (clock.Time, bool) {
+	d, ok := m.eng.Deadline()
+	for m.mra.Len() > 0 {
+		top := m.mra[0]
+		if due, live := m.mraDue[top.id]; !live || due != top.due {
+			heap.Pop(&m.mra) // superseded
+			continue
+		}
+		if !ok || top.due < d {
+			d, ok = top.due, true
+		}
+		break
+	}
+	return d, ok
 }
 
 // shutdown destroys every id, sends the result and fails every waiter.
@@ -173,6 +301,7 @@ func (m *Manager) shutdown() {
 	m.flush()
 	for _, c := range m.conns {
 		c.end(ErrClosed)
+		c.release()
 	}
 	for _, l := range m.listeners {
 		l.shut()
@@ -183,17 +312,23 @@ func (m *Manager) shutdown() {
 	}
 }
 
-// flush sends what the engine produced and handles its notifications.
+// flush queues what the engine produced for the sending goroutine and
+// handles its notifications, until the engine has nothing more.
 func (m *Manager) flush() {
+	if m.flushing {
+		return // a call made while handling a notification: the loop below takes its output
+	}
+	m.flushing = true
+	defer func() { m.flushing = false }()
 	for m.eng.HasReady() {
 		rd := m.eng.Ready()
 		for i := range rd.Messages {
-			ctx, cancel := context.WithTimeout(m.ctx, m.cfg.SendTimeout)
-			if m.ctx.Err() != nil {
-				ctx, cancel = context.WithTimeout(context.Background(), m.cfg.SendTimeout)
+			select {
+			case m.out <- rd.Messages[i]:
+			default:
+				m.stats.SendQueueFull++
+				m.dropped++
 			}
-			_ = m.tr.Send(ctx, &rd.Messages[i])
-			cancel()
 		}
 		for i := range rd.Notifications {
 			m.handle(&rd.Notifications[i])
@@ -202,35 +337,36 @@ func (m *Manager) flush() {
 	}
 }
 
+// call runs one engine call for an application request on the loop and
+// flushes its output. It reports ErrSendQueueFull when a MAD the call
+// produced could not be queued.
+func (m *Manager) call(f func() error) error {
+	m.dropped = 0
+	err := f()
+	m.flush()
+	if err == nil && m.dropped > 0 {
+		err = ErrSendQueueFull
+	}
+	return err
+}
+
+// emit tells OnEvent.
+func (m *Manager) emit(ev Event) {
+	if m.cfg.OnEvent != nil {
+		ev.Time = m.clock.Now()
+		m.cfg.OnEvent(ev)
+	}
+}
+
 // handle reacts to one notification on the loop goroutine.
 func (m *Manager) handle(nt *engine.Notification) {
 	now := m.clock.Now()
 	switch nt.Notice {
 	case engine.NoticeREQReceived:
-		l := m.listeners[nt.Listen]
-		if l == nil {
-			_ = m.eng.Reject(now, nt.ID, wire.RejectInvalidServiceID, nil, nil)
-			return
-		}
-		r := &Request{m: m, id: nt.ID, req: nt.Msg.REQ, from: nt.From}
-		select {
-		case l.reqs <- r:
-		default:
-			// The backlog is full: reject rather than drop (Linux bug 2).
-			_ = m.eng.Reject(now, nt.ID, wire.RejectNoResources, nil, nil)
-		}
+		m.requestReceived(nt)
 		return
 	case engine.NoticeSIDRRequest:
-		l := m.listeners[nt.Listen]
-		r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
-		if l != nil {
-			select {
-			case l.sidrs <- r:
-				return
-			default:
-			}
-		}
-		_ = m.eng.SIDRReply(now, nt.ID, &engine.SIDRReplyParams{Status: wire.SIDRReject})
+		m.sidrRequestReceived(nt)
 		return
 	case engine.NoticeSIDRReply, engine.NoticeTimedOut:
 		if ch, ok := m.sidrs[nt.ID]; ok {
@@ -238,554 +374,217 @@ func (m *Manager) handle(nt *engine.Notification) {
 			if nt.Notice == engine.NoticeTimedOut {
 				ch <- sidrResult{err: ErrTimeout}
 			} else {
-				r := nt.Msg.SIDRRep
-				ch <- sidrResult{rep: r}
+				ch <- sidrResult{rep: nt.Msg.SIDRRep}
 			}
 			return
 		}
+	}
+	if r := m.requests[nt.ID]; r != nil {
+		// A request the application has not answered yet: the peer gave up
+		// (REJ, timeout) or it was found stale.
+		m.requestEnded(r, nt)
+		return
 	}
 	c := m.conns[nt.ID]
 	if c == nil {
 		return
 	}
+	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
 	switch nt.Notice {
 	case engine.NoticeREPReceived:
 		c.rep = nt.Msg.REP
 		c.remoteQPN = nt.Msg.REP.LocalQPN
 		c.remoteGUID = nt.Msg.REP.LocalCAGUID
-		if err := m.eng.SendRTU(now, nt.ID, c.rtuPD); err != nil {
-			c.end(err)
+		ev.Kind = EventREPReceived
+		m.emit(ev)
+		if c.qp == nil {
+			// Nothing to move: the RTU goes at once, on this goroutine.
+			m.sendRTU(c, now)
+		} else {
+			m.awaitApp(c.id, c.req.LocalCMResponseTimeout)
+			c.repReady <- nil
 		}
+	case engine.NoticeMRAReceived:
+		ev.Kind = EventMRAReceived
+		m.emit(ev)
 	case engine.NoticeEstablished:
+		ev.Kind = EventEstablished
+		m.emit(ev)
 		c.established()
 	case engine.NoticeRejected:
-		r := &nt.Msg.REJ
-		err := &RejectError{Reason: r.Reason, ARI: append([]byte(nil), r.ARI[:min(int(r.RejectedInfoLength), len(r.ARI))]...),
-			PrivateData: append([]byte(nil), r.PrivateData[:]...)}
-		if nt.Reason == wire.RejectStaleConn {
-			c.end(errors.Join(ErrStale, err))
-		} else {
-			c.end(err)
-		}
+		ev.Kind = EventRejected
+		m.emit(ev)
+		c.end(rejectError(nt))
 	case engine.NoticeTimedOut:
-		if nt.State == engine.StateEstablished {
-			c.lapDone(nil, ErrTimeout)
-		} else {
-			c.end(ErrTimeout)
-		}
+		ev.Kind = EventTimedOut
+		m.emit(ev)
+		c.end(ErrTimeout)
+	case engine.NoticeLAPTimedOut:
+		ev.Kind = EventTimedOut
+		m.emit(ev)
+		c.lapDone(nil, ErrTimeout)
 	case engine.NoticeStale:
+		ev.Kind = EventStale
+		m.emit(ev)
 		c.end(ErrStale)
 	case engine.NoticeDREQReceived:
-		_ = m.eng.SendDREP(now, nt.ID, nil)
+		if c.estab != nil {
+			// REP_SENT: the RTU was lost or overtaken, and the DREQ
+			// both establishes and ends the connection.
+			m.emit(Event{Kind: EventEstablished, Conn: c, ID: c.id})
+			c.established()
+		}
+		ev.Kind = EventDREQReceived
+		m.emit(ev)
+		// 12.9.7: the QP goes to ERR before the DREP says we are done.
+		c.moveQP(errAttr())
+		_ = m.call(func() error { return m.eng.SendDREP(now, c.id, nil) })
+		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: c.id})
 		c.end(ErrDisconnected)
+		m.settleNow(c) // the DREP took it into TimeWait
+		return
 	case engine.NoticeDisconnected:
+		ev.Kind = EventDisconnected
+		m.emit(ev)
+		c.moveQP(errAttr())
 		c.end(ErrDisconnected)
 	case engine.NoticeTimeWaitExit:
-		c.end(ErrDisconnected)
-		delete(m.conns, nt.ID)
+		ev.Kind = EventTimeWaitExit
+		m.emit(ev)
 	case engine.NoticeLAPReceived:
+		ev.Kind = EventLAPReceived
+		m.emit(ev)
 		status := wire.APRSuccess
 		if m.cfg.LAPPolicy != nil {
 			status = m.cfg.LAPPolicy(c, &nt.Msg.LAP)
 		}
-		_ = m.eng.AnswerLAP(now, nt.ID, status, nil, nil)
+		if status == wire.APRSuccess {
+			lap := nt.Msg.LAP
+			c.lap, c.lapSent = &lap, false
+		}
+		_ = m.call(func() error { return m.eng.AnswerLAP(now, c.id, status, nil, nil) })
 	case engine.NoticeAPRReceived:
+		ev.Kind = EventAPRReceived
+		m.emit(ev)
 		a := nt.Msg.APR
 		c.lapDone(&a, nil)
 	}
-	if s := m.eng.State(nt.ID); s == engine.StateIdle {
-		delete(m.conns, nt.ID)
-	}
+	m.settle(c, nt.State)
 }
 
-// ---- connections.
-
-// Conn is one connection (or attempt) of a Manager.
-type Conn struct {
-	m          *Manager
-	id         engine.CommID
-	active     bool
-	localQPN   uint32
-	remoteQPN  uint32
-	remoteGUID uint64
-	req        wire.REQ
-	rep        wire.REP
-	rtuPD      []byte
-
-	done    chan struct{}
-	mu      sync.Mutex
-	err     error
-	isEstab bool
-
-	// Loop-owned waiters.
-	estab chan error
-	lap   chan lapResult
-}
-
-type lapResult struct {
-	apr *wire.APR
-	err error
-}
-
-func newConn(m *Manager, id engine.CommID) *Conn {
-	return &Conn{m: m, id: id, done: make(chan struct{}), estab: make(chan error, 1)}
-}
-
-// established runs on the loop goroutine.
-func (c *Conn) established() {
-	c.mu.Lock()
-	c.isEstab = true
-	c.mu.Unlock()
-	if c.estab != nil {
-		c.estab <- nil
-		c.estab = nil
-	}
-}
-
-// end records why the connection (or attempt) ended; loop goroutine.
-func (c *Conn) end(err error) {
-	c.mu.Lock()
-	first := c.err == nil
-	if first {
-		c.err = err
-	}
-	c.mu.Unlock()
-	if c.estab != nil {
-		c.estab <- err
-		c.estab = nil
-	}
-	c.lapDone(nil, err)
-	if first {
-		close(c.done)
-	}
-}
-
-func (c *Conn) lapDone(apr *wire.APR, err error) {
-	if c.lap != nil {
-		c.lap <- lapResult{apr, err}
-		c.lap = nil
-	}
-}
-
-// ID returns the local comm ID.
-func (c *Conn) ID() engine.CommID { return c.id }
-
-// LocalQPN and RemoteQPN are the QPs the connection joins.
-func (c *Conn) LocalQPN() uint32  { return c.localQPN }
-func (c *Conn) RemoteQPN() uint32 { return c.remoteQPN }
-
-// RemoteGUID is the peer's CA GUID.
-func (c *Conn) RemoteGUID() uint64 { return c.remoteGUID }
-
-// REQ and REP are the messages that made the connection.
-func (c *Conn) REQ() *wire.REQ { return &c.req }
-func (c *Conn) REP() *wire.REP { return &c.rep }
-
-// Done is closed when the connection ends (either side disconnected, it was
-// rejected or found stale, or the Manager closed).
-func (c *Conn) Done() <-chan struct{} { return c.done }
-
-// Err says why the connection ended: ErrDisconnected, ErrStale, ErrClosed,
-// a *RejectError; nil while it lasts.
-func (c *Conn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-// waitEstab waits for the outcome of Connect or Accept.
-func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		_ = c.m.do(context.Background(), func() {
-			c.estab = nil
-			_ = c.m.eng.Destroy(c.m.clock.Now(), c.id)
-			c.end(ctx.Err())
-		})
-		return ctx.Err()
-	case <-c.m.done:
-		return ErrClosed
-	}
-}
-
-// Connect sends a REQ and waits until the connection is established (the
-// Manager answers the REP with an RTU carrying p.RTUPrivateData). A REJ
-// returns a *RejectError (with ErrStale for reason 10), exhausted retries
-// ErrTimeout. If ctx ends first the attempt is destroyed (REJ 4).
-//
-// A zero CM response timeout pair and Max CM Retries get rdma_cm's defaults
-// (20, about 4.3 s, and 15); a zero Local ACK Timeout gets 14 (67 ms); zero
-// primary path LIDs and GIDs are filled in from the transport's address
-// and p.To.
-func (m *Manager) Connect(ctx context.Context, p *engine.ConnectParams) (*Conn, error) {
-	q := *p
-	r := &q.REQ
-	if r.RemoteCMResponseTimeout == 0 && r.LocalCMResponseTimeout == 0 && r.MaxCMRetries == 0 {
-		r.RemoteCMResponseTimeout, r.LocalCMResponseTimeout, r.MaxCMRetries = 20, 20, 15
-	}
-	if r.PrimaryLocalAckTimeout == 0 {
-		r.PrimaryLocalAckTimeout = 14
-	}
-	local := m.tr.LocalAddr()
-	if r.PrimaryLocalPortLID == 0 && r.PrimaryRemotePortLID == 0 {
-		r.PrimaryLocalPortLID, r.PrimaryRemotePortLID = local.LID, p.To.LID
-	}
-	if r.PrimaryLocalPortGID == (wire.GID{}) && r.PrimaryRemotePortGID == (wire.GID{}) {
-		r.PrimaryLocalPortGID, r.PrimaryRemotePortGID = local.GID, p.To.GID
-	}
-	var c *Conn
-	var err error
-	ch := make(chan error, 1)
-	if e := m.do(ctx, func() {
-		var id engine.CommID
-		id, err = m.eng.Connect(m.clock.Now(), &q)
-		if err != nil {
-			return
-		}
-		c = newConn(m, id)
-		c.estab = ch
-		c.active = true
-		c.localQPN = r.LocalQPN
-		c.req = *r
-		c.rtuPD = p.RTUPrivateData
-		m.conns[id] = c
-	}); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := c.waitEstab(ctx, ch); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// Disconnect sends a DREQ and waits for the DREP (or the DREQ's retries to
-// run out); the connection then waits out TimeWait inside the Manager. On a
-// connection that already ended it returns nil.
-func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
-	var err error
-	if e := c.m.do(ctx, func() {
-		if c.m.eng.State(c.id) != engine.StateEstablished {
-			return
-		}
-		err = c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData)
-	}); e != nil {
-		return e
-	}
-	if err != nil {
-		return err
-	}
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.m.done:
-		return ErrClosed
-	}
-}
-
-// Close destroys the connection (DREQ and TimeWait when established).
-func (c *Conn) Close() error {
-	return c.m.do(context.Background(), func() {
-		_ = c.m.eng.Destroy(c.m.clock.Now(), c.id)
+// settle reports a connection's entry into TimeWait and lets go of it once
+// its id is free (after TimeWait, or at once for an attempt that failed).
+// s is the id's state after the step being reported: while a batch of MADs
+// is handled, the engine may already be further on.
+func (m *Manager) settle(c *Conn, s engine.State) {
+	at := s.Attr()
+	if at.TimeWait && !c.inTimeWait {
+		c.inTimeWait = true
+		c.moveQP(errAttr())
 		c.end(ErrDisconnected)
-	})
+		m.emit(Event{Kind: EventTimeWait, Conn: c, ID: c.id})
+	}
+	if !at.Holds {
+		m.forget(c)
+	}
 }
 
-// CommEst reports traffic on the QP before the RTU (passive side).
-func (c *Conn) CommEst(ctx context.Context) error {
-	var err error
-	if e := c.m.do(ctx, func() { err = c.m.eng.CommEst(c.m.clock.Now(), c.id) }); e != nil {
-		return e
+// settleNow is settle after an application call, with the id's state now.
+func (m *Manager) settleNow(c *Conn) { m.settle(c, m.eng.State(c.id)) }
+
+// forget drops a connection whose id is free and tells the application its
+// QP may be reused.
+func (m *Manager) forget(c *Conn) {
+	delete(m.conns, c.id)
+	if m.byQPN[c.localQPN] == c {
+		delete(m.byQPN, c.localQPN)
+	}
+	m.notWaiting(c.id)
+	c.end(ErrDisconnected)
+	c.release()
+}
+
+func (m *Manager) sendRTU(c *Conn, now clock.Time) {
+	m.notWaiting(c.id)
+	if err := m.call(func() error { return m.eng.SendRTU(now, c.id, c.rtuPD) }); err != nil && !errors.Is(err, ErrSendQueueFull) {
+		c.end(err)
+		return
+	}
+	m.emit(Event{Kind: EventRTUSent, Conn: c, ID: c.id})
+	m.settleNow(c)
+}
+
+// rejectError is the error of a connection the REJ in nt (received, or
+// sent by the engine on the table's behalf) ended.
+func rejectError(nt *engine.Notification) error {
+	err := &RejectError{Reason: nt.Reason}
+	if nt.Msg != nil && nt.Msg.AttrID == wire.AttrREJ && nt.Notice == engine.NoticeRejected && nt.Msg.REJ.Reason == nt.Reason {
+		r := &nt.Msg.REJ
+		err.ARI = append([]byte(nil), r.ARI[:min(int(r.RejectedInfoLength), len(r.ARI))]...)
+		err.PrivateData = append([]byte(nil), r.PrivateData[:]...)
+	}
+	if err.Reason == wire.RejectStaleConn {
+		return errors.Join(ErrStale, err)
 	}
 	return err
 }
 
-// LoadAltPath proposes the alternate path in lap with a LAP and waits for
-// the APR. A status other than success returns an *APRError.
-func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
-	ch := make(chan lapResult, 1)
-	var err error
-	if e := c.m.do(ctx, func() {
-		if err = c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap); err == nil {
-			c.lap = ch
+// ---- MRAs on the application's behalf.
+
+type mraEntry struct {
+	due clock.Time
+	id  engine.CommID
+}
+
+type mraHeap []mraEntry
+
+func (h mraHeap) Len() int           { return len(h) }
+func (h mraHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h mraHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *mraHeap) Push(x any)        { *h = append(*h, x.(mraEntry)) }
+func (h *mraHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// awaitApp starts the MRA clock of an id that now waits for the
+// application (a REQ for Accept, a REP for the RTU). peerTimeout is the
+// peer's response timeout for the message we owe it.
+func (m *Manager) awaitApp(id engine.CommID, peerTimeout uint8) {
+	d := m.cfg.MRADelay
+	if d < 0 {
+		return
+	}
+	if d == 0 {
+		d = wire.TimeoutDuration(peerTimeout) / 2
+	}
+	due := m.clock.Now().Add(d)
+	m.mraDue[id] = due
+	heap.Push(&m.mra, mraEntry{due: due, id: id})
+}
+
+// notWaiting stops the MRA clock of an id.
+func (m *Manager) notWaiting(id engine.CommID) { delete(m.mraDue, id) }
+
+// mraExpired sends an MRA for every id whose application took too long.
+func (m *Manager) mraExpired(now clock.Time) {
+	for m.mra.Len() > 0 && m.mra[0].due <= now {
+		e := heap.Pop(&m.mra).(mraEntry)
+		if due, ok := m.mraDue[e.id]; !ok || due != e.due {
+			continue
 		}
-	}); e != nil {
-		return e
-	}
-	if err != nil {
-		return err
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return r.err
-		}
-		if r.apr.ARStatus != wire.APRSuccess {
-			return &APRError{Status: r.apr.ARStatus,
-				Info: append([]byte(nil), r.apr.AdditionalInformation[:r.apr.AdditionalInformationLength]...)}
-		}
-		return nil
-	case <-ctx.Done():
-		_ = c.m.do(context.Background(), func() { c.lap = nil })
-		return ctx.Err()
-	case <-c.m.done:
-		return ErrClosed
-	}
-}
-
-// ---- listening.
-
-// ListenParams are the arguments of Listen.
-type ListenParams struct {
-	ServiceID uint64
-	// Mask selects the service IDs s with s&Mask == ServiceID&Mask; zero
-	// means engine.ExactMask.
-	Mask uint64
-	// Wildcard listens on every service ID (mask 0); a more specific
-	// listen still takes the REQs it matches.
-	Wildcard bool
-	// Backlog bounds the requests waiting for Accept (default 128); a REQ
-	// beyond it is rejected with reason 3, a SIDR_REQ with status 2.
-	Backlog int
-}
-
-// Listener receives the REQs and SIDR_REQs for its service IDs.
-type Listener struct {
-	m      *Manager
-	id     engine.CommID
-	reqs   chan *Request
-	sidrs  chan *SIDRRequest
-	closed chan struct{}
-	once   sync.Once
-}
-
-// Listen starts listening.
-func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error) {
-	switch {
-	case p.Wildcard:
-		p.Mask = 0
-	case p.Mask == 0:
-		p.Mask = engine.ExactMask
-	}
-	if p.Backlog <= 0 {
-		p.Backlog = 128
-	}
-	var l *Listener
-	var err error
-	if e := m.do(ctx, func() {
-		var id engine.CommID
-		if id, err = m.eng.Listen(m.clock.Now(), p.ServiceID, p.Mask); err != nil {
-			return
-		}
-		l = &Listener{m: m, id: id, reqs: make(chan *Request, p.Backlog), sidrs: make(chan *SIDRRequest, p.Backlog),
-			closed: make(chan struct{})}
-		m.listeners[id] = l
-	}); e != nil {
-		return nil, e
-	}
-	return l, err
-}
-
-// ID returns the listen's comm ID.
-func (l *Listener) ID() engine.CommID { return l.id }
-
-func (l *Listener) shut() { l.once.Do(func() { close(l.closed) }) }
-
-// Accept waits for the next REQ.
-func (l *Listener) Accept(ctx context.Context) (*Request, error) {
-	select {
-	case r := <-l.reqs:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-l.closed:
-		return nil, ErrClosed
-	}
-}
-
-// AcceptSIDR waits for the next SIDR_REQ.
-func (l *Listener) AcceptSIDR(ctx context.Context) (*SIDRRequest, error) {
-	select {
-	case r := <-l.sidrs:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-l.closed:
-		return nil, ErrClosed
-	}
-}
-
-// Close stops listening; requests still waiting are rejected (28).
-func (l *Listener) Close() error {
-	return l.m.do(context.Background(), func() {
-		now := l.m.clock.Now()
-		_ = l.m.eng.Destroy(now, l.id)
-		delete(l.m.listeners, l.id)
-		l.shut()
-		for {
-			select {
-			case r := <-l.reqs:
-				_ = l.m.eng.Reject(now, r.id, wire.RejectConsumerDefined, nil, nil)
-			case r := <-l.sidrs:
-				_ = l.m.eng.SIDRReply(now, r.id, &engine.SIDRReplyParams{Status: wire.SIDRReject})
-			default:
-				return
+		delete(m.mraDue, e.id)
+		if m.call(func() error { return m.eng.SendMRA(now, e.id, m.cfg.MRAServiceTimeout, nil) }) == nil {
+			m.stats.MRAsSent++
+			var c *Conn
+			if c = m.conns[e.id]; c == nil {
+				if r := m.requests[e.id]; r != nil {
+					c = r.conn
+				}
 			}
+			m.emit(Event{Kind: EventMRASent, Conn: c, ID: e.id})
 		}
-	})
-}
-
-// Request is a REQ waiting for the application's answer.
-type Request struct {
-	m    *Manager
-	id   engine.CommID
-	req  wire.REQ
-	from transport.Addr
-}
-
-// ID returns the passive id's local comm ID.
-func (r *Request) ID() engine.CommID { return r.id }
-
-// REQ returns the request.
-func (r *Request) REQ() *wire.REQ { return &r.req }
-
-// From returns the address the REQ came from.
-func (r *Request) From() transport.Addr { return r.from }
-
-// Accept answers with a REP (rep carries the local QPN, starting PSN, ...)
-// and waits until the connection is established (RTU, or CommEst).
-func (r *Request) Accept(ctx context.Context, rep *wire.REP) (*Conn, error) {
-	ch := make(chan error, 1)
-	var c *Conn
-	var err error
-	if e := r.m.do(ctx, func() {
-		if err = r.m.eng.Accept(r.m.clock.Now(), r.id, rep); err != nil {
-			return
-		}
-		c = newConn(r.m, r.id)
-		c.estab = ch
-		c.localQPN = rep.LocalQPN
-		c.remoteQPN = r.req.LocalQPN
-		c.remoteGUID = r.req.LocalCAGUID
-		c.req = r.req
-		c.rep = *rep
-		r.m.conns[r.id] = c
-	}); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := c.waitEstab(ctx, ch); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// Reject answers with a REJ.
-func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, privateData []byte) error {
-	var err error
-	if e := r.m.do(ctx, func() { err = r.m.eng.Reject(r.m.clock.Now(), r.id, reason, ari, privateData) }); e != nil {
-		return e
-	}
-	return err
-}
-
-// Delay answers with an MRA: the peer waits 4.096 µs × 2^serviceTimeout
-// longer for the REP.
-func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData []byte) error {
-	var err error
-	if e := r.m.do(ctx, func() { err = r.m.eng.SendMRA(r.m.clock.Now(), r.id, serviceTimeout, privateData) }); e != nil {
-		return e
-	}
-	return err
-}
-
-// IPCM decodes the RDMA IP CM header at the start of the private data when
-// the service ID is in the IP CM (TCP) port space, and returns it with the
-// destination port and the private data that follows it.
-func (r *Request) IPCM() (h wire.IPCMHeader, dstPort uint16, rest []byte, ok bool) {
-	return ParseIPCM(&r.req)
-}
-
-// ---- SIDR.
-
-// SIDRRequest is a SIDR_REQ waiting for the application's answer.
-type SIDRRequest struct {
-	m    *Manager
-	id   engine.CommID
-	req  wire.SIDRReq
-	from transport.Addr
-}
-
-// Request returns the SIDR_REQ.
-func (r *SIDRRequest) Request() *wire.SIDRReq { return &r.req }
-
-// Reply answers the SIDR_REQ.
-func (r *SIDRRequest) Reply(ctx context.Context, p *engine.SIDRReplyParams) error {
-	var err error
-	if e := r.m.do(ctx, func() { err = r.m.eng.SIDRReply(r.m.clock.Now(), r.id, p) }); e != nil {
-		return e
-	}
-	return err
-}
-
-type sidrResult struct {
-	rep wire.SIDRRep
-	err error
-}
-
-// SIDRError is a SIDR_REP whose status is not success.
-type SIDRError struct{ Status wire.SIDRStatus }
-
-func (e *SIDRError) Error() string { return "cm: SIDR: " + e.Status.String() }
-
-// ResolveSIDR sends a SIDR_REQ and waits for the SIDR_REP: the QPN and
-// Q_Key behind a service ID. A status other than success returns the reply
-// and a *SIDRError; no answer within the retries ErrTimeout.
-func (m *Manager) ResolveSIDR(ctx context.Context, p *engine.SIDRParams) (*wire.SIDRRep, error) {
-	q := *p
-	if q.Timeout <= 0 {
-		q.Timeout = wire.TimeoutDuration(20)
-		if q.MaxRetries == 0 {
-			q.MaxRetries = 15
-		}
-	}
-	ch := make(chan sidrResult, 1)
-	var id engine.CommID
-	var err error
-	if e := m.do(ctx, func() {
-		if id, err = m.eng.SIDRRequest(m.clock.Now(), &q); err == nil {
-			m.sidrs[id] = ch
-		}
-	}); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
-		}
-		if r.rep.Status != wire.SIDRSuccess {
-			return &r.rep, &SIDRError{Status: r.rep.Status}
-		}
-		return &r.rep, nil
-	case <-ctx.Done():
-		_ = m.do(context.Background(), func() {
-			delete(m.sidrs, id)
-			_ = m.eng.Destroy(m.clock.Now(), id)
-		})
-		return nil, ctx.Err()
-	case <-m.done:
-		return nil, ErrClosed
 	}
 }

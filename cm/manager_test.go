@@ -52,8 +52,8 @@ func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 }
 
 // fastREQ: 4.2 ms per try (2^10 + 2^10 x 4.096 us), 15 retries, 4 ms TimeWait.
-func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *engine.ConnectParams {
-	return &engine.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
+func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *cm.ConnectParams {
+	return &cm.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
 		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
 		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7}}
 }
@@ -76,7 +76,7 @@ func serveErr(ctx context.Context, l *cm.Listener, conns chan<- *cm.Conn, failed
 				return
 			}
 			go func(r *cm.Request, qpn uint32) {
-				c, err := r.Accept(ctx, &wire.REP{LocalQPN: qpn, StartingPSN: 7, RNRRetryCount: 7})
+				c, err := r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: qpn, StartingPSN: 7, RNRRetryCount: 7}})
 				switch {
 				case err == nil && conns != nil:
 					select {
@@ -98,7 +98,7 @@ func serveErr(ctx context.Context, l *cm.Listener, conns chan<- *cm.Conn, failed
 			if err != nil {
 				return
 			}
-			_ = r.Reply(ctx, &engine.SIDRReplyParams{QPN: 0x77, QKey: 0x1234})
+			_ = r.Reply(ctx, &cm.SIDRReplyParams{QPN: 0x77, QKey: 0x1234})
 		}
 	}()
 }
@@ -152,11 +152,11 @@ func TestManagerUnderLoss(t *testing.T) {
 	require.Equal(t, wire.RejectInvalidServiceID, rej.Reason)
 
 	// SIDR.
-	rep, err := p.a.ResolveSIDR(ctx, &engine.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x1000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
+	rep, err := p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x1000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
 	require.NoError(t, err)
 	require.Equal(t, uint32(0x77), rep.QPN)
 	require.Equal(t, uint32(0x1234), rep.QKey)
-	_, err = p.a.ResolveSIDR(ctx, &engine.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x3000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
+	_, err = p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x3000, Timeout: 5 * time.Millisecond, MaxRetries: 15})
 	var se *cm.SIDRError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, wire.SIDRUnsupported, se.Status)
@@ -234,7 +234,7 @@ func TestManagerConnectContext(t *testing.T) {
 	require.NoError(t, err)
 	// The REJ(4) of the destroyed attempt reaches b: accepting now fails.
 	require.Eventually(t, func() bool {
-		_, err := r.Accept(ctx, &wire.REP{LocalQPN: 5})
+		_, err := r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 5}})
 		return errors.Is(err, cm.ErrInvalidState)
 	}, 2*time.Second, 5*time.Millisecond)
 }
@@ -385,7 +385,7 @@ func TestManagerCloseAndCommEst(t *testing.T) {
 		_, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1042, 0x11))
 		errc <- err
 	}()
-	require.Eventually(t, func() bool { return p.b.Stats().Received > 0 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.b.Stats().Engine.Received > 0 }, time.Second, time.Millisecond)
 	require.NoError(t, l.Close())
 	var rej *cm.RejectError
 	require.ErrorAs(t, <-errc, &rej)

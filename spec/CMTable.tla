@@ -43,7 +43,7 @@ Msgs == {"NONE", "ClassPortInfo", "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DR
 
 EffectNames == {"StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "Resend", "EnterTimeWait", "ExitTimeWait", "Free"}
 
-Notices == {"None", "REQReceived", "REPReceived", "MRAReceived", "Established", "Rejected", "DREQReceived", "Disconnected", "TimeWaitExit", "LAPReceived", "APRReceived", "SIDRRequest", "SIDRReply", "TimedOut", "Stale"}
+Notices == {"None", "REQReceived", "REPReceived", "MRAReceived", "Established", "Rejected", "DREQReceived", "Disconnected", "TimeWaitExit", "LAPReceived", "APRReceived", "SIDRRequest", "SIDRReply", "TimedOut", "LAPTimedOut", "Stale"}
 
 Kinds == {"Transition", "Drop", "Stateless", "Invalid", "Sub"}
 
@@ -700,7 +700,7 @@ LAPTable ==
      LoadAltPath |-> [next |-> "LAP_SENT", kind |-> "Invalid", send |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      AnswerLAP |-> [next |-> "LAP_SENT", kind |-> "Invalid", send |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      Timeout |-> [next |-> "LAP_SENT", kind |-> "Transition", send |-> "LAP", reason |-> 0, notice |-> "None", effects |-> {"Resend"}],
-     TimeoutFinal |-> [next |-> "LAP_IDLE", kind |-> "Transition", send |-> "NONE", reason |-> 0, notice |-> "TimedOut", effects |-> {}]],
+     TimeoutFinal |-> [next |-> "LAP_IDLE", kind |-> "Transition", send |-> "NONE", reason |-> 0, notice |-> "LAPTimedOut", effects |-> {}]],
    LAP_RCVD |->
     [RecvMRAForLAP |-> [next |-> "LAP_RCVD", kind |-> "Drop", send |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvLAP |-> [next |-> "LAP_RCVD", kind |-> "Drop", send |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
@@ -727,6 +727,6 @@ LAPTable ==
      LoadAltPath |-> [next |-> "MRA_LAP_RCVD", kind |-> "Invalid", send |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      AnswerLAP |-> [next |-> "MRA_LAP_RCVD", kind |-> "Invalid", send |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      Timeout |-> [next |-> "MRA_LAP_RCVD", kind |-> "Transition", send |-> "LAP", reason |-> 0, notice |-> "None", effects |-> {"Resend"}],
-     TimeoutFinal |-> [next |-> "LAP_IDLE", kind |-> "Transition", send |-> "NONE", reason |-> 0, notice |-> "TimedOut", effects |-> {}]]]
+     TimeoutFinal |-> [next |-> "LAP_IDLE", kind |-> "Transition", send |-> "NONE", reason |-> 0, notice |-> "LAPTimedOut", effects |-> {}]]]
 
 =============================================================================

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/transport"
@@ -22,7 +24,11 @@ type Config struct {
 	// CA's other ports); a REQ whose alternate remote port GID is not among
 	// them is refused with REJ 18.
 	AltGIDs []wire.GID
-	// Seed sets the start of the cyclic comm-ID allocator.
+	// Seed sets the start of the cyclic comm-ID allocator, for
+	// deterministic runs. Zero means a random start, drawn once by NewEngine
+	// (as Linux seeds its allocator at boot): a CM that restarts must not
+	// hand out the comm IDs of its previous life, which a peer still holding
+	// an old connection would take for retransmissions of it.
 	Seed uint64
 	// LegacyTimeWaitQPN reproduces the Linux seed bug: the remote-QPN entry
 	// of an id stays until TimeWait exit instead of leaving on entry, so a
@@ -219,7 +225,7 @@ func NewEngine(cfg Config) *Engine {
 	e := &Engine{
 		cfg:       cfg,
 		ids:       newIDTable(),
-		nextID:    uint32(splitmix64(cfg.Seed)),
+		nextID:    uint32(splitmix64(seedOrRandom(cfg.Seed))),
 		rids:      newRIDIndex(),
 		remoteQPN: map[RemoteQPNKey]*conn{},
 		sidr:      map[SIDRKey]*conn{},
@@ -228,6 +234,18 @@ func NewEngine(cfg Config) *Engine {
 		e.peerHalfOpen = map[portKey]int{}
 	}
 	return e
+}
+
+// seedOrRandom returns seed, or a random one when it is zero. It is the
+// engine's only randomness, drawn once at construction: every step after
+// it is a function of the inputs.
+func seedOrRandom(seed uint64) uint64 {
+	for seed == 0 {
+		var b [8]byte
+		_, _ = crand.Read(b[:]) // never fails (crypto/rand)
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	return seed
 }
 
 // Config returns the engine's configuration, defaults filled in.

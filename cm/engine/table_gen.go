@@ -394,13 +394,14 @@ const (
 	NoticeSIDRRequest
 	NoticeSIDRReply
 	NoticeTimedOut
+	NoticeLAPTimedOut
 	NoticeStale
 )
 
 // NumNotices is the number of Notice values.
-const NumNotices = 15
+const NumNotices = 16
 
-var noticeNames = [NumNotices]string{"None", "REQReceived", "REPReceived", "MRAReceived", "Established", "Rejected", "DREQReceived", "Disconnected", "TimeWaitExit", "LAPReceived", "APRReceived", "SIDRRequest", "SIDRReply", "TimedOut", "Stale"}
+var noticeNames = [NumNotices]string{"None", "REQReceived", "REPReceived", "MRAReceived", "Established", "Rejected", "DREQReceived", "Disconnected", "TimeWaitExit", "LAPReceived", "APRReceived", "SIDRRequest", "SIDRReply", "TimedOut", "LAPTimedOut", "Stale"}
 
 // String returns the spec name of the Notice.
 func (x Notice) String() string {
@@ -427,8 +428,9 @@ func _() {
 	_ = x[NoticeSIDRRequest-11]
 	_ = x[NoticeSIDRReply-12]
 	_ = x[NoticeTimedOut-13]
-	_ = x[NoticeStale-14]
-	_ = x[NumNotices-15]
+	_ = x[NoticeLAPTimedOut-14]
+	_ = x[NoticeStale-15]
+	_ = x[NumNotices-16]
 }
 
 // Effect is a set of side effects of a transition, applied in bit order.
@@ -2816,7 +2818,7 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 }, EvTimeoutFinal: {
 	Kind:   KindTransition,
 	Next:   LAPIdle,
-	Notice: NoticeTimedOut,
+	Notice: NoticeLAPTimedOut,
 }}, LAPRcvd: {EvRecvMRAForLAP: {
 	Kind: KindDrop,
 	Next: LAPRcvd,
@@ -2898,7 +2900,7 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 }, EvTimeoutFinal: {
 	Kind:   KindTransition,
 	Next:   LAPIdle,
-	Notice: NoticeTimedOut,
+	Notice: NoticeLAPTimedOut,
 }}}
 
 // Lookup returns the connection table's entry for (s, e).

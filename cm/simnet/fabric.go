@@ -91,6 +91,10 @@ func (ep *Endpoint) SetDown(down bool) {
 	ep.f.mu.Unlock()
 }
 
+// LocalGUID is the endpoint's CA GUID, 0x0002c90300000000 + its LID
+// (transport.LocalGUIDer: a Manager on it needs no GUID of its own).
+func (ep *Endpoint) LocalGUID() uint64 { return 0x0002c90300000000 + uint64(ep.addr.LID) }
+
 // LocalAddr returns the endpoint's LID and GID.
 func (ep *Endpoint) LocalAddr() transport.Addr { return ep.addr }
 

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -79,12 +78,12 @@ func connectFlags(o *netOpts, ca *connectArgs, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&ca.dstIP, "dst-ip", "", "peer IP address: on RoCE also its GID (::ffff:a.b.c.d for IPv4); with --ip the IP CM header's destination")
 	fs.StringVar(&ca.dstGID, "dst-gid", "", "peer port GID (default: from --dst-ip on RoCE; required on IB)")
 	fs.UintVar(&ca.dlid, "dlid", 0, "peer LID (IB; sim: the listener's endpoint, default 1)")
-	fs.UintVar(&o.ackTimeout, "ack-timeout", 18, "primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (18: about 1.07 s)")
+	fs.UintVar(&o.ackTimeout, "ack-timeout", 0, "primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (default: from the packet life time, 19: about 2.1 s)")
 	fs.DurationVar(&o.hold, "hold", 0, "how long to hold an established connection before sending DREQ (negative: until the peer disconnects or --timeout)")
 	fs.BoolVar(&ca.overlap, "overlap", false, "send the next REQ as soon as a connection is established, holding them all at once")
 	fs.DurationVar(&ca.interval, "interval", 0, "pause before each further REQ")
 	fs.DurationVar(&ca.waitListener, "wait-listener", 0, "retry a REQ rejected with reason 8 (nobody listens yet) every 0.5 s for this long")
-	fs.UintVar(&ca.mtu, "mtu", 1024, "path MTU announced in the REQ (256, 512, 1024, 2048 or 4096)")
+	fs.UintVar(&ca.mtu, "mtu", 0, "path MTU announced in the REQ (256, 512, 1024, 2048 or 4096; default: the port's)")
 	fs.StringVar(&ca.peerArgs, "sim-peer-args", "", "extra flags for the --sim-peer listener, e.g. \"--reject 28\"")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, connectUsage, netFlagsHelp)
@@ -95,7 +94,7 @@ func connectFlags(o *netOpts, ca *connectArgs, stderr io.Writer) *flag.FlagSet {
 
 func (ca *connectArgs) check(o *netOpts) error {
 	switch ca.mtu {
-	case 256, 512, 1024, 2048, 4096:
+	case 0, 256, 512, 1024, 2048, 4096:
 	default:
 		return fmt.Errorf("--mtu %d: want 256, 512, 1024, 2048 or 4096", ca.mtu)
 	}
@@ -219,7 +218,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			sleepCtx(ctx, ca.interval)
 		}
 		qpn := o.qpnOf(k)
-		p := &engine.ConnectParams{To: to, REQ: connectREQ(o, ca, ep, to, qpn)}
+		p := &cm.ConnectParams{To: to, REQ: connectREQ(r.mgr, o, ca, to, qpn)}
 		if hdr != nil {
 			h := *hdr
 			h.SrcPort = uint16(40000 + rand.IntN(20000))
@@ -230,7 +229,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		}
 		r.mu.Lock()
 		c := r.newConn(qpn)
-		c.ackTO = uint8(o.ackTimeout)
+		c.ackTO = p.REQ.PrimaryLocalAckTimeout
 		r.next = c
 		reuse := r.qpnReuse(c)
 		r.mu.Unlock()
@@ -240,45 +239,34 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 				ipcm = fmt.Sprintf(" ipcm=%s", ipcmString(h, port))
 			}
 		}
-		r.out.line(r.eventLine("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse))
+		r.event("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse)
 
 		conn, err := r.mgr.Connect(ctx, p)
 		if err != nil {
+			// The events said how the attempt ended; retry a REQ nobody
+			// listened for yet.
 			var rej *cm.RejectError
 			r.mu.Lock()
-			if r.next == c { // no EvConnect step: the engine refused the call
+			if r.next == c { // the REQ never left: the Manager refused the call
 				r.next = nil
 			}
 			r.mu.Unlock()
 			switch {
 			case errors.As(err, &rej) && rej.Reason == wire.RejectInvalidServiceID && time.Now().Before(deadline) && ctx.Err() == nil:
-				r.mu.Lock()
-				r.conns = r.conns[:len(r.conns)-1]
-				r.mu.Unlock()
-				r.release(c, "RETRY", "reason=8 (%s) nobody listens yet; retrying", rej.Reason)
+				r.dropConn(c)
+				r.event("RETRY", "conn=%d reason=8 (%s) nobody listens yet; retrying", k, rej.Reason)
 				k--
 				sleepCtx(ctx, 500*time.Millisecond)
 				continue
-			case errors.As(err, &rej):
-				r.mu.Lock()
-				c.rejReason = int(rej.Reason)
-				r.mu.Unlock()
-				r.release(c, "REJECTED", "reason=%d (%s) stale=%v", uint16(rej.Reason), rej.Reason, errors.Is(err, cm.ErrStale))
-			case errors.Is(err, cm.ErrTimeout):
-				r.mu.Lock()
-				c.timedOut = true
-				r.mu.Unlock()
-				r.release(c, "TIMEOUT", "retries=%d", o.retries)
+			case errors.As(err, &rej), errors.Is(err, cm.ErrTimeout):
 			default:
 				r.mu.Lock()
 				c.err = err.Error()
 				r.mu.Unlock()
-				r.release(c, "ERROR", "msg=%q", err.Error())
+				r.connEvent(c, "ERROR", "msg=%q", err.Error())
 			}
 			continue
 		}
-		r.release(c, "ESTABLISHED", "id=%#x remote-id=%#x qpn=%#x remote-qpn=%#x remote-guid=%#x",
-			uint32(conn.ID()), conn.REP().LocalCommID, conn.LocalQPN(), conn.RemoteQPN(), conn.RemoteGUID())
 		if ca.overlap {
 			wg.Go(func() { r.hold(ctx, c, conn, o.hold) })
 		} else {
@@ -366,46 +354,29 @@ func connectTarget(o *netOpts, ca *connectArgs, ep *endpoint) (transport.Addr, *
 	return to, &h, nil
 }
 
-// connectREQ is the REQ of connection with QPN qpn, the way Linux rdma_cm
-// fills one in (RC, retry counts 7, P_Key 0xffff).
-func connectREQ(o *netOpts, ca *connectArgs, ep *endpoint, to transport.Addr, qpn uint32) wire.REQ {
-	r := wire.REQ{
-		ServiceID:               o.sid,
-		LocalQPN:                qpn,
-		ResponderResources:      1,
-		InitiatorDepth:          1,
-		RemoteCMResponseTimeout: uint8(o.respTimeout),
-		LocalCMResponseTimeout:  uint8(o.respTimeout),
-		TransportServiceType:    wire.TransportRC,
-		EndToEndFlowControl:     true,
-		StartingPSN:             rand.Uint32() & 0xffffff,
-		RetryCount:              7,
-		RNRRetryCount:           7,
-		PartitionKey:            0xffff,
-		PathPacketPayloadMTU:    mtuCode(ca.mtu),
-		MaxCMRetries:            uint8(o.retries),
-		PrimaryLocalAckTimeout:  uint8(o.ackTimeout),
-		PrimaryLocalPortGID:     wire.GID(ep.local.GID),
-		PrimaryRemotePortGID:    wire.GID(to.GID),
-		PrimaryLocalPortLID:     ep.local.LID,
-		PrimaryRemotePortLID:    to.LID,
-		PrimarySubnetLocal:      true,
+// connectREQ is the REQ of connection with QPN qpn: the Manager's
+// rdma_cm-style defaults (NewREQ), with the timing flags that were given.
+func connectREQ(m *cm.Manager, o *netOpts, ca *connectArgs, to transport.Addr, qpn uint32) wire.REQ {
+	r := m.NewREQ(to, o.sid)
+	r.LocalQPN = qpn
+	r.ResponderResources, r.InitiatorDepth = 1, 1
+	r.RemoteCMResponseTimeout, r.LocalCMResponseTimeout = uint8(o.respTimeout), uint8(o.respTimeout)
+	r.MaxCMRetries = uint8(o.retries)
+	if o.ackTimeout != 0 {
+		r.PrimaryLocalAckTimeout = uint8(o.ackTimeout)
 	}
-	if ep.roce {
-		// RoCE has no LIDs: rdma_cm sends the permissive LID, and a hop
-		// limit above 1 (so not "subnet local").
-		r.PrimaryLocalPortLID, r.PrimaryRemotePortLID = 0xffff, 0xffff
-		r.PrimaryHopLimit = 64
-		r.PrimarySubnetLocal = false
+	if ca.mtu != 0 {
+		r.PathPacketPayloadMTU = mtuCode(ca.mtu)
 	}
 	return r
 }
 
 // setupFailed reports a failure before any connection.
 func setupFailed(o *netOpts, stdout io.Writer, err error) int {
-	out := &lineOut{w: stdout}
+	out := newLineOut(stdout)
 	out.line(fmt.Sprintf("IBCM-EVENT ERROR t=0.000 kind=%s msg=%q", describeErr(err), err.Error()))
 	out.line(fmt.Sprintf("IBCM-RESULT %s FAIL conns=0 outcomes= want=%s problems=%q", o.name, o.expect, err.Error()))
+	out.close()
 	return 1
 }
 

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -145,74 +144,42 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			_ = l.Close()
 			closed = true
 		}
-		q := req.REQ()
 		r.mu.Lock()
-		c := r.byID[req.ID()]
-		if c == nil { // not seen by the tracer (cannot happen): keep count anyway
+		c := r.byConn[req.Conn()]
+		if c == nil { // beyond --count: its event found no room
 			c = r.newConn(0)
-			c.id = req.ID()
+			c.conn = req.Conn()
+			r.byConn[c.conn] = c
 		}
 		c.qpn = o.qpnOf(c.num)
-		c.ackTO = q.PrimaryLocalAckTimeout
-		pos := 0
-		if o.trace {
-			pos = 1 // after the step of the REQ
-		}
-		c.insertLine(pos, r.eventLine("REQ-RECEIVED", "conn=%d id=%#x from=%s remote-id=%#x remote-qpn=%#x remote-guid=%#x sid=%#x%s",
-			c.num, uint32(req.ID()), addrString(req.From()), q.LocalCommID, q.LocalQPN, q.LocalCAGUID, q.ServiceID, reqIPCM(req)))
 		r.mu.Unlock()
 		if la.reject != 0 {
-			reason := wire.RejectReason(la.reject)
-			if err := req.Reject(ctx, reason, nil, nil); err != nil {
+			if err := req.Reject(ctx, wire.RejectReason(la.reject), nil, nil); err != nil {
 				r.mu.Lock()
 				c.err = err.Error()
 				r.mu.Unlock()
-				r.release(c, "ERROR", "msg=%q", "reject: "+err.Error())
-				continue
+				r.connEvent(c, "ERROR", "msg=%q", "reject: "+err.Error())
 			}
-			r.mu.Lock()
-			c.rejReason = int(reason)
-			r.mu.Unlock()
-			r.release(c, "REJECT-SENT", "reason=%d (%s)", uint16(reason), reason)
 			continue
 		}
-		rep := &wire.REP{
-			LocalQPN:            c.qpn,
-			StartingPSN:         rand.Uint32() & 0xffffff,
-			ResponderResources:  q.InitiatorDepth,
-			InitiatorDepth:      q.ResponderResources,
-			TargetAckDelay:      15,
-			EndToEndFlowControl: true,
-			RNRRetryCount:       7,
-		}
+		rep := req.NewREP()
+		rep.LocalQPN = c.qpn
 		wg.Go(func() {
-			conn, err := req.Accept(ctx, rep)
+			conn, err := req.Accept(ctx, &cm.AcceptParams{REP: rep})
 			if err != nil {
-				r.mu.Lock()
-				overtaken := errors.Is(err, cm.ErrDisconnected) && c.dreqRcvd
-				r.mu.Unlock()
-				if overtaken {
-					// The peer's DREQ came before its RTU (lost or
-					// reordered): it had established, and is done.
-					r.release(c, "DREQ-BEFORE-RTU", "id=%#x", uint32(req.ID()))
-					return
-				}
-				r.mu.Lock()
-				if errors.Is(err, cm.ErrTimeout) {
-					c.timedOut = true
-				} else {
-					c.err = err.Error()
-				}
-				r.mu.Unlock()
-				if errors.Is(err, cm.ErrTimeout) {
-					r.release(c, "TIMEOUT", "no RTU")
-				} else {
-					r.release(c, "ERROR", "msg=%q", err.Error())
+				// The events said how it ended (a REJ, a timeout);
+				// anything else is an error of the call.
+				if !errors.Is(err, cm.ErrTimeout) && !errors.Is(err, cm.ErrDisconnected) {
+					var rej *cm.RejectError
+					if !errors.As(err, &rej) {
+						r.mu.Lock()
+						c.err = err.Error()
+						r.mu.Unlock()
+						r.connEvent(c, "ERROR", "msg=%q", err.Error())
+					}
 				}
 				return
 			}
-			r.release(c, "ESTABLISHED", "id=%#x remote-id=%#x qpn=%#x remote-qpn=%#x remote-guid=%#x",
-				uint32(conn.ID()), q.LocalCommID, conn.LocalQPN(), conn.RemoteQPN(), conn.RemoteGUID())
 			r.hold(ctx, c, conn, o.hold)
 		})
 	}
@@ -267,8 +234,8 @@ func startListenPeer(ctx context.Context, o *netOpts, la *listenArgs, a transpor
 }
 
 // reqIPCM describes the IP CM header of an RDMA IP CM request.
-func reqIPCM(req *cm.Request) string {
-	h, port, _, ok := req.IPCM()
+func reqIPCM(req *wire.REQ) string {
+	h, port, _, ok := cm.ParseIPCM(req)
 	if !ok {
 		return ""
 	}

@@ -5,6 +5,7 @@ package main
 // --expect checks.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -283,23 +284,45 @@ func simGID(lid uint16) [16]byte {
 
 // ---- events and outcomes.
 
-// lineOut writes whole lines to w, one at a time.
+// lineOut writes whole lines to w from a goroutine of its own, buffered:
+// the Manager's goroutine only queues them (a console can take
+// milliseconds a line, which must not slow the CM).
 type lineOut struct {
-	mu sync.Mutex
-	w  io.Writer
+	lines chan string
+	done  chan struct{}
+	once  sync.Once
 }
 
-func (l *lineOut) line(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, _ = io.WriteString(l.w, s+"\n")
+func newLineOut(w io.Writer) *lineOut {
+	l := &lineOut{lines: make(chan string, 1<<16), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		bw := bufio.NewWriterSize(w, 64<<10)
+		for s := range l.lines {
+			_, _ = bw.WriteString(s)
+			_ = bw.WriteByte('\n')
+			if len(l.lines) == 0 {
+				_ = bw.Flush()
+			}
+		}
+		_ = bw.Flush()
+	}()
+	return l
+}
+
+func (l *lineOut) line(s string) { l.lines <- s }
+
+// close writes what is queued and stops the writer.
+func (l *lineOut) close() {
+	l.once.Do(func() { close(l.lines) })
+	<-l.done
 }
 
 // connRec is what a run knows about one of its connections. Guarded by
 // netRun.mu.
 type connRec struct {
 	num       int
-	id        engine.CommID
+	conn      *cm.Conn
 	qpn       uint32
 	ackTO     uint8 // Local ACK Timeout: TimeWait length
 	estab     bool
@@ -317,24 +340,6 @@ type connRec struct {
 	timedOut  bool
 	err       string
 	estabAt   time.Time
-	// While the caller waits for the setup (Connect, Accept), the lines of
-	// the Manager's goroutine wait here, so that the outcome line
-	// (ESTABLISHED, REJECTED, ...) comes out where the setup ended.
-	holding bool
-	queue   []string
-	mark    int       // where in queue the setup ended (-1: not yet)
-	markAt  time.Time // and when
-}
-
-// setupState reports whether s is a state of connection setup (REQ sent or
-// received up to the RTU).
-func setupState(s engine.State) bool {
-	switch s {
-	case engine.StateReqSent, engine.StateReqRcvd, engine.StateMraReqSent, engine.StateMraReqRcvd,
-		engine.StateRepSent, engine.StateRepRcvd, engine.StateMraRepSent, engine.StateMraRepRcvd:
-		return true
-	}
-	return false
 }
 
 // held says how long the connection was established.
@@ -374,8 +379,8 @@ func (c *connRec) outcome() string {
 	return "none"
 }
 
-// netRun is one listen or connect run: the Manager, its tracer and the
-// connections' records.
+// netRun is one listen or connect run: the Manager, the printer of its
+// events and the connections' records.
 type netRun struct {
 	o      *netOpts
 	out    *lineOut
@@ -384,15 +389,16 @@ type netRun struct {
 	start  time.Time
 	mu     sync.Mutex
 	conns  []*connRec
-	byID   map[engine.CommID]*connRec
-	next   *connRec // the active connection whose EvConnect step comes next
-	passiv bool     // new REQs create connections
+	byConn map[*cm.Conn]*connRec
+	byID   map[cm.CommID]*connRec // for --trace's lines
+	next   *connRec               // the active connection whose REQ goes next
+	passiv bool                   // new REQs create connections
 	change chan struct{}
 }
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
-	return &netRun{o: o, out: &lineOut{w: stdout}, start: time.Now(), byID: map[engine.CommID]*connRec{},
-		change: make(chan struct{}, 1)}
+	return &netRun{o: o, out: newLineOut(stdout), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+		byID: map[cm.CommID]*connRec{}, change: make(chan struct{}, 1)}
 }
 
 func (r *netRun) since() string { return r.at(time.Now()) }
@@ -405,58 +411,16 @@ func (r *netRun) event(name, f string, a ...any) {
 }
 
 func (r *netRun) eventLine(name, f string, a ...any) string {
-	return r.eventLineAt(time.Now(), name, f, a...)
-}
-
-func (r *netRun) eventLineAt(t time.Time, name, f string, a ...any) string {
-	s := "IBCM-EVENT " + name + " t=" + r.at(t)
+	s := "IBCM-EVENT " + name + " t=" + r.since()
 	if f != "" {
 		s += " " + fmt.Sprintf(f, a...)
 	}
 	return s
 }
 
-// connEvent prints, or queues while c is held, an event of connection c.
-// r.mu must be held.
+// connEvent prints an event of connection c.
 func (r *netRun) connEvent(c *connRec, name, f string, a ...any) {
-	s := r.eventLine(name, "conn="+strconv.Itoa(c.num)+" "+f, a...)
-	if c.holding {
-		c.queue = append(c.queue, s)
-		return
-	}
-	r.out.line(s)
-}
-
-// release prints the lines queued for c, with the line name (the outcome of
-// the setup: ESTABLISHED, REJECTED, ...) where the setup ended.
-func (r *netRun) release(c *connRec, name, f string, a ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := c.mark
-	if m < 0 || m > len(c.queue) {
-		m = len(c.queue)
-	}
-	for _, s := range c.queue[:m] {
-		r.out.line(s)
-	}
-	at := time.Now()
-	if c.mark >= 0 {
-		at = c.markAt // the step that ended the setup, not this call
-	}
-	r.out.line(r.eventLineAt(at, name, "conn="+strconv.Itoa(c.num)+" "+f, a...))
-	for _, s := range c.queue[m:] {
-		r.out.line(s)
-	}
-	c.queue, c.holding, c.mark = nil, false, -1
-}
-
-// insertLine queues line s for c after its first pos lines. r.mu must be held.
-func (c *connRec) insertLine(pos int, s string) {
-	pos = min(pos, len(c.queue))
-	c.queue = append(c.queue[:pos], append([]string{s}, c.queue[pos:]...)...)
-	if c.mark >= pos {
-		c.mark++
-	}
+	r.out.line(r.eventLine(name, "conn="+strconv.Itoa(c.num)+" "+f, a...))
 }
 
 func (r *netRun) signal() {
@@ -468,15 +432,28 @@ func (r *netRun) signal() {
 
 // newConn adds connection record number len+1. r.mu must be held.
 func (r *netRun) newConn(qpn uint32) *connRec {
-	c := &connRec{num: len(r.conns) + 1, qpn: qpn, rejReason: -1, holding: true, mark: -1}
+	c := &connRec{num: len(r.conns) + 1, qpn: qpn, rejReason: -1}
 	r.conns = append(r.conns, c)
 	return c
 }
 
-// startManager starts the Manager on r.ep with r.trace as its tracer.
+// dropConn forgets the last connection record (a REQ that is retried).
+func (r *netRun) dropConn(c *connRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.conns); n > 0 && r.conns[n-1] == c {
+		r.conns = r.conns[:n-1]
+	}
+	delete(r.byConn, c.conn)
+}
+
+// startManager starts the Manager on r.ep; its events drive the output.
 func (r *netRun) startManager() error {
 	cfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID),
-		Seed: r.o.seed, LegacyTimeWaitQPN: r.o.legacyTWQPN, Trace: r.trace}}
+		Seed: r.o.seed, LegacyTimeWaitQPN: r.o.legacyTWQPN}, OnEvent: r.onEvent}
+	if r.o.trace {
+		cfg.Engine.Trace = r.traceStep
+	}
 	m, err := cm.NewManager(r.ep.tr, cfg)
 	if err != nil {
 		return err
@@ -485,104 +462,118 @@ func (r *netRun) startManager() error {
 	return nil
 }
 
-// trace runs on the Manager's goroutine after every table step.
-func (r *netRun) trace(s engine.TraceStep) {
+// traceStep prints one state-table step (--trace).
+func (r *netRun) traceStep(s engine.TraceStep) {
+	r.mu.Lock()
+	n := ""
+	if c := r.byID[s.ID]; c != nil {
+		n = " conn=" + strconv.Itoa(c.num)
+	}
+	r.mu.Unlock()
+	r.out.line(fmt.Sprintf("IBCM-STEP t=%s%s id=%#x %s %s -> %s %s", r.since(), n, uint32(s.ID), s.Event, s.From, s.To, s.Kind))
+}
+
+// onEvent runs on the Manager's goroutine for every step of every
+// connection: it updates the connection's record and prints its line.
+func (r *netRun) onEvent(ev cm.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := r.byID[s.ID]
-	if c == nil && s.ID != 0 && s.From == engine.StateIdle {
+	c := r.byConn[ev.Conn]
+	if c == nil && ev.Conn != nil {
 		switch {
-		case s.Event == engine.EvConnect && r.next != nil:
+		case ev.Kind == cm.EventREQSent && r.next != nil:
 			c, r.next = r.next, nil
-		case s.Event == engine.EvRecvREQ && r.passiv && (r.o.count == 0 || len(r.conns) < r.o.count):
+		case ev.Kind == cm.EventREQReceived && r.passiv && (r.o.count == 0 || len(r.conns) < r.o.count):
 			c = r.newConn(0)
 		}
 		if c != nil {
-			c.id = s.ID
-			r.byID[s.ID] = c
-		}
-	}
-	if r.o.trace {
-		n := ""
-		if c != nil {
-			n = " conn=" + strconv.Itoa(c.num)
-		}
-		line := fmt.Sprintf("IBCM-STEP t=%s%s id=%#x %s %s -> %s %s", r.since(), n, uint32(s.ID), s.Event, s.From, s.To, s.Kind)
-		if c != nil && c.holding {
-			c.queue = append(c.queue, line)
-		} else {
-			r.out.line(line)
+			c.conn = ev.Conn
+			r.byConn[ev.Conn] = c
+			r.byID[ev.ID] = c
 		}
 	}
 	if c == nil {
 		return
 	}
-	if c.holding && c.mark < 0 && setupState(s.From) && !setupState(s.To) {
-		c.mark, c.markAt = len(c.queue), time.Now()
-	}
-	switch s.Event {
-	case engine.EvRecvMRAForREQ, engine.EvRecvMRAForREP:
-		r.connEvent(c, "MRA-RECEIVED", "id=%#x", uint32(c.id))
-	case engine.EvDisconnect, engine.EvStale, engine.EvDestroy:
-		switch {
-		case s.From == engine.StateEstablished && s.Event == engine.EvStale:
+	id := uint32(ev.ID)
+	switch ev.Kind {
+	case cm.EventREQReceived:
+		q := ev.Conn.REQ()
+		c.ackTO = q.PrimaryLocalAckTimeout
+		r.connEvent(c, "REQ-RECEIVED", "id=%#x from=%s remote-id=%#x remote-qpn=%#x remote-guid=%#x sid=%#x%s",
+			id, addrString(ev.From), q.LocalCommID, q.LocalQPN, q.LocalCAGUID, q.ServiceID, reqIPCM(q))
+	case cm.EventMRAReceived:
+		r.connEvent(c, "MRA-RECEIVED", "id=%#x", id)
+	case cm.EventMRASent:
+		r.connEvent(c, "MRA-SENT", "id=%#x", id)
+	case cm.EventEstablished:
+		c.estab, c.estabAt = true, time.Now()
+		cn := ev.Conn
+		remoteID := cn.REP().LocalCommID
+		if !cn.Active() {
+			remoteID = cn.REQ().LocalCommID
+		}
+		r.connEvent(c, "ESTABLISHED", "id=%#x remote-id=%#x qpn=%#x remote-qpn=%#x remote-guid=%#x",
+			id, remoteID, cn.LocalQPN(), cn.RemoteQPN(), cn.RemoteGUID())
+	case cm.EventRejected:
+		if c.estab {
+			// The peer still waited for our RTU (lost, or overtaken by a
+			// later message) and gave up, or found it stale.
+			c.rejEstab = true
+			r.connEvent(c, "REJ-RECEIVED", "id=%#x state=ESTABLISHED stale=%v", id, ev.Reason == wire.RejectStaleConn)
+			return
+		}
+		c.rejReason = int(ev.Reason)
+		r.connEvent(c, "REJECTED", "reason=%d (%s) stale=%v", uint16(ev.Reason), ev.Reason, ev.Reason == wire.RejectStaleConn)
+	case cm.EventRejectSent:
+		c.rejReason = int(ev.Reason)
+		r.connEvent(c, "REJECT-SENT", "reason=%d (%s)", uint16(ev.Reason), ev.Reason)
+	case cm.EventTimedOut:
+		if c.estab && c.dreqSent {
+			c.dreqLost = true
+			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
+			return
+		}
+		c.timedOut = true
+		r.connEvent(c, "TIMEOUT", "retries=%d id=%#x", r.o.retries, id)
+	case cm.EventStale:
+		if c.estab {
 			// A REQ or REP reused the connection's QPN: DREQ, and
 			// straight into TimeWait (12.9.8.3.1).
 			c.staleDREQ = true
-			r.connEvent(c, "DREQ-SENT", "id=%#x cause=stale", uint32(c.id))
+			r.connEvent(c, "DREQ-SENT", "id=%#x cause=stale", id)
 			r.connEvent(c, "DISCONNECTED", "by=local cause=stale%s", c.held())
-		case s.From == engine.StateEstablished && s.To == engine.StateDreqSent:
-			c.dreqSent = true
-			r.connEvent(c, "DREQ-SENT", "id=%#x", uint32(c.id))
 		}
-	case engine.EvRecvDREP:
-		if s.From == engine.StateDreqSent {
+	case cm.EventDREQSent:
+		c.dreqSent = true
+		r.connEvent(c, "DREQ-SENT", "id=%#x", id)
+	case cm.EventDisconnected:
+		if ev.Msg != nil && ev.Msg.AttrID == wire.AttrDREP {
 			c.drepRcvd = true
-			r.connEvent(c, "DREP-RECEIVED", "id=%#x", uint32(c.id))
+			r.connEvent(c, "DREP-RECEIVED", "id=%#x", id)
 			r.connEvent(c, "DISCONNECTED", "by=local%s", c.held())
+		} else if ev.Msg == nil {
+			c.dreqLost = true
+			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
 		}
-	case engine.EvRecvDREQ:
-		if s.From != s.To && s.To == engine.StateDreqRcvd {
-			c.dreqRcvd = true
-			r.connEvent(c, "DREQ-RECEIVED", "id=%#x", uint32(c.id))
-		}
-	case engine.EvSendDREP:
+	case cm.EventDREQReceived:
+		c.dreqRcvd = true
+		r.connEvent(c, "DREQ-RECEIVED", "id=%#x", id)
+	case cm.EventDREPSent:
 		c.drepSent = true
 		by := "peer"
 		if c.dreqSent {
 			by = "both"
 		}
-		r.connEvent(c, "DREP-SENT", "id=%#x", uint32(c.id))
+		r.connEvent(c, "DREP-SENT", "id=%#x", id)
 		r.connEvent(c, "DISCONNECTED", "by=%s%s", by, c.held())
-	case engine.EvRecvREJ, engine.EvRecvREJStale:
-		if s.From == engine.StateEstablished {
-			// The peer still waited for our RTU (lost, or overtaken by a
-			// later message) and gave up, or found it stale.
-			c.rejEstab = true
-			r.connEvent(c, "REJ-RECEIVED", "id=%#x state=ESTABLISHED stale=%v", uint32(c.id), s.Event == engine.EvRecvREJStale)
-		}
-	case engine.EvTimeoutFinal:
-		if s.From == engine.StateDreqSent {
-			c.dreqLost = true
-			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
-		}
-	}
-	if s.To == engine.StateEstablished && s.From != engine.StateEstablished {
-		c.estab = true
-		c.estabAt = time.Now()
-	}
-	if s.To == engine.StateTimeWait && s.From != engine.StateTimeWait {
+	case cm.EventTimeWait:
 		c.timewait, c.twAt = true, time.Now()
-		r.connEvent(c, "TIMEWAIT", "id=%#x for=%s", uint32(c.id), wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
-	}
-	if s.To == engine.StateIdle {
-		if s.From == engine.StateTimeWait {
-			c.twExit = true
-			r.connEvent(c, "TIMEWAIT-EXIT", "id=%#x after=%.3fs", uint32(c.id), time.Since(c.twAt).Seconds())
-		}
-		delete(r.byID, s.ID)
-	}
-	if s.To == engine.StateTimeWait || s.To == engine.StateIdle {
+		r.connEvent(c, "TIMEWAIT", "id=%#x for=%s", id, wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
+		r.signal()
+	case cm.EventTimeWaitExit:
+		c.twExit = true
+		r.connEvent(c, "TIMEWAIT-EXIT", "id=%#x after=%.3fs", id, time.Since(c.twAt).Seconds())
 		r.signal()
 	}
 }
@@ -645,10 +636,8 @@ func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.
 	// guards against a Manager that stopped.
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := conn.Disconnect(dctx, nil); err != nil && !errors.Is(err, cm.ErrClosed) {
-		r.mu.Lock()
+	if err := conn.Disconnect(dctx, nil); err != nil && !errors.Is(err, cm.ErrClosed) && !errors.Is(err, cm.ErrInvalidState) {
 		r.connEvent(c, "ERROR", "msg=%q", "disconnect: "+err.Error())
-		r.mu.Unlock()
 	}
 }
 
@@ -660,7 +649,6 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 	}
 	r.ep.close()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	var got []string
 	ok := true
 	var bad []string
@@ -674,9 +662,6 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 		if i < len(r.conns) {
 			c = r.conns[i]
 			o = c.outcome()
-			for _, s := range c.queue { // never released: a failed setup
-				r.out.line(s)
-			}
 		}
 		got = append(got, o)
 		w := want[min(i, len(want)-1)]
@@ -689,6 +674,7 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 			bad = append(bad, fmt.Sprintf("conn %d: TimeWait did not end", i+1))
 		}
 	}
+	r.mu.Unlock()
 	verdict := "PASS"
 	if !ok {
 		verdict = "FAIL"
@@ -702,6 +688,7 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 	}
 	r.out.line(fmt.Sprintf("IBCM-RESULT %s %s conns=%d outcomes=%s want=%s t=%s%s", r.o.name, verdict, len(r.conns),
 		strings.Join(got, ","), r.o.expect, r.since(), detail))
+	r.out.close()
 	if !ok {
 		return 1
 	}

@@ -265,7 +265,7 @@ var LAPRules = []Rule{
 	{From: s("LAP_SENT"), On: "RecvMRAForLAP", To: "MRA_LAP_RCVD", Effects: e(ExtendTimer), Notice: MRAReceived},
 	{From: s("LAP_SENT", "MRA_LAP_RCVD"), On: "RecvAPR", To: "LAP_IDLE", Effects: e(StopTimer), Notice: APRReceived},
 	{From: s("LAP_SENT", "MRA_LAP_RCVD"), On: "Timeout", Send: LAP, Effects: e(Resend)},
-	{From: s("LAP_SENT", "MRA_LAP_RCVD"), On: "TimeoutFinal", To: "LAP_IDLE", Notice: TimedOut},
+	{From: s("LAP_SENT", "MRA_LAP_RCVD"), On: "TimeoutFinal", To: "LAP_IDLE", Notice: LAPTimedOut},
 	{From: s("LAP_RCVD"), On: "SendMRA", To: "MRA_LAP_SENT", Send: MRA},
 	{From: s("MRA_LAP_SENT"), On: "RecvLAP", Send: MRA, Effects: e(Resend), Why: "a duplicate LAP after our MRA"},
 	{From: s("LAP_RCVD", "MRA_LAP_SENT"), On: "AnswerLAP", To: "LAP_IDLE", Send: APR},

@@ -145,13 +145,14 @@ const (
 	APRReceived    Notice = "APRReceived"
 	SIDRRequest    Notice = "SIDRRequest"
 	SIDRReply      Notice = "SIDRReply"
-	TimedOut       Notice = "TimedOut" // retries exhausted
-	StaleConnected Notice = "Stale"    // our connection was found stale and torn down
+	TimedOut       Notice = "TimedOut"    // retries exhausted
+	LAPTimedOut    Notice = "LAPTimedOut" // a LAP's retries exhausted: the connection stays, without the new path
+	StaleConnected Notice = "Stale"       // our connection was found stale and torn down
 )
 
 var Notices = []Notice{NoNotice, REQReceived, REPReceived, MRAReceived, Established, Rejected,
 	DREQReceived, Disconnected, TimeWaitExit, LAPReceived, APRReceived, SIDRRequest, SIDRReply,
-	TimedOut, StaleConnected}
+	TimedOut, LAPTimedOut, StaleConnected}
 
 // Entry is one (state, event) cell.
 type Entry struct {

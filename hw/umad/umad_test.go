@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
@@ -517,9 +516,9 @@ func TestManagerGUIDFromPort(t *testing.T) {
 			return
 		}
 		got <- req.REQ().LocalCAGUID
-		_, _ = req.Accept(c, &wire.REP{LocalQPN: 0x22})
+		_, _ = req.Accept(c, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x22}})
 	}()
-	conn, err := ma.Connect(c, &engine.ConnectParams{To: b.LocalAddr(), REQ: wire.REQ{ServiceID: 0x77, LocalQPN: 0x11}})
+	conn, err := ma.Connect(c, &cm.ConnectParams{To: b.LocalAddr(), REQ: wire.REQ{ServiceID: 0x77, LocalQPN: 0x11}})
 	if err != nil {
 		t.Fatal(err)
 	}

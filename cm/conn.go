@@ -1,0 +1,327 @@
+package cm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// CommID is a local or remote communication ID (IBTA 12.6.1).
+type CommID = engine.CommID
+
+// QP is the queue pair behind a connection, as the Manager drives it: the
+// Manager calls Modify with the attributes the exchanged REQ and REP give,
+// in the order a real QP needs them (INIT, RTR, RTS before the first data
+// can arrive; ERR when the connection ends). hw/verbs's QP implements it.
+//
+// Modify to INIT, RTR and RTS runs on the goroutine of Connect or Accept;
+// Modify to ERR runs on the Manager's goroutine when the peer disconnects,
+// before the DREP goes out, and must not block.
+type QP interface {
+	QPN() uint32
+	Modify(a *qpattr.Attr) error
+}
+
+// Conn is one connection (or attempt) of a Manager.
+type Conn struct {
+	m          *Manager
+	id         CommID
+	active     bool
+	localQPN   uint32
+	remoteQPN  uint32
+	remoteGUID uint64
+	req        wire.REQ
+	rep        wire.REP
+	from       transport.Addr // passive: where the REQ came from
+	rtuPD      []byte
+	qp         QP
+
+	// Loop-owned.
+	lap        *wire.LAP // the alternate path loaded by a LAP/APR
+	lapSent    bool      // we proposed it
+	inTimeWait bool
+	qpErr      bool // the QP was moved to ERR
+	estab      chan error
+	repReady   chan error // active with a QP: the REP arrived (nil) or the attempt ended
+	lapWait    chan lapResult
+
+	done     chan struct{}
+	released chan struct{}
+	mu       sync.Mutex
+	err      error
+	isEstab  bool
+	freed    bool
+}
+
+type lapResult struct {
+	apr *wire.APR
+	err error
+}
+
+func newConn(m *Manager, id CommID) *Conn {
+	return &Conn{m: m, id: id, done: make(chan struct{}), released: make(chan struct{}), estab: make(chan error, 1)}
+}
+
+// established runs on the loop goroutine.
+func (c *Conn) established() {
+	c.mu.Lock()
+	c.isEstab = true
+	c.mu.Unlock()
+	if c.estab != nil {
+		c.estab <- nil
+		c.estab = nil
+	}
+}
+
+// end records why the connection (or attempt) ended; loop goroutine.
+func (c *Conn) end(err error) {
+	c.mu.Lock()
+	first := c.err == nil
+	if first {
+		c.err = err
+	}
+	c.mu.Unlock()
+	if c.estab != nil {
+		c.estab <- err
+		c.estab = nil
+	}
+	if c.repReady != nil {
+		c.repReady <- err
+		c.repReady = nil
+	}
+	c.lapDone(nil, err)
+	if first {
+		close(c.done)
+	}
+}
+
+// release closes TimeWaitExit; loop goroutine.
+func (c *Conn) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.freed {
+		c.freed = true
+		close(c.released)
+	}
+}
+
+func (c *Conn) lapDone(apr *wire.APR, err error) {
+	if c.lapWait != nil {
+		c.lapWait <- lapResult{apr, err}
+		c.lapWait = nil
+	}
+}
+
+// moveQP moves the connection's QP to ERR once; loop goroutine.
+func (c *Conn) moveQP(a *qpattr.Attr) {
+	if c.qp == nil || c.qpErr {
+		return
+	}
+	c.qpErr = true
+	if err := c.qp.Modify(a); err != nil {
+		c.m.stats.QPErrors++
+	}
+}
+
+func errAttr() *qpattr.Attr { return &qpattr.Attr{State: qpattr.Err, Mask: qpattr.MaskState} }
+
+// ID returns the local comm ID.
+func (c *Conn) ID() CommID { return c.id }
+
+// Active reports whether this side sent the REQ.
+func (c *Conn) Active() bool { return c.active }
+
+// LocalQPN and RemoteQPN are the QPs the connection joins.
+func (c *Conn) LocalQPN() uint32  { return c.localQPN }
+func (c *Conn) RemoteQPN() uint32 { return c.remoteQPN }
+
+// RemoteGUID is the peer's CA GUID.
+func (c *Conn) RemoteGUID() uint64 { return c.remoteGUID }
+
+// REQ and REP are the messages that made the connection.
+func (c *Conn) REQ() *wire.REQ { return &c.req }
+func (c *Conn) REP() *wire.REP { return &c.rep }
+
+// Done is closed when the connection ends: either side disconnected, it
+// was rejected or found stale, or the Manager closed. Err says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// TimeWaitExit is closed when the connection's comm ID is released: after
+// TimeWait, or at once for an attempt that never connected. Only then may
+// its QP be reused or destroyed (stale packets of the connection may still
+// arrive before it).
+func (c *Conn) TimeWaitExit() <-chan struct{} { return c.released }
+
+// Err says why the connection ended: ErrDisconnected, ErrStale, ErrClosed,
+// ErrTimeout, a *RejectError; nil while it lasts.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// QPAttr returns the attributes that move the connection's QP to state s
+// (qpattr.Init, RTR, RTS or Err), derived from the REQ and REP as the Linux
+// kernel's ib_cm_init_qp_attr derives them. It fails with a *QPStateError
+// (ErrInvalidState) in a CM state in which the kernel refuses (gen/def's
+// QPInit, QPRTR and QPRTS state attributes).
+func (c *Conn) QPAttr(ctx context.Context, s qpattr.State) (a qpattr.Attr, err error) {
+	if e := c.m.do(ctx, func() { a, err = c.attr(s) }); e != nil {
+		return a, e
+	}
+	return a, err
+}
+
+// attr derives the attributes; loop goroutine (or before the connection is
+// shared).
+func (c *Conn) attr(s qpattr.State) (qpattr.Attr, error) { return c.attrWith(&c.rep, s) }
+
+// attrWith is attr with the REP rep (the passive side's, before it is
+// sent).
+func (c *Conn) attrWith(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
+	st := c.m.eng.State(c.id)
+	at := st.Attr()
+	ok := false
+	switch s {
+	case qpattr.Init:
+		ok = at.QPInit
+	case qpattr.RTR:
+		ok = at.QPRTR
+	case qpattr.RTS:
+		ok = at.QPRTS
+	case qpattr.Err:
+		return *errAttr(), nil
+	}
+	if !ok {
+		return qpattr.Attr{}, &QPStateError{ID: c.id, State: st, QP: s}
+	}
+	return c.derive(rep, s)
+}
+
+// Disconnect sends a DREQ and waits for the DREP (or the DREQ's retries to
+// run out); the connection then waits out TimeWait inside the Manager
+// (TimeWaitExit). Outside ESTABLISHED it fails with a *StateError.
+func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
+	var err error
+	if e := c.m.do(ctx, func() {
+		err = c.m.call(func() error { return c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData) })
+		if err == nil || err == ErrSendQueueFull {
+			c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
+			c.m.settleNow(c)
+			err = nil
+		}
+	}); e != nil {
+		return e
+	}
+	if err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.m.done:
+		return ErrClosed
+	}
+}
+
+// Close lets go of the connection in any state: an attempt is rejected, an
+// established connection disconnected (DREQ, then TimeWait), a TimeWait
+// left to run out.
+func (c *Conn) Close() error {
+	return c.m.do(context.Background(), func() {
+		_ = c.m.call(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+		c.moveQP(errAttr())
+		c.end(ErrDisconnected)
+		c.m.settleNow(c)
+	})
+}
+
+// CommEst reports traffic on the QP before the RTU (passive side, the QP's
+// COMM_EST event): the connection is established as if the RTU had come.
+func (c *Conn) CommEst(ctx context.Context) error {
+	var err error
+	if e := c.m.do(ctx, func() { err = c.m.call(func() error { return c.m.eng.CommEst(c.m.clock.Now(), c.id) }) }); e != nil {
+		return e
+	}
+	return err
+}
+
+// LoadAltPath proposes the alternate path in lap with a LAP and waits for
+// the APR. A status other than success returns an *APRError; success makes
+// the path the one QPAttr(qpattr.RTS) loads.
+func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
+	ch := make(chan lapResult, 1)
+	var err error
+	if e := c.m.do(ctx, func() {
+		if err = c.m.call(func() error { return c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap) }); err == nil {
+			c.lapWait = ch
+			c.m.emit(Event{Kind: EventLAPSent, Conn: c, ID: c.id})
+		}
+	}); e != nil {
+		return e
+	}
+	if err != nil {
+		return err
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.err
+		}
+		if r.apr.ARStatus != wire.APRSuccess {
+			return &APRError{Status: r.apr.ARStatus,
+				Info: append([]byte(nil), r.apr.AdditionalInformation[:r.apr.AdditionalInformationLength]...)}
+		}
+		_ = c.m.do(context.Background(), func() {
+			l := *lap
+			c.lap, c.lapSent = &l, true
+		})
+		return nil
+	case <-ctx.Done():
+		_ = c.m.do(context.Background(), func() { c.lapWait = nil })
+		return ctx.Err()
+	case <-c.m.done:
+		return ErrClosed
+	}
+}
+
+// waitEstab waits for the outcome of Connect or Accept.
+func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		_ = c.m.do(context.Background(), func() {
+			c.estab = nil
+			_ = c.m.call(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+			c.end(ctx.Err())
+			c.m.settleNow(c)
+		})
+		return ctx.Err()
+	case <-c.m.done:
+		return ErrClosed
+	}
+}
+
+// moveTo moves the QP through each state in states with the attributes the
+// connection gives, on the caller's goroutine (the attributes are derived
+// on the loop).
+func (c *Conn) moveTo(ctx context.Context, states ...qpattr.State) error {
+	for _, s := range states {
+		a, err := c.QPAttr(ctx, s)
+		if err != nil {
+			return err
+		}
+		if err := c.qp.Modify(&a); err != nil {
+			return fmt.Errorf("cm: moving QP %#x to %s: %w", c.qp.QPN(), s, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package cm
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// ConnectParams are the arguments of Connect.
+type ConnectParams struct {
+	// To is the passive side's CM port (its QP1 address): the LID on IB,
+	// the GID (and a GRH) on RoCE.
+	To transport.Addr
+	// IP, instead of To and a service ID, names an rdma_cm listener by IP
+	// address and TCP port (RoCE): the REQ gets the RDMA IP CM service ID
+	// and header (NewIPREQ), followed by PrivateData.
+	IP          netip.AddrPort
+	PrivateData []byte
+	// REQ is the request. Manager.NewREQ and NewIPREQ build one with
+	// rdma_cm's defaults; Connect fills in the engine's fields (Local Comm
+	// ID, Local CA GUID), the QP's number when QP is set, and the fields a
+	// hand-made REQ left zero where zero is not a usable value (P_Key, path
+	// MTU, CM timeouts and retries, Local ACK Timeout, the primary path's
+	// LIDs and GIDs).
+	//
+	// Timing: the REQ waits 4.096 µs × 2^PrimaryLocalAckTimeout (standing in
+	// for 2 × packet life time) + 4.096 µs × 2^RemoteCMResponseTimeout per
+	// try, and is retried MaxCMRetries times. TimeWait lasts
+	// 4.096 µs × 2^PrimaryLocalAckTimeout.
+	REQ wire.REQ
+	// QP, when set, is moved to INIT, RTR and RTS after the REP arrives and
+	// before the RTU goes out, so the peer's first message finds it ready;
+	// and to ERR when the connection ends. Without one, the RTU goes as soon
+	// as the REP arrives (a program that owns no QP, or moves it itself).
+	QP QP
+	// RTUPrivateData is the private data of the RTU.
+	RTUPrivateData []byte
+}
+
+// Connect sends a REQ and waits until the connection is established. A REJ
+// returns a *RejectError (matching ErrStale for reason 10), exhausted
+// retries ErrTimeout, a failure to move the QP the Modify error (the
+// attempt is rejected). If ctx ends first the attempt is destroyed (REJ 4).
+func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) {
+	q := *p
+	r := &q.REQ
+	if q.IP.IsValid() {
+		if q.To == (transport.Addr{}) {
+			if !m.port.RoCE {
+				return nil, errNoIPRoute
+			}
+			q.To = m.IPAddr(q.IP.Addr())
+		}
+		if r.PartitionKey == 0 && r.PathPacketPayloadMTU == 0 {
+			qpn := r.LocalQPN
+			ip, err := m.NewIPREQ(q.IP, q.PrivateData)
+			if err != nil {
+				return nil, err
+			}
+			*r = ip
+			r.LocalQPN = qpn
+		}
+	}
+	if q.QP != nil && r.LocalQPN == 0 {
+		r.LocalQPN = q.QP.QPN()
+	}
+	m.fillREQ(r, &q.To)
+	var c *Conn
+	var err error
+	ch := make(chan error, 1)
+	if e := m.do(ctx, func() {
+		var id CommID
+		err = m.call(func() error {
+			var err error
+			id, err = m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
+			return err
+		})
+		if err != nil {
+			if id != 0 {
+				_ = m.eng.Destroy(m.clock.Now(), id) // the REQ never left
+				m.flush()
+			}
+			return
+		}
+		c = newConn(m, id)
+		c.estab = ch
+		c.active = true
+		c.localQPN = r.LocalQPN
+		c.req = *r
+		c.rtuPD = p.RTUPrivateData
+		c.qp = q.QP
+		if c.qp != nil {
+			c.repReady = make(chan error, 1)
+		}
+		m.conns[id] = c
+		m.emit(Event{Kind: EventREQSent, Conn: c, ID: id})
+	}); e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.qp != nil {
+		if err := c.completeActive(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.waitEstab(ctx, ch); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// completeActive waits for the REP, moves the QP to RTS on the caller's
+// goroutine and then lets the RTU go: the peer may send as soon as it has
+// the RTU, so the QP must be ready first.
+func (c *Conn) completeActive(ctx context.Context) error {
+	var err error
+	select {
+	case err = <-c.repReady:
+	case <-ctx.Done():
+		err = ctx.Err()
+		_ = c.m.do(context.Background(), func() {
+			c.repReady = nil
+			_ = c.m.call(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+			c.end(err)
+			c.m.settleNow(c)
+		})
+		return err
+	case <-c.m.done:
+		return ErrClosed
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
+		_ = c.m.do(context.Background(), func() {
+			_ = c.m.call(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
+			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
+			c.end(err)
+			c.m.settleNow(c)
+		})
+		return err
+	}
+	// A REJ or a timeout that ended the attempt meanwhile makes the
+	// table refuse the RTU; waitEstab reports why it ended.
+	return c.m.do(ctx, func() { c.m.sendRTU(c, c.m.clock.Now()) })
+}

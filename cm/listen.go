@@ -1,0 +1,352 @@
+package cm
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// ListenParams are the arguments of Listen.
+type ListenParams struct {
+	ServiceID uint64
+	// Mask selects the service IDs s with s&Mask == ServiceID&Mask; zero
+	// means an exact match.
+	Mask uint64
+	// Wildcard listens on every service ID (mask 0); a more specific
+	// listen still takes the REQs it matches.
+	Wildcard bool
+	// Backlog bounds the requests waiting for Accept (default 1024); a REQ
+	// beyond it is rejected with reason 3, a SIDR_REQ with status 2.
+	Backlog int
+}
+
+// Listener receives the REQs and SIDR_REQs for its service IDs.
+type Listener struct {
+	m      *Manager
+	id     CommID
+	reqs   chan *Request
+	sidrs  chan *SIDRRequest
+	closed chan struct{}
+	once   sync.Once
+}
+
+// Listen starts listening.
+func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error) {
+	switch {
+	case p.Wildcard:
+		p.Mask = 0
+	case p.Mask == 0:
+		p.Mask = engine.ExactMask
+	}
+	if p.Backlog <= 0 {
+		p.Backlog = 1024
+	}
+	var l *Listener
+	var err error
+	if e := m.do(ctx, func() {
+		var id CommID
+		if id, err = m.eng.Listen(m.clock.Now(), p.ServiceID, p.Mask); err != nil {
+			return
+		}
+		l = &Listener{m: m, id: id, reqs: make(chan *Request, p.Backlog), sidrs: make(chan *SIDRRequest, p.Backlog),
+			closed: make(chan struct{})}
+		m.listeners[id] = l
+	}); e != nil {
+		return nil, e
+	}
+	return l, err
+}
+
+// ID returns the listen's comm ID.
+func (l *Listener) ID() CommID { return l.id }
+
+func (l *Listener) shut() { l.once.Do(func() { close(l.closed) }) }
+
+// Accept waits for the next REQ.
+func (l *Listener) Accept(ctx context.Context) (*Request, error) {
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.closed:
+		return nil, ErrClosed
+	}
+}
+
+// AcceptSIDR waits for the next SIDR_REQ.
+func (l *Listener) AcceptSIDR(ctx context.Context) (*SIDRRequest, error) {
+	select {
+	case r := <-l.sidrs:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.closed:
+		return nil, ErrClosed
+	}
+}
+
+// Close stops listening; requests still waiting are rejected (28).
+func (l *Listener) Close() error {
+	return l.m.do(context.Background(), func() {
+		now := l.m.clock.Now()
+		_ = l.m.call(func() error { return l.m.eng.Destroy(now, l.id) })
+		delete(l.m.listeners, l.id)
+		l.shut()
+		for {
+			select {
+			case r := <-l.reqs:
+				if l.m.requests[r.id] == r {
+					r.reject(now, wire.RejectConsumerDefined, nil, nil)
+				}
+			case r := <-l.sidrs:
+				_ = l.m.call(func() error {
+					return l.m.eng.SIDRReply(now, r.id, &engine.SIDRReplyParams{Status: wire.SIDRReject})
+				})
+			default:
+				return
+			}
+		}
+	})
+}
+
+// requestReceived hands a new REQ to its listener; loop goroutine.
+func (m *Manager) requestReceived(nt *engine.Notification) {
+	now := m.clock.Now()
+	c := newConn(m, nt.ID)
+	c.req = nt.Msg.REQ
+	c.remoteQPN = c.req.LocalQPN
+	c.remoteGUID = c.req.LocalCAGUID
+	c.from = nt.From
+	r := &Request{m: m, id: nt.ID, conn: c, from: nt.From}
+	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: nt.ID, Msg: nt.Msg, From: nt.From})
+	l := m.listeners[nt.Listen]
+	if l == nil {
+		r.reject(now, wire.RejectInvalidServiceID, nil, nil)
+		return
+	}
+	select {
+	case l.reqs <- r:
+		m.requests[nt.ID] = r
+		m.awaitApp(nt.ID, c.req.RemoteCMResponseTimeout)
+	default:
+		// The backlog is full: reject rather than drop (Linux bug 2).
+		m.stats.BacklogFull++
+		r.reject(now, wire.RejectNoResources, nil, nil)
+	}
+}
+
+// requestEnded: a request still waiting for the application ended (the
+// peer rejected it or gave up, or it was found stale); loop goroutine.
+func (m *Manager) requestEnded(r *Request, nt *engine.Notification) {
+	if at := nt.State.Attr(); at.Holds && !at.TimeWait {
+		return // an MRA, say: still waiting
+	}
+	delete(m.requests, r.id)
+	m.notWaiting(r.id)
+	ev := Event{Conn: r.conn, ID: r.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
+	switch nt.Notice {
+	case engine.NoticeRejected:
+		ev.Kind = EventRejected
+		r.conn.end(rejectError(nt))
+	case engine.NoticeStale:
+		ev.Kind = EventStale
+		r.conn.end(ErrStale)
+	default:
+		ev.Kind = EventTimedOut
+		r.conn.end(ErrTimeout)
+	}
+	m.emit(ev)
+	r.conn.release()
+}
+
+// Request is a REQ waiting for the application's answer: Accept, Reject
+// or Delay.
+type Request struct {
+	m    *Manager
+	id   CommID
+	conn *Conn
+	from transport.Addr
+}
+
+// ID returns the passive id's local comm ID.
+func (r *Request) ID() CommID { return r.id }
+
+// Conn is the connection the request becomes once accepted (the one
+// Accept returns, and Event.Conn names).
+func (r *Request) Conn() *Conn { return r.conn }
+
+// REQ returns the request.
+func (r *Request) REQ() *wire.REQ { return &r.conn.req }
+
+// From returns the address the REQ came from.
+func (r *Request) From() transport.Addr { return r.from }
+
+// Done is closed if the request ends before the application answers it:
+// the peer rejected it or gave up.
+func (r *Request) Done() <-chan struct{} { return r.conn.done }
+
+// AcceptParams are the arguments of Request.Accept.
+type AcceptParams struct {
+	// REP is the reply. The zero value means Request.NewREP(); the QP's
+	// number goes in when QP is set.
+	REP wire.REP
+	// QP, when set, is moved to INIT, RTR and RTS before the REP goes out
+	// (as rdma_accept does): once the peer has the REP it may send at any
+	// moment after its RTU. It moves to ERR when the connection ends.
+	QP QP
+}
+
+// Accept answers with a REP and waits until the connection is established
+// (RTU, or CommEst).
+func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
+	if p == nil {
+		p = &AcceptParams{}
+	}
+	rep := p.REP
+	if rep == (wire.REP{}) {
+		rep = r.NewREP()
+	}
+	if p.QP != nil && rep.LocalQPN == 0 {
+		rep.LocalQPN = p.QP.QPN()
+	}
+	c := r.conn
+	ch := make(chan error, 1)
+	var err error
+	if e := r.m.do(ctx, func() {
+		if r.m.requests[r.id] != r {
+			err = r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) // refused by the table
+			if err == nil {
+				err = ErrInvalidState
+			}
+			return
+		}
+		c.rep = rep
+		c.localQPN = rep.LocalQPN
+		c.qp = p.QP
+	}); e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.qp != nil {
+		if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
+			_ = r.m.do(context.Background(), func() {
+				if r.m.requests[r.id] == r {
+					r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
+				}
+			})
+			return nil, err
+		}
+	}
+	if e := r.m.do(ctx, func() {
+		if err = r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
+			return
+		}
+		delete(r.m.requests, r.id)
+		r.m.notWaiting(r.id)
+		c.estab = ch
+		r.m.conns[r.id] = c
+		r.m.byQPN[c.localQPN] = c
+		r.m.emit(Event{Kind: EventREPSent, Conn: c, ID: r.id})
+	}); e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitEstab(ctx, ch); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reject answers with a REJ (reason 0: 28, consumer defined).
+func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, privateData []byte) error {
+	var err error
+	if e := r.m.do(ctx, func() {
+		if r.m.requests[r.id] != r {
+			err = r.m.eng.Reject(r.m.clock.Now(), r.id, reason, ari, privateData)
+			return
+		}
+		err = r.reject(r.m.clock.Now(), reason, ari, privateData)
+	}); e != nil {
+		return e
+	}
+	return err
+}
+
+// reject sends the REJ and lets go of the request; loop goroutine.
+func (r *Request) reject(now engine.Time, reason wire.RejectReason, ari, privateData []byte) error {
+	m := r.m
+	err := m.call(func() error { return m.eng.Reject(now, r.id, reason, ari, privateData) })
+	if err != nil && err != ErrSendQueueFull {
+		return err
+	}
+	if reason == 0 {
+		reason = wire.RejectConsumerDefined
+	}
+	delete(m.requests, r.id)
+	m.notWaiting(r.id)
+	m.emit(Event{Kind: EventRejectSent, Conn: r.conn, ID: r.id, Reason: reason})
+	r.conn.end(&RejectError{Reason: reason})
+	r.conn.release()
+	return nil
+}
+
+// Delay answers with an MRA: the peer waits 4.096 µs × 2^serviceTimeout
+// longer for the REP. (The Manager sends one by itself when the
+// application takes longer than ManagerConfig.MRADelay.)
+func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData []byte) error {
+	var err error
+	if e := r.m.do(ctx, func() {
+		err = r.m.call(func() error { return r.m.eng.SendMRA(r.m.clock.Now(), r.id, serviceTimeout, privateData) })
+		if err == nil {
+			r.m.notWaiting(r.id)
+			r.m.emit(Event{Kind: EventMRASent, Conn: r.conn, ID: r.id})
+		}
+	}); e != nil {
+		return e
+	}
+	return err
+}
+
+// QPAttr returns the attributes that move a QP to state s for this request
+// answered with rep (whose Local QPN and Starting PSN the attributes name),
+// for an application that moves its QP itself before Accept.
+func (r *Request) QPAttr(ctx context.Context, rep *wire.REP, s qpattr.State) (a qpattr.Attr, err error) {
+	if e := r.m.do(ctx, func() { a, err = r.conn.attrWith(rep, s) }); e != nil {
+		return a, e
+	}
+	return a, err
+}
+
+// IPCM decodes the RDMA IP CM header at the start of the private data when
+// the service ID is in the IP CM (TCP) port space, and returns it with the
+// destination port and the private data that follows it.
+func (r *Request) IPCM() (h wire.IPCMHeader, dstPort uint16, rest []byte, ok bool) {
+	return ParseIPCM(&r.conn.req)
+}
+
+// CommEst reports traffic on the local QP qpn before the RTU came (the
+// QP's COMM_EST event): its connection is established as if the RTU had
+// come, as the spec allows.
+func (m *Manager) CommEst(ctx context.Context, qpn uint32) error {
+	var err error
+	if e := m.do(ctx, func() {
+		c := m.byQPN[qpn]
+		if c == nil {
+			err = ErrInvalidState
+			return
+		}
+		err = m.call(func() error { return m.eng.CommEst(m.clock.Now(), c.id) })
+	}); e != nil {
+		return e
+	}
+	return err
+}

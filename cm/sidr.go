@@ -1,0 +1,138 @@
+package cm
+
+import (
+	"context"
+	"time"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// SIDRParams are the arguments of ResolveSIDR.
+type SIDRParams struct {
+	// To is the CM port of the node that serves the UD service.
+	To        transport.Addr
+	ServiceID uint64
+	PKey      uint16 // default 0xFFFF
+	// PrivateData goes in the SIDR_REQ (an rdma_cm UDP service expects the
+	// IP CM header here; see SetIPCM).
+	PrivateData []byte
+	// Timeout is the wait per try (default 4.096 µs × 2^20, about 4.3 s,
+	// with 15 retries) and MaxRetries the retries.
+	Timeout    time.Duration
+	MaxRetries uint8
+}
+
+// SIDRReplyParams are the arguments of SIDRRequest.Reply.
+type SIDRReplyParams = engine.SIDRReplyParams
+
+// SIDRRequest is a SIDR_REQ waiting for the application's answer.
+type SIDRRequest struct {
+	m    *Manager
+	id   CommID
+	req  wire.SIDRReq
+	from transport.Addr
+}
+
+// Request returns the SIDR_REQ.
+func (r *SIDRRequest) Request() *wire.SIDRReq { return &r.req }
+
+// From returns the address the SIDR_REQ came from (the requester's port:
+// with its QPN and Q_Key, where a UD reply goes).
+func (r *SIDRRequest) From() transport.Addr { return r.from }
+
+// Reply answers the SIDR_REQ: the QPN and Q_Key of the service, or a
+// status other than success.
+func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
+	var err error
+	if e := r.m.do(ctx, func() { err = r.m.call(func() error { return r.m.eng.SIDRReply(r.m.clock.Now(), r.id, p) }) }); e != nil {
+		return e
+	}
+	return err
+}
+
+// sidrRequestReceived hands a SIDR_REQ to its listener; loop goroutine.
+func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
+	l := m.listeners[nt.Listen]
+	r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
+	m.emit(Event{Kind: EventSIDRRequest, ID: nt.ID, Msg: nt.Msg, From: nt.From})
+	if l != nil {
+		select {
+		case l.sidrs <- r:
+			return
+		default:
+			m.stats.BacklogFull++
+		}
+	}
+	_ = m.call(func() error {
+		return m.eng.SIDRReply(m.clock.Now(), nt.ID, &SIDRReplyParams{Status: wire.SIDRReject})
+	})
+}
+
+type sidrResult struct {
+	rep wire.SIDRRep
+	err error
+}
+
+// SIDRError is a SIDR_REP whose status is not success.
+type SIDRError struct{ Status wire.SIDRStatus }
+
+func (e *SIDRError) Error() string { return "cm: SIDR: " + e.Status.String() }
+
+// ResolveSIDR sends a SIDR_REQ and waits for the SIDR_REP: the QPN and
+// Q_Key behind a service ID. A status other than success returns the reply
+// and a *SIDRError; no answer within the retries ErrTimeout.
+func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep, error) {
+	q := engine.SIDRParams{To: p.To, ServiceID: p.ServiceID, PKey: p.PKey, PrivateData: p.PrivateData,
+		Timeout: p.Timeout, MaxRetries: p.MaxRetries}
+	if q.PKey == 0 {
+		q.PKey = 0xffff
+	}
+	if q.Timeout <= 0 {
+		q.Timeout = wire.TimeoutDuration(20)
+		if q.MaxRetries == 0 {
+			q.MaxRetries = 15
+		}
+	}
+	ch := make(chan sidrResult, 1)
+	var id CommID
+	var err error
+	if e := m.do(ctx, func() {
+		err = m.call(func() error {
+			var err error
+			id, err = m.eng.SIDRRequest(m.clock.Now(), &q)
+			return err
+		})
+		switch {
+		case err == nil:
+			m.sidrs[id] = ch
+		case id != 0:
+			_ = m.eng.Destroy(m.clock.Now(), id) // the SIDR_REQ never left
+			m.flush()
+		}
+	}); e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.rep.Status != wire.SIDRSuccess {
+			return &r.rep, &SIDRError{Status: r.rep.Status}
+		}
+		return &r.rep, nil
+	case <-ctx.Done():
+		_ = m.do(context.Background(), func() {
+			delete(m.sidrs, id)
+			_ = m.call(func() error { return m.eng.Destroy(m.clock.Now(), id) })
+		})
+		return nil, ctx.Err()
+	case <-m.done:
+		return nil, ErrClosed
+	}
+}
