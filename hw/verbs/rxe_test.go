@@ -498,6 +498,44 @@ func clearZero(wc verbs.WC) verbs.WC {
 	return wc
 }
 
+// ---- UC: SEND and RDMA WRITE, no READ ------------------------------------
+
+func TestRxeUCLoopback(t *testing.T) {
+	e := open(t)
+	pd, err := e.dev.AllocPD()
+	require.NoError(t, err)
+	a, b := e.side(pd, verbs.UC, 4096), e.side(pd, verbs.UC, 4096)
+	// UC's RTR and RTS take none of RC's reliability fields.
+	for _, x := range []struct {
+		qp, peer *verbs.QP
+		psn      uint32
+	}{{a.qp, b.qp, 0x100}, {b.qp, a.qp, 0x200}} {
+		require.NoError(t, x.qp.Modify(e.initAttr(qpattr.LocalWrite|qpattr.RemoteWrite)))
+		require.NoError(t, x.qp.Modify(qpattr.Attr{State: qpattr.RTR,
+			Mask: qpattr.MaskState | qpattr.MaskAV | qpattr.MaskPathMTU | qpattr.MaskDestQPN | qpattr.MaskRQPSN,
+			AH:   e.ah(), PathMTU: uint8(e.pa.ActiveMTU), DestQPN: x.peer.QPN(), RQPSN: 0x300 - x.psn}))
+		require.NoError(t, x.qp.Modify(qpattr.Attr{State: qpattr.RTS, Mask: qpattr.MaskState | qpattr.MaskSQPSN, SQPSN: x.psn}))
+	}
+	fill(a.mr.Bytes()[:1200], 7)
+	require.NoError(t, b.qp.PostRecv(verbs.RecvWR{ID: 61, Segments: []verbs.Segment{{MR: b.mr, Length: 2048}}}))
+	require.NoError(t, a.qp.PostSend(verbs.SendWR{ID: 62, Op: verbs.OpSend, Signaled: true, Segments: []verbs.Segment{{MR: a.mr, Length: 1200}}}))
+	require.Equal(t, verbs.WCSuccess, completion(t, a.cq).Status)
+	r := completion(t, b.cq)
+	require.Equal(t, verbs.WCSuccess, r.Status, r.Status.String())
+	require.EqualValues(t, 1200, r.ByteLen)
+	require.Equal(t, a.mr.Bytes()[:1200], b.mr.Bytes()[:1200])
+
+	require.NoError(t, a.qp.PostSend(verbs.SendWR{ID: 63, Op: verbs.OpRDMAWrite, Signaled: true,
+		Segments: []verbs.Segment{{MR: a.mr, Offset: 100, Length: 300}}, RemoteAddr: b.mr.Addr() + 3000, RKey: b.mr.RKey()}))
+	require.Equal(t, verbs.WCSuccess, completion(t, a.cq).Status)
+	// UC has no acknowledgement: the write completes when sent. Wait for
+	// the bytes.
+	require.Eventually(t, func() bool { return bytes.Equal(a.mr.Bytes()[100:400], b.mr.Bytes()[3000:3300]) },
+		time.Second, 5*time.Millisecond)
+	err = a.qp.PostSend(verbs.SendWR{Op: verbs.OpRDMARead, Segments: []verbs.Segment{{MR: a.mr, Length: 8}}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.ErrorIs(t, err, verbs.ErrInvalid, "no RDMA READ on UC")
+}
+
 // ---- UD: an AH, SEND_WITH_IMM, the GRH in the receive buffer -------------
 
 func TestRxeUDLoopback(t *testing.T) {
