@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ibcm's build and tests need on a fresh Debian machine:
-# Debian packages (tshark, graphviz, qemu, busybox), Go modules and the TLC jar.
+# Debian packages (tshark, graphviz, qemu, busybox, libibverbs-dev), Go modules
+# and the TLC jar.
 # Idempotent: each step is skipped when its result is already present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,9 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -f /usr/include/rdma/ib_user_mad.h ] || need+=(linux-libc-dev)
+# hw/verbs (cgo): libibverbs' headers and libibverbs.so, and a C compiler.
+[ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "deps: missing Debian packages: ${need[*]}; run as root or install them" >&2

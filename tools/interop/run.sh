@@ -14,7 +14,8 @@
 #   IBCM_INTEROP_WORK     work/log dir (default: a new /tmp/ibcm-interop.XXXXXX)
 #   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 150)
 #   IBCM_VM_B_PKG         Go main package built (static, CGO_ENABLED=0) and copied
-#                         to VM B as /bin/ibcm (default ./cmd/ibcm)
+#                         to VM B as /bin/ibcm (default ./cmd/ibcm). VM B also
+#                         gets /bin/verbs.test (hw/verbs' device tests, cgo).
 #   IBCM_VM_B_CMD         command VM B runs (default: sh /scenarios.sh, which is
 #                         tools/interop/scenarios-b.sh). It must print
 #                         "IBCM-RESULT <scenario> PASS|FAIL ..." lines.
@@ -52,7 +53,7 @@ DEAD_PORT=7999   # nobody: scenario 4
 CTL_PORT=5000
 DEFAULT_CMD="sh /scenarios.sh"
 VM_B_CMD=${IBCM_VM_B_CMD:-$DEFAULT_CMD}
-EXPECT=${IBCM_INTEROP_EXPECT:-s1-connect-rping s4-rej-no-listener s5-timewait-qpn-reuse s6-stale-live-qpn s3-ucmatose-disconnects s2-listen-rping get-timeout-report}
+EXPECT=${IBCM_INTEROP_EXPECT:-verbs-device s1-connect-rping s4-rej-no-listener s5-timewait-qpn-reuse s6-stale-live-qpn s3-ucmatose-disconnects s2-listen-rping get-timeout-report}
 mkdir -p "$CACHE/debs" "$WORK"
 
 for t in qemu-system-x86_64 apt-get apt-cache dpkg go; do
@@ -74,6 +75,10 @@ else
 	CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm-b" "$VM_B_PKG" || die "go build $VM_B_PKG failed"
 fi
 CGO_ENABLED=0 go build -trimpath -o "$WORK/probe" ./tools/interop/probe || die "go build probe failed"
+# hw/verbs' device tests, with cgo against Debian's libibverbs-dev; in VM B
+# their libraries (libibverbs, libnl) come from the stage (-hostelf).
+[ -f /usr/include/infiniband/verbs.h ] || die "no /usr/include/infiniband/verbs.h (tools/deps.sh installs libibverbs-dev)"
+CGO_ENABLED=1 go test -c -tags rxe -trimpath -ldflags=-s -o "$WORK/verbs.test" ./hw/verbs || die "go test -c -tags rxe ./hw/verbs failed"
 
 cat >"$WORK/a.env" <<ENV
 ROLE=A
@@ -110,7 +115,8 @@ COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-b.sh" \
 	-file /etc/ibcm.env="$WORK/b.env" -file /bin/busybox=/bin/busybox:0755 \
 	-file /scenarios.sh="$ROOT/tools/interop/scenarios-b.sh" \
-	-file /bin/ibcm="$WORK/ibcm-b:0755" -file /bin/ibcm-probe="$WORK/probe:0755" || die "mkinitramfs (VM B) failed"
+	-file /bin/ibcm="$WORK/ibcm-b:0755" -file /bin/ibcm-probe="$WORK/probe:0755" \
+	-hostelf /bin/verbs.test="$WORK/verbs.test:0755" || die "mkinitramfs (VM B) failed"
 T2=$(date +%s)
 
 # ---- Boot -------------------------------------------------------------------
@@ -184,6 +190,21 @@ ucmatose_disconnected() {
 		grep -q 'test complete' "$WORK/a-ucmatose.log"
 }
 
+# b_error_counters AFTER|END: VM B's nonzero rxe error counters right after
+# the verbs-device tests, or at the end of the run.
+b_error_counters() {
+	case $1 in
+	after) grep -m1 'IBCM-B: verbs-device counters-after ' "$WORK/b.log" | sed 's/.*counters-after //' | tr ' ' '\n' ;;
+	end) grep 'IBCM-B: rxe counter ' "$WORK/b.log" | sed 's/.*rxe counter //' ;;
+	esac | grep -E '^[a-z_]*(err|seq|duplicate|retry|downed)[a-z_]*=' | grep -v '=0$' | sort
+}
+# verbs_counters_kept: the device tests ran and counted their errors, and
+# the CM scenarios after them added none in VM B (as before there were
+# device tests).
+verbs_counters_kept() {
+	grep -q 'IBCM-B: verbs-device counters-after ' "$WORK/b.log" && [ "$(b_error_counters after)" = "$(b_error_counters end)" ]
+}
+
 vmrc() { if [ "$1" = 124 ]; then echo "(killed at the ${VM_TIMEOUT}s VM timeout, IBCM_INTEROP_TIMEOUT)"; else echo "(qemu rc $1)"; fi; }
 check vm-a-finished "$(vmrc $RCA)" grep -q 'IBCM-A: DONE' "$WORK/a.log"
 check vm-b-finished "$(vmrc $RCB)" grep -q 'IBCM-B: DONE' "$WORK/b.log"
@@ -194,6 +215,9 @@ for s in $EXPECT; do
 	check "b:$s" "(IBCM-RESULT)" grep -q "^IBCM-RESULT $s PASS" "$WORK/b.log"
 done
 if [ "$VM_B_CMD" = "$DEFAULT_CMD" ]; then
+	# hw/verbs on rxe0 in VM B: RC/UD loopback, error paths, events, Close.
+	check verbs:counters "VM B's rxe error counters after the CM scenarios: those the device tests left ($(b_error_counters end | tr '\n' ' '))" \
+		verbs_counters_kept
 	# 1. ibcm connects to rping -s; the kernel reports ESTABLISHED.
 	check 1:ibcm "ESTABLISHED with rping -s :$RPING_PORT" bhas s1-connect-rping 'IBCM-EVENT ESTABLISHED .*conn=1'
 	check 1:kernel "rping -s :$RPING_PORT: 1 CONNECT_REQUEST, 1 ESTABLISHED" aevents rping-s 1 1 1

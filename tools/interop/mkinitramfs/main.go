@@ -9,7 +9,8 @@
 //	    -file /init=tools/interop/init.sh:0755 -file /bin/busybox=/bin/busybox:0755
 //
 // -elf and -tree paths are inside the staging tree; -file sources are host
-// paths. Modules land in /lib/modules/NAME.ko and their load order in
+// paths; -hostelf copies a program built on the host (cgo) and takes its
+// interpreter and libraries from the staging tree. Modules land in /lib/modules/NAME.ko and their load order in
 // /etc/modules.order (one path a line).
 package main
 
@@ -53,10 +54,12 @@ func main() {
 		stage                           = flag.String("stage", "", "unpacked Debian packages (dpkg -x)")
 		kver                            = flag.String("kver", "", "kernel version under stage/lib/modules")
 		elfs, kmods, files, trees, dirs list
+		hostELFs                        list
 	)
 	flag.Var(&elfs, "elf", "ELF file in the stage to copy with its libraries (repeatable, comma-separated)")
 	flag.Var(&kmods, "kmod", "kernel module to copy with its dependencies (repeatable, comma-separated)")
 	flag.Var(&files, "file", "DST=HOSTSRC[:MODE] host file to copy (repeatable)")
+	flag.Var(&hostELFs, "hostelf", "DST=HOSTSRC[:MODE] program built on the host, with its libraries from the stage (repeatable)")
 	flag.Var(&trees, "tree", "directory in the stage to copy as is (repeatable)")
 	flag.Var(&dirs, "dir", "empty directory to create (repeatable)")
 	flag.Parse()
@@ -68,16 +71,9 @@ func main() {
 		a.files[clean(d)] = entry{mode: 0o40755}
 	}
 	for _, f := range files {
-		dst, src, ok := strings.Cut(f, "=")
-		if !ok {
-			fail(fmt.Errorf("-file %q: want DST=SRC[:MODE]", f))
-		}
-		mode := uint64(0o644)
-		if i := strings.LastIndex(src, ":"); i >= 0 {
-			m, err := strconv.ParseUint(src[i+1:], 8, 32)
-			if err == nil {
-				mode, src = m, src[:i]
-			}
+		dst, src, mode, err := parseFileSpec(f, 0o644)
+		if err != nil {
+			fail(fmt.Errorf("-file %w", err))
 		}
 		b, err := os.ReadFile(src)
 		if err != nil {
@@ -87,6 +83,11 @@ func main() {
 	}
 	for _, e := range elfs {
 		if err := a.addELF(e); err != nil {
+			fail(err)
+		}
+	}
+	for _, e := range hostELFs {
+		if err := a.addHostELF(e); err != nil {
 			fail(err)
 		}
 	}
@@ -103,6 +104,20 @@ func main() {
 	if err := a.write(*out); err != nil {
 		fail(err)
 	}
+}
+
+// parseFileSpec splits DST=SRC[:MODE] (MODE in octal).
+func parseFileSpec(spec string, mode uint64) (dst, src string, _ uint64, _ error) {
+	dst, src, ok := strings.Cut(spec, "=")
+	if !ok {
+		return "", "", 0, fmt.Errorf("%q: want DST=SRC[:MODE]", spec)
+	}
+	if i := strings.LastIndex(src, ":"); i >= 0 {
+		if m, err := strconv.ParseUint(src[i+1:], 8, 32); err == nil {
+			mode, src = m, src[:i]
+		}
+	}
+	return dst, src, mode, nil
 }
 
 func fail(err error) {
@@ -146,6 +161,28 @@ func (a *archive) addELF(p string) error {
 		return err
 	}
 	a.files[clean(p)] = entry{data: b, mode: 0o100000 | uint32(fi.Mode().Perm()) | 0o500}
+	return a.addELFDeps(p, b)
+}
+
+// addHostELF copies a program built on the host (DST=HOSTSRC[:MODE]) and
+// takes its interpreter and libraries from the staging tree, never from
+// the host: the image runs what Debian's packages ship.
+func (a *archive) addHostELF(spec string) error {
+	dst, src, mode, err := parseFileSpec(spec, 0o755)
+	if err != nil {
+		return fmt.Errorf("-hostelf %w", err)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	a.files[clean(dst)] = entry{data: b, mode: 0o100000 | uint32(mode)}
+	return a.addELFDeps(src, b)
+}
+
+// addELFDeps adds an ELF file's program interpreter and DT_NEEDED
+// libraries (and theirs) from the staging tree.
+func (a *archive) addELFDeps(p string, b []byte) error {
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("%s: %w", p, err)
