@@ -24,7 +24,7 @@ type CommID = engine.CommID
 // before the DREP goes out, and must not block.
 type QP interface {
 	QPN() uint32
-	Modify(a *qpattr.Attr) error
+	Modify(a qpattr.Attr) error
 }
 
 // Conn is one connection (or attempt) of a Manager.
@@ -118,7 +118,7 @@ func (c *Conn) lapDone(apr *wire.APR, err error) {
 }
 
 // moveQP moves the connection's QP to ERR once; loop goroutine.
-func (c *Conn) moveQP(a *qpattr.Attr) {
+func (c *Conn) moveQP(a qpattr.Attr) {
 	if c.qp == nil || c.qpErr {
 		return
 	}
@@ -128,7 +128,7 @@ func (c *Conn) moveQP(a *qpattr.Attr) {
 	}
 }
 
-func errAttr() *qpattr.Attr { return &qpattr.Attr{State: qpattr.Err, Mask: qpattr.MaskState} }
+func errAttr() qpattr.Attr { return qpattr.Attr{State: qpattr.Err, Mask: qpattr.MaskState} }
 
 // ID returns the local comm ID.
 func (c *Conn) ID() CommID { return c.id }
@@ -195,7 +195,7 @@ func (c *Conn) attrWith(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
 	case qpattr.RTS:
 		ok = at.QPRTS
 	case qpattr.Err:
-		return *errAttr(), nil
+		return errAttr(), nil
 	}
 	if !ok {
 		return qpattr.Attr{}, &QPStateError{ID: c.id, State: st, QP: s}
@@ -319,7 +319,7 @@ func (c *Conn) moveTo(ctx context.Context, states ...qpattr.State) error {
 		if err != nil {
 			return err
 		}
-		if err := c.qp.Modify(&a); err != nil {
+		if err := c.qp.Modify(a); err != nil {
 			return fmt.Errorf("cm: moving QP %#x to %s: %w", c.qp.QPN(), s, err)
 		}
 	}

@@ -41,7 +41,7 @@ var need = map[[2]qpattr.State]qpattr.Mask{
 	{qpattr.RTR, qpattr.RTS}:    qpattr.MaskState | qpattr.MaskSQPSN,
 }
 
-func (q *fakeQP) Modify(a *qpattr.Attr) error {
+func (q *fakeQP) Modify(a qpattr.Attr) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if a.Mask&qpattr.MaskState == 0 {
@@ -246,7 +246,7 @@ func TestQPReadyBeforeDataCanArrive(t *testing.T) {
 	for _, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
 		a, err := c.QPAttr(ctx, s)
 		require.NoError(t, err)
-		require.NoError(t, qp.Modify(&a))
+		require.NoError(t, qp.Modify(a))
 	}
 	early, _ = cliTr.result()
 	require.NotEmpty(t, early, "an RTU sent before the QP was ready went unnoticed")
@@ -329,7 +329,7 @@ type slowQP struct {
 	delay time.Duration
 }
 
-func (q *slowQP) Modify(a *qpattr.Attr) error {
+func (q *slowQP) Modify(a qpattr.Attr) error {
 	if a.State == qpattr.RTR {
 		time.Sleep(q.delay)
 	}
