@@ -359,7 +359,7 @@ var catalogue = []*Check{
 		Section: "12.11 (SIDR), Table 120 (SIDR_REP status)",
 		Rule:    "a SIDR_REQ for a service ID with no listener is answered by a SIDR_REP with status 1 (service ID not supported)",
 		Key:     stepSIDRNone,
-		run: func(s *session) { s.sidr(stepSIDRNone, s.r.cfg.Target.NoListenerServiceID) },
+		run:     func(s *session) { s.sidr(stepSIDRNone, s.r.cfg.Target.NoListenerServiceID) },
 	},
 	{
 		ID: "sidr", Title: "SIDR_REQ for the target's UD service",
