@@ -157,9 +157,9 @@ func TestProbeSimPeerLegacy(t *testing.T) {
 func TestProbeFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"probe", "--transport", "sim"},                          // no service
-		{"probe", "--transport", "umad", "--sid", "1"},           // no destination
-		{"probe", "--transport", "sim", "--sid", "1", "--ip"},    // both
+		{"probe", "--transport", "sim"},                       // no service
+		{"probe", "--transport", "umad", "--sid", "1"},        // no destination
+		{"probe", "--transport", "sim", "--sid", "1", "--ip"}, // both
 		{"probe", "--transport", "sim", "--sid", "1", "--checks", "nope"},
 		{"probe", "--transport", "sim", "--sid", "1", "--allow", "nope"},
 		{"probe", "--transport", "sim", "--sid", "1", "--sidr-port", "5"}, // needs --ip
