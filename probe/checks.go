@@ -182,6 +182,8 @@ var catalogue = []*Check{
 		Section: "12.9.8 (duplicate REQ)",
 		Rule:    "a REQ whose (Local Comm ID, Local CA GUID) the passive side already knows is a retry, not a new connection: in REP_SENT the REP is sent again; there is no second connection and no stale-connection check",
 		Key:     stepRetrans,
+		Alternatives: []Alternative{{Step: stepRetrans, Observed: Nothing, Verdict: Deviation, Name: "dup-req-dropped-in-rep-sent",
+			Explain: "the target drops a duplicate REQ while its REP is outstanding; the active side gets the REP only from the target's own retransmission, a Local CM Response Timeout later"}},
 		run: func(s *session) {
 			c := s.newConn(reqOpts{respTO: 18})
 			s.Step("REQ")
@@ -316,10 +318,18 @@ var catalogue = []*Check{
 			{Step: stepCPI, Observed: Nothing, Verdict: Deviation, Name: "get-unanswered",
 				Explain: "no GetResp came at all, not even one with an error status: a Get must be answered"},
 		},
+		Needs: func(t *Target) string {
+			if t.getUnmatchable() {
+				return "on RoCE v2 over IPv4 the prober's MAD layer cannot match a GetResp to its Get: give the target's IPv6 GID (--get-dst-gid, --get-gid-index)"
+			}
+			return ""
+		},
 		run: func(s *session) {
 			id := s.id()
 			s.Step(stepCPI)
-			s.Send("Get(ClassPortInfo)", wire.Header{TID: s.tid(id), Method: wire.MethodGet}, &wire.ClassPortInfo{})
+			var b [wire.MADSize]byte
+			_ = wire.EncodeMAD(&b, wire.Header{TID: s.tid(id), Method: wire.MethodGet}, &wire.ClassPortInfo{})
+			s.sendRawTo("Get(ClassPortInfo)", &b, s.r.cfg.Target.GetAddr)
 			// An answer, or the local send report that none came.
 			s.Wait(answerWait, func(a *Answers) bool { return a.Any() })
 		},

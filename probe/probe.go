@@ -37,6 +37,18 @@ type Target struct {
 	// RoCE: the port has no LIDs (the REQ carries the permissive LID and a
 	// hop limit, as rdma_cm sends it).
 	RoCE bool
+	// GetAddr, when set, is where the Get(ClassPortInfo) goes instead of
+	// Addr: on RoCE v2 with IPv4-mapped GIDs a Linux prober's MAD layer
+	// cannot match the GetResp to its Get (it compares the GIDs of the
+	// GRH, which on RoCE v2 over IPv4 is an IPv4 header), so the Get goes
+	// between the ports' IPv6 GIDs. Without it the check is skipped there.
+	GetAddr *transport.Addr
+}
+
+// getUnmatchable reports whether a Get to t, from a Linux umad prober,
+// could never see its GetResp (see Target.GetAddr).
+func (t *Target) getUnmatchable() bool {
+	return t.GetAddr == nil && t.RoCE && t.GID.Addr().Is4In6()
 }
 
 // IPAddrs are the addresses of the IP CM header.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -291,4 +292,18 @@ func TestCatalogueIsComplete(t *testing.T) {
 	}
 	_, err := Run(context.Background(), Config{Transport: nil, Checks: []string{"nope"}})
 	assert.True(t, errors.Is(err, ErrUnknownCheck))
+}
+
+// On RoCE v2 with IPv4-mapped GIDs a Linux prober cannot see a GetResp:
+// without an IPv6 address for the Get the check is skipped, saying why.
+func TestClassPortInfoNeedsIPv6OnRoCEv4(t *testing.T) {
+	c := Lookup("classportinfo")
+	v4 := Target{RoCE: true, GID: wire.GIDFromAddr(netip.MustParseAddr("10.0.0.1"))}
+	assert.Contains(t, c.Needs(&v4), "--get-dst-gid")
+	v4.GetAddr = &transport.Addr{GID: netip.MustParseAddr("fe80::1").As16()}
+	assert.Empty(t, c.Needs(&v4))
+	v6 := Target{RoCE: true, GID: wire.GIDFromAddr(netip.MustParseAddr("fe80::2"))}
+	assert.Empty(t, c.Needs(&v6))
+	ib := Target{GID: wire.GIDFromAddr(netip.MustParseAddr("fe80::2"))}
+	assert.Empty(t, c.Needs(&ib))
 }

@@ -157,11 +157,30 @@ func (r *Report) WriteMarkdown(w io.Writer, title, intro string, notes []Note) e
 			first = false
 		}
 		fmt.Fprintf(&sb, "\n### `%s`: %s%s\n\n", x.ID, x.Verdict, nameSuffix(x.Name))
-		fmt.Fprintf(&sb, "- Spec (%s): %s.\n", x.Section, x.Rule)
+		fmt.Fprintf(&sb, "- Spec, IBTA Vol 1 %s: %s.\n", x.Section, x.Rule)
 		if x.Verdict != Pass {
 			fmt.Fprintf(&sb, "- At step \"%s\" the reference engine answers %s; the peer: %s.\n", x.Step, x.Expected, x.Observed)
 		}
 		fmt.Fprintf(&sb, "- %s\n", strings.TrimSpace(n.Text))
+	}
+	sb.WriteString("\n## Every step\n\nWhat each check sent, and what came back; where the peer's answer differs from the reference engine's, the latter follows in brackets.\n")
+	for _, x := range r.Results {
+		fmt.Fprintf(&sb, "\n- `%s`", x.ID)
+		if len(x.Steps) == 0 {
+			fmt.Fprintf(&sb, ": %s", x.Summary)
+		}
+		sb.WriteString("\n")
+		for _, st := range x.Steps {
+			sent := st.Sent
+			if sent == "" {
+				sent = "nothing"
+			}
+			fmt.Fprintf(&sb, "  - %s (sent: %s): %s", st.Name, sent, st.Observed)
+			if st.Observed != st.Expected {
+				fmt.Fprintf(&sb, " [reference: %s]", st.Expected)
+			}
+			sb.WriteString("\n")
+		}
 	}
 	for _, n := range notes {
 		if !used[n.Check] && !contains(problems, n.Check) {

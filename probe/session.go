@@ -234,10 +234,16 @@ func (s *session) Send(label string, h wire.Header, m wire.Message) {
 }
 
 // SendRaw sends 256 bytes as they are.
-func (s *session) SendRaw(label string, b *[wire.MADSize]byte) {
+func (s *session) SendRaw(label string, b *[wire.MADSize]byte) { s.sendRawTo(label, b, nil) }
+
+// sendRawTo sends to addr (nil: the target's CM port).
+func (s *session) sendRawTo(label string, b *[wire.MADSize]byte, addr *transport.Addr) {
 	st := s.cur()
 	st.sent = append(st.sent, label)
-	pk := transport.Packet{Addr: s.r.cfg.Target.Addr, MAD: *b}
+	if addr == nil {
+		addr = &s.r.cfg.Target.Addr
+	}
+	pk := transport.Packet{Addr: *addr, MAD: *b}
 	if pk.Addr.QPN == 0 {
 		pk.Addr.QPN = 1
 	}

@@ -60,12 +60,15 @@ type probeArgs struct {
 	sidrSID  uint64
 	sidrPort uint
 	noListen uint64
+	getGID   string
+	getIndex int
 	checks   string
 	allow    string
 	parallel int
 	jsonOut  string
 	pcapOut  string
 	target   string
+	name     string
 	list     bool
 	peerArgs string
 
@@ -100,6 +103,8 @@ func probeFlags(a *probeArgs, stderr io.Writer) *flag.FlagSet {
 	fs.UintVar(&a.ca.dlid, "dlid", 0, "the target's LID (IB)")
 	fs.Uint64Var(&a.sidrSID, "sidr-sid", 0, "a UD (SIDR) service of the target, for the sidr check")
 	fs.UintVar(&a.sidrPort, "sidr-port", 0, "with --ip: an rdma_cm UD listener's port (udaddy's -p): service ID 0x0000000001110000 + port")
+	fs.StringVar(&a.getGID, "get-dst-gid", "", "send the Get(ClassPortInfo) to this GID of the target (on RoCE v2 over IPv4 a Linux prober cannot match the GetResp: use the ports' IPv6 GIDs)")
+	fs.IntVar(&a.getIndex, "get-gid-index", 0, "with --get-dst-gid: the local GID index the Get leaves from")
 	fs.Uint64Var(&a.noListen, "no-listener-sid", probe.DefaultNoListenerServiceID, "a service ID nobody listens on at the target")
 	fs.StringVar(&a.checks, "checks", "", "comma-separated check IDs to run (default: all; see --list)")
 	fs.StringVar(&a.allow, "allow", "", "comma-separated check IDs whose DEVIATION still exits 0")
@@ -107,6 +112,7 @@ func probeFlags(a *probeArgs, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&a.jsonOut, "json", "", "write the report as JSON to this file (- for stdout, then without the table)")
 	fs.StringVar(&a.pcapOut, "pcap", "", "write every MAD of the run to this pcap file (RoCE v2 frames; Wireshark decodes the CM)")
 	fs.StringVar(&a.target, "target-name", "", "what the report calls the target")
+	fs.StringVar(&a.name, "name", "probe", "name on the IBCM-RESULT line")
 	fs.BoolVar(&a.list, "list", false, "print the catalogue and exit")
 	fs.BoolVar(&a.markdown, "markdown", false, "write a conformance document from --from and --notes instead of probing")
 	fs.StringVar(&a.from, "from", "", "--markdown: the JSON report")
@@ -201,6 +207,9 @@ func (a *probeArgs) check() error {
 			return fmt.Errorf("unknown check %q (see --list)", id)
 		}
 	}
+	if a.getIndex < 0 || a.getIndex > 255 {
+		return errors.New("--get-gid-index is 0..255")
+	}
 	if a.parallel < 1 {
 		return errors.New("--parallel must be at least 1")
 	}
@@ -237,17 +246,26 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 	}
 	ep, err := openEndpoint(o)
 	if err != nil {
-		return probeFailed(stdout, err)
+		return probeFailed(stdout, a.name, err)
 	}
 	defer ep.close()
 	to, hdr, err := connectTarget(o, &a.ca, ep)
 	if err != nil {
-		return probeFailed(stdout, err)
+		return probeFailed(stdout, a.name, err)
 	}
 	t := probe.Target{Addr: to, GID: wire.GID(to.GID), LID: to.LID, ServiceID: o.sid, SIDRServiceID: a.sidrSID,
 		NoListenerServiceID: a.noListen, RoCE: ep.roce}
 	if hdr != nil {
 		t.IP = &probe.IPAddrs{Src: hdr.SrcIP, Dst: hdr.DstIP}
+	}
+	if a.getGID != "" {
+		g, err := parseIP("get-dst-gid", a.getGID)
+		if err != nil {
+			return probeFailed(stdout, a.name, err)
+		}
+		ga := to
+		ga.GID, ga.GIDIndex = netip.AddrFrom16(g.As16()).As16(), uint8(a.getIndex)
+		t.GetAddr = &ga
 	}
 	cfg := probe.Config{Transport: ep.tr, Local: ep.local, LocalGUID: ep.guid, Target: t,
 		Checks: splitList(a.checks), Parallel: a.parallel, Seed: o.seed}
@@ -255,7 +273,7 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 	var pw *pcapSink
 	if a.pcapOut != "" {
 		if pw, err = newPcapSink(a.pcapOut, ep.local, to); err != nil {
-			return probeFailed(stdout, err)
+			return probeFailed(stdout, a.name, err)
 		}
 		cfg.Capture = pw.capture
 	}
@@ -267,7 +285,7 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 		}
 	}
 	if rep == nil {
-		return probeFailed(stdout, err)
+		return probeFailed(stdout, a.name, err)
 	}
 	rep.Target = a.target
 	if rep.Target == "" {
@@ -294,8 +312,8 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 			devs = append(devs, x.ID)
 		}
 	}
-	line := fmt.Sprintf("IBCM-RESULT probe %s pass=%d deviation=%d not-supported=%d skipped=%d deviations=%s allowed=%s",
-		verdict, c[probe.Pass], c[probe.Deviation], c[probe.NotSupported], c[probe.Skipped],
+	line := fmt.Sprintf("IBCM-RESULT %s %s pass=%d deviation=%d not-supported=%d skipped=%d deviations=%s allowed=%s",
+		a.name, verdict, c[probe.Pass], c[probe.Deviation], c[probe.NotSupported], c[probe.Skipped],
 		strings.Join(devs, ","), strings.Join(allow, ","))
 	if err != nil {
 		line += fmt.Sprintf(" error=%q", err.Error())
@@ -311,9 +329,9 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 	return 0
 }
 
-func probeFailed(stdout io.Writer, err error) int {
+func probeFailed(stdout io.Writer, name string, err error) int {
 	fmt.Fprintf(stdout, "IBCM-EVENT ERROR t=0.000 kind=%s msg=%q\n", describeErr(err), err.Error())
-	fmt.Fprintf(stdout, "IBCM-RESULT probe FAIL error=%q\n", err.Error())
+	fmt.Fprintf(stdout, "IBCM-RESULT %s FAIL error=%q\n", name, err.Error())
 	return 1
 }
 
