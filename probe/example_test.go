@@ -33,7 +33,7 @@ func Example() {
 			if err != nil {
 				return
 			}
-			go req.Accept(ctx, &wire.REP{LocalQPN: 0x99})
+			go req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x99}})
 		}
 	}()
 

@@ -53,8 +53,8 @@ func startTarget(t *testing.T, ep transport.Transport, cfg engine.Config, sidr b
 			}
 			q := req.REQ()
 			tg.wg.Go(func() {
-				_, _ = req.Accept(ctx, &wire.REP{LocalQPN: 0x1000 + rand.Uint32N(0x1000), StartingPSN: 1,
-					ResponderResources: q.InitiatorDepth, InitiatorDepth: q.ResponderResources, RNRRetryCount: 7})
+				_, _ = req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x1000 + rand.Uint32N(0x1000), StartingPSN: 1,
+					ResponderResources: q.InitiatorDepth, InitiatorDepth: q.ResponderResources, RNRRetryCount: 7}})
 			})
 		}
 	})
