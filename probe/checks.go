@@ -87,7 +87,7 @@ const (
 	stepUnknown   = "DREQ for a comm ID the target does not know"
 	stepNoListen  = "REQ for a service ID nobody listens on"
 	stepGiveUp    = "no RTU and no answer, until the target's retries run out"
-	stepMRA       = "MRA for the REP (service timeout 2.1 s), then 1.3 s of silence"
+	stepMRA       = "MRA for the REP (service timeout 4.3 s), then 2 s of silence"
 	stepCPI       = "Get(ClassPortInfo)"
 	stepLAP       = "LAP proposing the primary path as the alternate"
 	stepSIDRNone  = "SIDR_REQ for a service ID nobody listens on"
@@ -117,14 +117,14 @@ var catalogue = []*Check{
 			Name:    "stale-reject-in-timewait",
 			Explain: "the target keeps the remote QPN of a connection in TimeWait and takes the new REQ for a stale connection (the Linux seed bug): fast QP reuse gets bogus REJ 10s"}},
 		run: func(s *session) {
-			// Local ACK Timeout 18: the target's TimeWait lasts about 1 s,
+			// Local ACK Timeout 19: the target's TimeWait lasts about 2 s,
 			// and REQ 2 leaves right after the DREP.
-			c1 := s.newConn(reqOpts{ackTO: 18})
+			c1 := s.newConn(reqOpts{ackTO: 19})
 			if !s.connect("REQ 1", c1) {
 				return
 			}
 			s.disconnect("DREQ 1", c1)
-			c2 := s.newConn(reqOpts{ackTO: 18, qpn: c1.qpn})
+			c2 := s.newConn(reqOpts{ackTO: 19, qpn: c1.qpn})
 			s.Step(stepReuse)
 			s.sendREQ("REQ", c2)
 			if rep, _ := s.awaitREPOrREJ(c2, answerWait); rep == nil {
@@ -185,7 +185,9 @@ var catalogue = []*Check{
 		Alternatives: []Alternative{{Step: stepRetrans, Observed: Nothing, Verdict: Deviation, Name: "dup-req-dropped-in-rep-sent",
 			Explain: "the target drops a duplicate REQ while its REP is outstanding; the active side gets the REP only from the target's own retransmission, a Local CM Response Timeout later"}},
 		run: func(s *session) {
-			c := s.newConn(reqOpts{respTO: 18})
+			// The target's own REP retry comes 2 s later, far from the
+			// window after the duplicate.
+			c := s.newConn(reqOpts{respTO: 19})
 			s.Step("REQ")
 			s.sendREQ("REQ", c)
 			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep == nil {
@@ -289,9 +291,9 @@ var catalogue = []*Check{
 		Rule:    "an MRA tells the sender of the REP to wait its service timeout (plus a round trip) instead of retransmitting; the RTU that comes within it establishes the connection",
 		Key:     stepMRA,
 		run: func(s *session) {
-			// Without the MRA the target would resend the REP after 268 ms
-			// and give up after three tries, about 0.8 s.
-			c := s.newConn(reqOpts{respTO: 16, retries: 2})
+			// Without the MRA the target would resend the REP after 0.54 s
+			// and give up after three tries, about 1.6 s.
+			c := s.newConn(reqOpts{respTO: 17, retries: 2})
 			s.Step("REQ")
 			s.sendREQ("REQ", c)
 			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep == nil {
@@ -299,8 +301,8 @@ var catalogue = []*Check{
 			}
 			s.Step(stepMRA)
 			s.Send("MRA", wire.Header{TID: s.tid(c.id)}, &wire.MRA{LocalCommID: c.id, RemoteCommID: c.peerID,
-				MessageMRAed: wire.MsgRespREP, ServiceTimeout: 19})
-			s.Wait(1300*time.Millisecond, nil)
+				MessageMRAed: wire.MsgRespREP, ServiceTimeout: 20})
+			s.Wait(2*time.Second, nil)
 			s.Step("RTU, after the REP's own retries would have run out")
 			s.sendRTU(c)
 			s.Wait(settle, nil)

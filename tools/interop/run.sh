@@ -12,7 +12,7 @@
 # Environment:
 #   IBCM_INTEROP_CACHE    cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop)
 #   IBCM_INTEROP_WORK     work/log dir (default: a new /tmp/ibcm-interop.XXXXXX)
-#   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 150)
+#   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 240)
 #   IBCM_VM_B_PKG         Go main package built (static, CGO_ENABLED=0) and copied
 #                         to VM B as /bin/ibcm (default ./cmd/ibcm). VM B also
 #                         gets /bin/verbs.test (hw/verbs' device tests, cgo).
@@ -42,7 +42,7 @@ if [ "${IBCM_INTEROP_SKIP:-}" = 1 ]; then log "skipped (IBCM_INTEROP_SKIP=1)"; e
 
 CACHE=${IBCM_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop}
 WORK=${IBCM_INTEROP_WORK:-$(mktemp -d /tmp/ibcm-interop.XXXXXX)}
-VM_TIMEOUT=${IBCM_INTEROP_TIMEOUT:-150}
+VM_TIMEOUT=${IBCM_INTEROP_TIMEOUT:-240}
 VM_B_PKG=${IBCM_VM_B_PKG:-./cmd/ibcm}
 A_IP=10.0.0.1
 B_IP=10.0.0.2
