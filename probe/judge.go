@@ -154,6 +154,10 @@ func observe(s *session) []observed {
 				sigs = append(sigs, sig)
 			}
 		}
+		if x.dropped > 0 {
+			o.notes = append(o.notes, fmt.Sprintf("%d more answers at step %q were not kept (at most %d a step)", x.dropped, x.name, maxAnswers))
+			sigs = append(sigs, "a flood of answers")
+		}
 		slices.Sort(sigs)
 		o.sig = strings.Join(sigs, "; ")
 		if o.sig == "" {

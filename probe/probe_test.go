@@ -307,3 +307,31 @@ func TestClassPortInfoNeedsIPv6OnRoCEv4(t *testing.T) {
 	ib := Target{GID: wire.GIDFromAddr(netip.MustParseAddr("fe80::2"))}
 	assert.Empty(t, c.Needs(&ib))
 }
+
+// floodPort answers every wait with as many MADs as are asked for.
+type floodPort struct{ t time.Duration }
+
+func (f *floodPort) now() time.Duration     { return f.t }
+func (f *floodPort) send(*transport.Packet) {}
+func (f *floodPort) recv(_ context.Context, deadline time.Duration) (got, bool) {
+	if f.t >= deadline {
+		return got{}, false
+	}
+	f.t += time.Microsecond
+	var p transport.Packet
+	_ = wire.EncodeMAD(&p.MAD, wire.Header{}, &wire.RTU{})
+	return got{at: f.t, pkt: p}, true
+}
+
+// A flooding peer costs a step at most maxAnswers answers, and says so.
+func TestFloodIsBounded(t *testing.T) {
+	r := &runner{cfg: Config{Seed: 1}, idBase: 0x10000000}
+	s := newSession(r, Lookup("establish"), 0, &floodPort{})
+	s.ctx = context.Background()
+	s.Step("flood")
+	s.Wait(100*time.Millisecond, nil) // 100,000 MADs
+	require.Len(t, s.steps[0].got, maxAnswers)
+	o := observe(s)
+	assert.Contains(t, o[0].sig, "a flood of answers")
+	assert.Contains(t, o[0].sig, "RTU")
+}

@@ -180,6 +180,8 @@ type step struct {
 	sent []string
 	got  []got
 	t0   time.Duration
+	// dropped counts the answers beyond maxAnswers.
+	dropped int
 }
 
 func newSession(r *runner, c *Check, idx int, p port) *session {
@@ -253,6 +255,10 @@ func (s *session) sendRawTo(label string, b *[wire.MADSize]byte, addr *transport
 	s.p.send(&pk)
 }
 
+// maxAnswers bounds the answers one step keeps: a peer that floods gets
+// its first answers judged and the rest counted.
+const maxAnswers = 256
+
 // Wait collects answers into the current step for at most d, and returns
 // early once until (when not nil) holds for the answers so far.
 func (s *session) Wait(d time.Duration, until func(st *Answers) bool) *Answers {
@@ -266,6 +272,10 @@ func (s *session) Wait(d time.Duration, until func(st *Answers) bool) *Answers {
 		g, ok := s.p.recv(s.ctx, deadline)
 		if !ok {
 			break
+		}
+		if len(st.got) >= maxAnswers {
+			st.dropped++
+			continue
 		}
 		g.at -= st.t0
 		st.got = append(st.got, g)
