@@ -406,6 +406,9 @@ func (s *session) ipcm(pd []byte, sid uint64) {
 // respTO 18) outside the quiet windows.
 const (
 	answerWait = 3 * time.Second        // for an answer the spec requires
+	// drepWait is longer: behind Linux rdma_cm the DREP waits for the
+	// application's rdma_disconnect, which rping was seen to take 3.2 s for.
+	drepWait = 8 * time.Second
 	quietWait  = 400 * time.Millisecond // a window in which nothing should come
 	settle     = 150 * time.Millisecond // after RTU: nothing should come
 )
@@ -502,7 +505,7 @@ func (s *session) sendRTU(c *pconn) {
 func (s *session) disconnect(label string, c *pconn) {
 	s.Step(label)
 	s.sendDREQ("DREQ", c, c.peerQPN)
-	s.Wait(answerWait, func(a *Answers) bool { return a.find(wire.AttrDREP, forID(c.id)) != nil })
+	s.Wait(drepWait, func(a *Answers) bool { return a.find(wire.AttrDREP, forID(c.id)) != nil })
 	c.estab = false
 }
 
