@@ -25,6 +25,9 @@
 #                         both VMs' logs run too.
 #   IBCM_INTEROP_CPU      QEMU -cpu model (default qemu64: faster than max under TCG)
 #   IBCM_INTEROP_SKIP=1   skip (exit 0) instead of running
+#   IBCM_INTEROP_UPDATE_DOC=1  write docs/linux-6.1-conformance.md from this run's
+#                         probe report instead of failing when it differs
+#                         (probe-check.sh)
 #
 # VM B's command reaches VM A's script over TCP (busybox nc on $A_IP:5000):
 # it sends "listening" when its passive side is ready for `rping -c`, and
