@@ -405,12 +405,12 @@ func (s *session) ipcm(pd []byte, sid uint64) {
 // fields keep the target's own retransmissions (1.07 s for a REP with
 // respTO 18) outside the quiet windows.
 const (
-	answerWait = 3 * time.Second        // for an answer the spec requires
+	answerWait = 3 * time.Second // for an answer the spec requires
 	// drepWait is longer: behind Linux rdma_cm the DREP waits for the
 	// application's rdma_disconnect, which rping was seen to take 3.2 s for.
-	drepWait = 8 * time.Second
-	quietWait  = 400 * time.Millisecond // a window in which nothing should come
-	settle     = 150 * time.Millisecond // after RTU: nothing should come
+	drepWait  = 8 * time.Second
+	quietWait = 400 * time.Millisecond // a window in which nothing should come
+	settle    = 150 * time.Millisecond // after RTU: nothing should come
 )
 
 // sendREQ sends c's REQ.
