@@ -12,7 +12,7 @@
 # Environment:
 #   IBCM_INTEROP_CACHE    cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop)
 #   IBCM_INTEROP_WORK     work/log dir (default: a new /tmp/ibcm-interop.XXXXXX)
-#   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 150)
+#   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 240)
 #   IBCM_VM_B_PKG         Go main package built (static, CGO_ENABLED=0) and copied
 #                         to VM B as /bin/ibcm (default ./cmd/ibcm). VM B also
 #                         gets /bin/verbs.test (hw/verbs' device tests, cgo).
@@ -25,6 +25,9 @@
 #                         both VMs' logs run too.
 #   IBCM_INTEROP_CPU      QEMU -cpu model (default qemu64: faster than max under TCG)
 #   IBCM_INTEROP_SKIP=1   skip (exit 0) instead of running
+#   IBCM_INTEROP_UPDATE_DOC=1  write docs/linux-6.1-conformance.md from this run's
+#                         probe report instead of failing when it differs
+#                         (probe-check.sh)
 #
 # VM B's command reaches VM A's script over TCP (busybox nc on $A_IP:5000):
 # it sends "listening" when its passive side is ready for `rping -c`, and
@@ -35,12 +38,14 @@ ROOT=$PWD
 T0=$(date +%s)
 # shellcheck source=tools/interop/lib.sh
 . tools/interop/lib.sh
+# shellcheck source=tools/interop/probe-check.sh
+. tools/interop/probe-check.sh
 
 if [ "${IBCM_INTEROP_SKIP:-}" = 1 ]; then log "skipped (IBCM_INTEROP_SKIP=1)"; exit 0; fi
 
 CACHE=${IBCM_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop}
 WORK=${IBCM_INTEROP_WORK:-$(mktemp -d /tmp/ibcm-interop.XXXXXX)}
-VM_TIMEOUT=${IBCM_INTEROP_TIMEOUT:-150}
+VM_TIMEOUT=${IBCM_INTEROP_TIMEOUT:-240}
 VM_B_PKG=${IBCM_VM_B_PKG:-./cmd/ibcm}
 A_IP=10.0.0.1
 B_IP=10.0.0.2
@@ -50,10 +55,14 @@ LISTEN_PORT=7176 # ibcm listen, for rping -c: scenarios 2, 3
 REUSE_PORT=7177  # rping -s: scenario 5
 STALE_PORT=7178  # rping -s: scenario 6
 DEAD_PORT=7999   # nobody: scenario 4
+PROBE_PORT=7180       # the probe phase's targets (probe-a.sh, probe-b.sh)
+PROBE_UD_PORT=7174    # udaddy (UDP port space, its fixed port)
+PROBE_READY_PORT=5001 # VM A tells VM B the next probe target listens
+PROBE_GET_GID=fe80::5054:ff:fe12:3401 # VM A's IPv6 GID (index 0, from its MAC below)
 CTL_PORT=5000
 DEFAULT_CMD="sh /scenarios.sh"
 VM_B_CMD=${IBCM_VM_B_CMD:-$DEFAULT_CMD}
-EXPECT=${IBCM_INTEROP_EXPECT:-verbs-device s1-connect-rping s4-rej-no-listener s5-timewait-qpn-reuse s6-stale-live-qpn s3-ucmatose-disconnects s2-listen-rping get-timeout-report}
+EXPECT=${IBCM_INTEROP_EXPECT:-verbs-device s1-connect-rping s4-rej-no-listener s5-timewait-qpn-reuse s6-stale-live-qpn s3-ucmatose-disconnects s2-listen-rping get-timeout-report probe-linux probe-ibcm probe-legacy}
 mkdir -p "$CACHE/debs" "$WORK"
 
 for t in qemu-system-x86_64 apt-get apt-cache dpkg go; do
@@ -92,12 +101,15 @@ LISTEN_PORT=$LISTEN_PORT
 CTL_PORT=$CTL_PORT
 WAIT_SIGNAL=$((VM_TIMEOUT - 20))
 RPING_C_TIME=3
+PROBE_PORT=$PROBE_PORT
+PROBE_READY_PORT=$PROBE_READY_PORT
 ENV
 {
 	echo "ROLE=B"
 	echo "IP=$B_IP"
 	echo "PEER=$A_IP"
-	for v in RPING_PORT REUSE_PORT STALE_PORT UCMA_PORT LISTEN_PORT DEAD_PORT CTL_PORT; do echo "$v=${!v}"; done
+	for v in RPING_PORT REUSE_PORT STALE_PORT UCMA_PORT LISTEN_PORT DEAD_PORT CTL_PORT PROBE_PORT PROBE_UD_PORT PROBE_READY_PORT PROBE_GET_GID; do echo "$v=${!v}"; done
+	echo "PROBE_LINUX_ALLOW=$(probe_allow)"
 	printf 'VM_B_CMD=%q\n' "$VM_B_CMD"
 } >"$WORK/b.env"
 
@@ -105,16 +117,17 @@ COMMON_ELF=/usr/bin/rdma,/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so,
 RXE_DRIVER=/etc/libibverbs.d/rxe.driver=$STAGE/etc/libibverbs.d/rxe.driver
 COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 "$WORK/mkinitramfs" -o "$WORK/a.cpio.gz" -stage "$STAGE" -kver "$KVER" \
-	-elf "$COMMON_ELF,/usr/bin/rping,/usr/bin/ucmatose" -file "$RXE_DRIVER" \
+	-elf "$COMMON_ELF,/usr/bin/rping,/usr/bin/ucmatose,/usr/bin/udaddy" -file "$RXE_DRIVER" \
 	-kmod "$COMMON_MOD,rdma_ucm" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-a.sh" \
+	-file /probe-a.sh="$ROOT/tools/interop/probe-a.sh" \
 	-file /etc/ibcm.env="$WORK/a.env" -file /bin/busybox=/bin/busybox:0755 \
 	-file /bin/ibcm="$WORK/ibcm:0755" || die "mkinitramfs (VM A) failed"
 "$WORK/mkinitramfs" -o "$WORK/b.cpio.gz" -stage "$STAGE" -kver "$KVER" \
 	-elf "$COMMON_ELF" -file "$RXE_DRIVER" -kmod "$COMMON_MOD" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-b.sh" \
 	-file /etc/ibcm.env="$WORK/b.env" -file /bin/busybox=/bin/busybox:0755 \
-	-file /scenarios.sh="$ROOT/tools/interop/scenarios-b.sh" \
+	-file /scenarios.sh="$ROOT/tools/interop/scenarios-b.sh" -file /probe-b.sh="$ROOT/tools/interop/probe-b.sh" \
 	-file /bin/ibcm="$WORK/ibcm-b:0755" -file /bin/ibcm-probe="$WORK/probe:0755" \
 	-hostelf /bin/verbs.test="$WORK/verbs.test:0755" || die "mkinitramfs (VM B) failed"
 T2=$(date +%s)
@@ -253,6 +266,8 @@ if [ "$VM_B_CMD" = "$DEFAULT_CMD" ]; then
 		rej10_then_dreq
 	check 6:kernel "rping -s :$STALE_PORT: 1 CONNECT_REQUEST (the stale REQ never reached rdma_cm), 1 ESTABLISHED, 1 DISCONNECTED" \
 		aevents rping-s-stale 1 1 1
+	# 7. ibcm probe against the kernel CM, ibcm listen and its legacy mode.
+	probe_checks
 fi
 T4=$(date +%s)
 log "times: packages $((T1 - T0))s, build $((T2 - T1))s, VMs $((T3 - T2))s, total $((T4 - T0))s"

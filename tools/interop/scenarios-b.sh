@@ -106,4 +106,7 @@ say "END s2-listen-rping rc=$(cat /tmp/listen.rc 2>/dev/null || echo none) $(up)
 say "BEGIN get-timeout-report $(up)s"
 /bin/ibcm-probe -peer "$PEER" -device rxe0
 say "END get-timeout-report rc=$? $(up)s"
+
+# The probe phase: ibcm probe against the kernel CM, then ibcm listen.
+. /probe-b.sh
 signal done

@@ -27,6 +27,11 @@ for s in 1:$RPING_PORT 4:$REUSE_PORT 5:$STALE_PORT; do
 	PIDS="$PIDS $!"
 done
 ucmatose -b "$IP" -p "$UCMA_PORT" -c 1 -C 0 >/dev/ttyS2 2>&1 &
+UCMA=$!
+# The probe phase's targets (probe-a.sh): rping -s -P and udaddy now, ibcm
+# listen later, when VM B asks.
+. /probe-a.sh
+probe_start
 say "listeners up: rping -s :$RPING_PORT :$REUSE_PORT :$STALE_PORT, ucmatose :$UCMA_PORT"
 # VM B says "listening" over TCP when its passive side is ready, then "done".
 while :; do
@@ -48,9 +53,12 @@ while :; do
 			kill -KILL "$RPING_C" 2>/dev/null
 		) &
 		;;
+	*probe-ibcm*) probe_switch ibcm $PIDS $UCMA ${RPING_C:-} ;;
+	*probe-legacy*) probe_switch legacy ;;
 	*) break ;;
 	esac
 done
+probe_logs
 # shellcheck disable=SC2086
 kill $PIDS 2>/dev/null
 sleep 0.2
