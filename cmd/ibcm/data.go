@@ -319,6 +319,20 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 		return nil, err
 	}
 	s := &dataSess{d: dr.d, mode: dr.mode, qp: qp, num: c.num, role: role, port: dr.r.mgr.Port(), print: dr.r.out.line}
+	// A QP takes receives from INIT on (RESET refuses them), as rdma_cm's
+	// rdma_create_qp leaves it; the Manager's INIT attributes then apply
+	// as INIT to INIT.
+	a := qpattr.Attr{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskPKeyIndex | qpattr.MaskPort, PortNum: s.port.Num}
+	if dr.mode.ud {
+		a.Mask |= qpattr.MaskQKey
+		a.QKey = udpQKey
+	} else {
+		a.Mask |= qpattr.MaskAccessFlags
+	}
+	if err := qp.Modify(a); err != nil {
+		_ = qp.close()
+		return nil, fmt.Errorf("QP to INIT: %w", err)
+	}
 	if dr.mode.prepare != nil {
 		if err := dr.mode.prepare(s); err != nil {
 			_ = qp.close()

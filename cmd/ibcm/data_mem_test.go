@@ -128,6 +128,8 @@ func (q *memQP) postRecv(id uint64, off, n int) error {
 		return verbs.ErrClosed
 	case off < 0 || off+n > len(q.buf):
 		return verbs.ErrInvalid
+	case q.state == qpattr.Reset:
+		return fmt.Errorf("mem QP %#x: receive posted in RESET: %w", q.qpn, verbs.ErrInvalid)
 	case len(q.recvs) >= q.maxRecv:
 		return fmt.Errorf("mem QP %#x: receive queue full (%d)", q.qpn, q.maxRecv)
 	case q.state == qpattr.Err:

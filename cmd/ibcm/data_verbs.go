@@ -92,7 +92,11 @@ func verbsPortInfo(dev *verbs.Device, ep *endpoint) (cm.PortInfo, error) {
 
 func (v *verbsDevice) portInfo() cm.PortInfo { return v.pi }
 
-func (v *verbsDevice) live() int { return v.dev.Live().Total() }
+// live counts the objects of the device but its one PD.
+func (v *verbsDevice) live() int {
+	o := v.dev.Live()
+	return o.Total() - o.PDs
+}
 
 func (v *verbsDevice) close() error { return v.dev.Close() }
 
