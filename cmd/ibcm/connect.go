@@ -226,7 +226,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 	}
 	r.event("READY", "%s seed=%#x%s", ep.desc, o.seed, dataDesc(o))
 	if dr != nil && dr.mode.ud {
-		udaddyConnect(ctx, r, dr, to, hdr)
+		udaddyConnect(ctx, r, dr, to, hdr, ca.waitListener)
 		return r.finish(ctx, want, "")
 	}
 

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -224,7 +225,10 @@ func udaddyServer(ctx context.Context, s *dataSess) error {
 
 // udaddyConnect resolves the service --count times, one UD QP each, and
 // runs the client side on each.
-func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Addr, hdr *wire.IPCMHeader) {
+// A SIDR_REP refusing the service is retried every 0.5 s until
+// waitListener has passed (nobody listens yet).
+func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration) {
+	deadline := time.Now().Add(waitListener)
 	for k := 1; k <= r.o.count && ctx.Err() == nil; k++ {
 		r.mu.Lock()
 		c := r.newConn(0)
@@ -250,6 +254,12 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 		r.connEvent(c, "SIDR-REQ-SENT", "sid=%#x qpn=%#x to=%s", r.o.sid, s.qp.QPN(), addrString(to))
 		rep, err := r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
 			Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
+		for sidrErr := (*cm.SIDRError)(nil); errors.As(err, &sidrErr) && time.Now().Before(deadline) && ctx.Err() == nil; {
+			r.connEvent(c, "RETRY", "sidr-status=%d (%s) nobody serves it yet; retrying", sidrErr.Status, sidrErr.Status)
+			sleepCtx(ctx, 500*time.Millisecond)
+			rep, err = r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
+				Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
+		}
 		if err != nil {
 			r.failConn(c, "SIDR: "+err.Error())
 			dr.destroy(ctx, c, s, nil)

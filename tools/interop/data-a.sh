@@ -29,14 +29,25 @@ data_run() {
 	ucmatose-s) dprog ucmatose-s "$T" ucmatose -b "$IP" -p "$D_UCMA_S_PORT" -c 4 -C 10 -S 100 ;;
 	ucmatose-c) dprog ucmatose-c "$T" ucmatose -s "$PEER" -p "$D_UCMA_C_PORT" -c 4 -C 10 -S 100 ;;
 	rdma-server)
-		# Also the servers of the scenarios that follow it without a
-		# retry of their own (udaddy's SIDR_REQ and the example program):
-		# started with it, they are listening once it has been reached.
+		# Also the example program's server (the example does not wait
+		# for a listener): started with it, it listens once it has been
+		# reached.
 		dprog rdma-server "$T" rdma_server -p "$D_RDMA_S_PORT"
 		dprog rdma-server-example "$((T * 2))" rdma_server -p "$D_EXAMPLE_PORT"
-		dprog udaddy-s "$((T * 2))" udaddy -b "$IP"
 		;;
-	udaddy-s | rdma-server-example) say "data $1: started with rdma-server" ;;
+	udaddy-s)
+		# udaddy has one port (UDP 7174), which the probe phase's udaddy
+		# (probe-a.sh) holds from the start: stop it for this scenario;
+		# "run udaddy-probe" starts the probe's again.
+		for p in $(pidof udaddy); do kill "$p"; done
+		sleep 0.3
+		dprog udaddy-s "$T" udaddy -b "$IP"
+		;;
+	udaddy-probe)
+		udaddy -b "$IP" >/tmp/probe-udaddy.log 2>&1 &
+		PROBE_PIDS="$PROBE_PIDS $!"
+		say "data: the probe phase's udaddy runs again"
+		;;
 	rdma-client) dprog rdma-client "$T" rdma_client -s "$PEER" -p "$D_RDMA_C_PORT" ;;
 	udaddy-c) dprog udaddy-c "$T" udaddy -s "$PEER" ;;
 	*) say "data: unknown program $1" ;;

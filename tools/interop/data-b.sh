@@ -64,9 +64,10 @@ data_scenarios() {
 	timeout 30 /bin/rdmaclient -device rxe0 -server "$PEER:$D_EXAMPLE_PORT"
 	say "END d9-example-rdmaclient rc=$? $(up)s"
 	say "data d9-example-rdmaclient counters-after $(counters)"
-	# udaddy: SIDR, then 10 UD messages each way (its server started with
-	# rdma_server's).
-	dclient d7-udaddy-kernel-server udaddy-s --tcp-port "$D_UDADDY_PORT" --data udaddy $DT --expect sidr
+	# udaddy: SIDR (retried while nobody serves the port yet), then 10 UD
+	# messages each way; then VM A restarts the probe phase's udaddy.
+	dclient d7-udaddy-kernel-server udaddy-s --tcp-port "$D_UDADDY_PORT" --data udaddy --wait-listener 20s $DT --expect sidr
+	signal "run udaddy-probe"
 	dlisten d6-rdma-kernel-client rdma-client --tcp-port "$D_RDMA_C_PORT" --data rdma --count 1 $DT --expect established
 	dlisten d8-udaddy-kernel-client udaddy-c --tcp-port "$D_UDADDY_PORT" --data udaddy --count 1 $DT --expect sidr
 }
