@@ -205,11 +205,30 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		ep.close()
 		return setupFailed(o, stdout, err)
 	}
-	if err := r.startManager(); err != nil {
+	dr, err := startData(o, &o.data, ep)
+	if err != nil {
 		ep.close()
 		return setupFailed(o, stdout, err)
 	}
-	r.event("READY", "%s seed=%#x", ep.desc, o.seed)
+	r.data = dr
+	if dr != nil {
+		dr.r = r
+	}
+	if err := r.startManager(); err != nil {
+		if dr != nil {
+			_ = dr.dev.close()
+		}
+		ep.close()
+		return setupFailed(o, stdout, err)
+	}
+	if dr != nil {
+		dr.watch(ctx)
+	}
+	r.event("READY", "%s seed=%#x%s", ep.desc, o.seed, dataDesc(o))
+	if dr != nil && dr.mode.ud {
+		udaddyConnect(ctx, r, dr, to, hdr, ca.waitListener)
+		return r.finish(ctx, want, "")
+	}
 
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(ca.waitListener)
@@ -218,7 +237,28 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			sleepCtx(ctx, ca.interval)
 		}
 		qpn := o.qpnOf(k)
+		var sess *dataSess
+		if dr != nil {
+			// The QP and its receives first: the peer may send as soon
+			// as it has the RTU.
+			r.mu.Lock()
+			c := r.newConn(0)
+			r.mu.Unlock()
+			s, err := dr.session(c, "client")
+			r.dropConn(c)
+			if err != nil {
+				ep.close()
+				return setupFailed(o, stdout, fmt.Errorf("QP: %w", err))
+			}
+			sess, qpn = s, s.qp.QPN()
+		}
 		p := &cm.ConnectParams{To: to, REQ: connectREQ(r.mgr, o, ca, to, qpn)}
+		if sess != nil {
+			p.QP = sess.qp
+			if dr.mode.req != nil {
+				dr.mode.req(&p.REQ)
+			}
+		}
 		if hdr != nil {
 			h := *hdr
 			h.SrcPort = uint16(40000 + rand.IntN(20000))
@@ -242,6 +282,10 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		r.event("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse)
 
 		conn, err := r.mgr.Connect(ctx, p)
+		if err != nil && sess != nil {
+			// The attempt never connected: nothing of it is in flight.
+			dr.destroy(ctx, c, sess, nil)
+		}
 		if err != nil {
 			// The events said how the attempt ended; retry a REQ nobody
 			// listened for yet.
@@ -267,9 +311,14 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			}
 			continue
 		}
-		if ca.overlap {
+		switch {
+		case sess != nil && ca.overlap:
+			wg.Go(func() { dr.run(ctx, c, conn, sess, true) })
+		case sess != nil:
+			dr.run(ctx, c, conn, sess, true)
+		case ca.overlap:
 			wg.Go(func() { r.hold(ctx, c, conn, o.hold) })
-		} else {
+		default:
 			r.hold(ctx, c, conn, o.hold)
 		}
 	}

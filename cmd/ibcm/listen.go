@@ -90,11 +90,26 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	}
 	r := newNetRun(o, stdout)
 	r.ep = ep
-	if err := r.startManager(); err != nil {
+	dr, err := startData(o, &o.data, ep)
+	if err != nil {
 		ep.close()
 		return setupFailed(o, stdout, err)
 	}
-	r.event("READY", "%s seed=%#x", ep.desc, o.seed)
+	r.data = dr
+	if dr != nil {
+		dr.r = r
+	}
+	if err := r.startManager(); err != nil {
+		if dr != nil {
+			_ = dr.dev.close()
+		}
+		ep.close()
+		return setupFailed(o, stdout, err)
+	}
+	if dr != nil {
+		dr.watch(ctx)
+	}
+	r.event("READY", "%s seed=%#x%s", ep.desc, o.seed, dataDesc(o))
 	r.mu.Lock()
 	r.passiv = true
 	r.mu.Unlock()
@@ -134,7 +149,12 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	var wg sync.WaitGroup
 	accepted := 0
 	closed := false
-	for o.count == 0 || accepted < o.count {
+	if dr != nil && dr.mode.ud {
+		accepted = udaddyListen(actx, r, dr, l)
+		closed = true
+		_ = l.Close()
+	}
+	for !closed && (o.count == 0 || accepted < o.count) {
 		req, err := l.Accept(actx)
 		if err != nil {
 			break
@@ -164,8 +184,31 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		}
 		rep := req.NewREP()
 		rep.LocalQPN = c.qpn
+		var sess *dataSess
+		if dr != nil {
+			// The QP and its receives first: the peer may send as soon
+			// as it has the REP.
+			s, err := dr.session(c, "server")
+			if err != nil {
+				r.failConn(c, "QP: "+err.Error())
+				_ = req.Reject(ctx, wire.RejectConsumerDefined, nil, nil)
+				continue
+			}
+			sess = s
+			r.mu.Lock()
+			c.qpn = s.qp.QPN()
+			r.mu.Unlock()
+			rep.LocalQPN = c.qpn
+		}
 		wg.Go(func() {
-			conn, err := req.Accept(ctx, &cm.AcceptParams{REP: rep})
+			p := &cm.AcceptParams{REP: rep}
+			if sess != nil {
+				p.QP = sess.qp
+			}
+			conn, err := req.Accept(ctx, p)
+			if err != nil && sess != nil {
+				defer dr.destroy(ctx, c, sess, req.Conn())
+			}
 			if err != nil {
 				// The events said how it ended (a REJ, a timeout);
 				// anything else is an error of the call.
@@ -178,6 +221,10 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 						r.connEvent(c, "ERROR", "msg=%q", err.Error())
 					}
 				}
+				return
+			}
+			if sess != nil {
+				dr.run(ctx, c, conn, sess, true)
 				return
 			}
 			r.hold(ctx, c, conn, o.hold)

@@ -303,7 +303,8 @@ func TestNetBadFlags(t *testing.T) {
 	}
 	code, _, stderr := runCmd(t, nil, "connect", "-h")
 	require.Equal(t, 0, code)
-	require.Contains(t, stderr, "ibcm has no verbs QPs")
+	require.NotContains(t, stderr, "no verbs QPs")
+	require.Contains(t, stderr, "With --data MODE every connection gets a real QP")
 	require.Contains(t, stderr, "--transport sim")
 }
 

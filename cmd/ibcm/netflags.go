@@ -37,15 +37,34 @@ const netFlagsHelp = `Transport:
                      the other side in the same process, so one command is a
                      complete run.
 
-Queue pairs: ibcm has no verbs QPs. --qpn is only announced in the REQ or REP
-(and is the key of the peer's stale-connection check); data the peer sends to
-it is dropped by the local device.
+Queue pairs: without --data, no QP stands behind a connection: --qpn is
+only announced in the REQ or REP (and is the key of the peer's
+stale-connection check); data the peer sends to it is dropped by the local
+device. With --data MODE every connection gets a real QP of the device
+(hw/verbs; the ibcm binary must be built with cgo): the Manager moves it to
+INIT, RTR and RTS before the REP (listen) or the RTU (connect), to ERR on
+the peer's DREQ before the DREP, and it is destroyed once the connection
+left TimeWait. MODE speaks the data protocol of one of rdma-core's
+librdmacm examples, listen taking the server's part and connect the
+client's:
+  rping     RDMA READ and WRITE of rping_rdma_info-addressed buffers
+            (--data-count iterations, --data-size bytes, --data-verbose)
+  ucmatose  --data-count messages of --data-size bytes each way, for
+            --count connections at once (connect: --overlap)
+  rdma      rdma_server / rdma_client: one 16-byte message each way
+  udaddy    SIDR (UDP port space), then UD SEND_WITH_IMM both ways with
+            Q_Key 0x01234567; outcome "sidr"
+Each data phase prints "IBCM-DATA <mode> conn=N role=... sent=N recv=N
+bytes=N verified=true|false check=..." and a connection whose data was not
+verified fails the run.
 
 Output: one line per event, "IBCM-EVENT <NAME> t=<seconds> key=value ...",
 with NAME among READY LISTENING REQ-SENT REQ-RECEIVED MRA-RECEIVED
 ESTABLISHED REJECTED REJECT-SENT TIMEOUT DREQ-SENT DREP-RECEIVED
 DREQ-RECEIVED DREQ-BEFORE-RTU REJ-RECEIVED DREP-SENT DISCONNECTED TIMEWAIT
-TIMEWAIT-EXIT RETRY ERROR
+TIMEWAIT-EXIT RETRY ERROR, and with --data QP-DESTROYED QP-ASYNC
+SIDR-REQ-SENT SIDR-REP-RECEIVED SIDR-REQ-RECEIVED SIDR-REP-SENT
+DATA-DEVICE-CLOSED
 (conn=N numbers the connections of the run); with --trace also
 "IBCM-STEP ..." for every state-table step; and last
 "IBCM-RESULT <name> PASS|FAIL outcomes=... want=...". Exit status 0 when
@@ -59,6 +78,7 @@ Outcomes (--expect, comma-separated, one per connection, the last repeats):
   peer-disconnect  established, then the peer sent a DREQ (answered)
   rej:N            rejected with REJ reason N (connect), or REJ N sent (listen)
   timeout          no answer within the CM retries
+  sidr             (--data udaddy) the SIDR exchange and the UD data completed
 With --wait-timewait (default) every connection that entered TimeWait must
 also leave it before the command ends.
 
@@ -98,6 +118,8 @@ type netOpts struct {
 	seed         uint64
 	waitTimeWait bool
 	legacyTWQPN  bool
+
+	data dataOpts
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -112,7 +134,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.UintVar(&o.tcpPort, "tcp-port", 0, "with --ip: the TCP port (rping's -p)")
 	fs.StringVar(&o.srcIP, "src-ip", "", "with --ip: source IP of the IP CM header (default: the local GID as an IP address)")
 	fs.Uint64Var(&o.sid, "sid", 0, "service ID (plain IB CM; with --ip it is derived from --tcp-port)")
-	fs.Uint64Var(&o.qpn, "qpn", 0, "QPN to announce (ibcm has no verbs QPs; default random)")
+	fs.Uint64Var(&o.qpn, "qpn", 0, "QPN to announce when no --data QP stands behind the connection (default random)")
 	fs.Uint64Var(&o.qpnStep, "qpn-step", 1, "added to --qpn for each further connection (0: every connection announces the same QPN)")
 	fs.IntVar(&o.count, "count", 1, "number of connections")
 	fs.DurationVar(&o.timeout, "timeout", 0, "overall time limit (0: none)")
@@ -123,6 +145,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.trace, "trace", false, "print every state-table step (IBCM-STEP lines)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
 	fs.BoolVar(&o.waitTimeWait, "wait-timewait", true, "before exiting, wait until every connection has left TimeWait")
+	o.data.register(fs)
 	fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", false, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
 }
 
@@ -168,6 +191,12 @@ func (o *netOpts) check() error {
 	if o.simPeer && o.transport != "sim" {
 		return errors.New("--sim-peer needs --transport sim")
 	}
+	if err := o.data.check(o); err != nil {
+		return err
+	}
+	if o.data.mode == "udaddy" && o.ip {
+		o.sid = udpServiceID(uint16(o.tcpPort)) // rdma_cm's UDP port space
+	}
 	return nil
 }
 
@@ -180,12 +209,14 @@ func (o *netOpts) qpnOf(k int) uint32 {
 
 // endpoint is an open transport with what the engine needs to know about it.
 type endpoint struct {
-	tr    transport.Transport
-	local transport.Addr
-	guid  uint64
-	roce  bool
-	desc  string
-	close func()
+	tr      transport.Transport
+	local   transport.Addr
+	device  string // the RDMA device (umad), for --data
+	portNum uint8
+	guid    uint64
+	roce    bool
+	desc    string
+	close   func()
 }
 
 // openUMAD opens a user_mad port; tests replace it with a umadfake port.
@@ -211,7 +242,7 @@ func openEndpoint(o *netOpts) (*endpoint, error) {
 	case "sim":
 		ep, release := attachSim(o.simFabric)
 		a := ep.LocalAddr()
-		e := &endpoint{tr: ep, local: a, guid: o.guid, close: release}
+		e := &endpoint{tr: ep, local: a, guid: o.guid, close: release, portNum: 1}
 		if e.guid == 0 {
 			e.guid = 0x0002c90300000000 + uint64(a.LID)
 		}
@@ -224,7 +255,8 @@ func openEndpoint(o *netOpts) (*endpoint, error) {
 		}
 		p := t.Port()
 		a := t.LocalAddr()
-		e := &endpoint{tr: t, local: a, guid: o.guid, roce: p.RoCE(), close: func() { _ = t.Close() }}
+		e := &endpoint{tr: t, local: a, guid: o.guid, roce: p.RoCE(), close: func() { _ = t.Close() },
+			device: p.Device, portNum: uint8(p.Port)}
 		if e.guid == 0 {
 			e.guid = p.NodeGUID
 		}
@@ -340,6 +372,8 @@ type connRec struct {
 	timedOut  bool
 	err       string
 	estabAt   time.Time
+	sidr      bool       // --data udaddy: a SIDR exchange, no connection
+	data      *dataStats // --data: what the data phase did
 }
 
 // held says how long the connection was established.
@@ -353,6 +387,8 @@ func (c *connRec) held() string {
 // outcome classifies a finished connection.
 func (c *connRec) outcome() string {
 	switch {
+	case c.sidr && c.err == "":
+		return "sidr"
 	case c.rejReason >= 0:
 		return "rej:" + strconv.Itoa(c.rejReason)
 	case c.dreqRcvd && !c.dreqSent && c.drepSent:
@@ -391,6 +427,7 @@ type netRun struct {
 	conns  []*connRec
 	byConn map[*cm.Conn]*connRec
 	byID   map[cm.CommID]*connRec // for --trace's lines
+	data   *dataRun               // --data
 	next   *connRec               // the active connection whose REQ goes next
 	passiv bool                   // new REQs create connections
 	change chan struct{}
@@ -453,6 +490,9 @@ func (r *netRun) startManager() error {
 		Seed: r.o.seed, LegacyTimeWaitQPN: r.o.legacyTWQPN}, OnEvent: r.onEvent}
 	if r.o.trace {
 		cfg.Engine.Trace = r.traceStep
+	}
+	if r.data != nil {
+		cfg.Port = r.data.dev.portInfo()
 	}
 	m, err := cm.NewManager(r.ep.tr, cfg)
 	if err != nil {
@@ -647,6 +687,9 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 	if r.mgr != nil {
 		_ = r.mgr.Close()
 	}
+	if r.data != nil {
+		r.data.close() // after the Manager: it may move a QP to ERR until then
+	}
 	r.ep.close()
 	r.mu.Lock()
 	var got []string
@@ -672,6 +715,12 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 		if c != nil && r.o.waitTimeWait && c.timewait && !c.twExit {
 			ok = false
 			bad = append(bad, fmt.Sprintf("conn %d: TimeWait did not end", i+1))
+		}
+	}
+	if r.data != nil {
+		if d := r.dataProblems(); len(d) > 0 {
+			ok = false
+			bad = append(bad, d...)
 		}
 	}
 	r.mu.Unlock()
@@ -700,7 +749,7 @@ func parseExpect(s string) ([]string, error) {
 	for _, w := range strings.Split(s, ",") {
 		w = strings.TrimSpace(w)
 		switch {
-		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout":
+		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout", w == "sidr":
 		case strings.HasPrefix(w, "rej:"):
 			n, err := strconv.ParseUint(w[4:], 10, 16)
 			if err != nil {
@@ -708,7 +757,7 @@ func parseExpect(s string) ([]string, error) {
 			}
 			w = "rej:" + strconv.FormatUint(n, 10)
 		default:
-			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout)", w)
+			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout, sidr)", w)
 		}
 		out = append(out, w)
 	}

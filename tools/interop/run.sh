@@ -13,9 +13,11 @@
 #   IBCM_INTEROP_CACHE    cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/ibcm/interop)
 #   IBCM_INTEROP_WORK     work/log dir (default: a new /tmp/ibcm-interop.XXXXXX)
 #   IBCM_INTEROP_TIMEOUT  seconds the VMs may run (default 240)
-#   IBCM_VM_B_PKG         Go main package built (static, CGO_ENABLED=0) and copied
-#                         to VM B as /bin/ibcm (default ./cmd/ibcm). VM B also
-#                         gets /bin/verbs.test (hw/verbs' device tests, cgo).
+#   IBCM_VM_B_PKG         Go main package copied to VM B as /bin/ibcm (default
+#                         ./cmd/ibcm, built with cgo for --data's QPs; another
+#                         package is built static). VM B also gets
+#                         /bin/verbs.test (hw/verbs' device tests) and
+#                         /bin/rdmaclient (examples/rdmaclient), both cgo.
 #   IBCM_VM_B_CMD         command VM B runs (default: sh /scenarios.sh, which is
 #                         tools/interop/scenarios-b.sh). It must print
 #                         "IBCM-RESULT <scenario> PASS|FAIL ..." lines.
@@ -63,6 +65,10 @@ CTL_PORT=5000
 DEFAULT_CMD="sh /scenarios.sh"
 VM_B_CMD=${IBCM_VM_B_CMD:-$DEFAULT_CMD}
 EXPECT=${IBCM_INTEROP_EXPECT:-verbs-device s1-connect-rping s4-rej-no-listener s5-timewait-qpn-reuse s6-stale-live-qpn s3-ucmatose-disconnects s2-listen-rping get-timeout-report probe-linux probe-ibcm probe-legacy}
+# The data scenarios (data-b.sh, data-a.sh; checked by data-checks.sh).
+DATA_PORTS="D_RPING_C_PORT=7190 D_RPING_S_PORT=7191 D_UCMA_S_PORT=7192 D_UCMA_C_PORT=7193 D_RDMA_S_PORT=7194 D_RDMA_C_PORT=7195 D_EXAMPLE_PORT=7196 D_UDADDY_PORT=7174"
+DATA_SCENARIOS="d1-rping-kernel-client d2-rping-kernel-server d3-ucmatose-kernel-server d4-ucmatose-kernel-client d5-rdma-kernel-server d7-udaddy-kernel-server d6-rdma-kernel-client d8-udaddy-kernel-client"
+[ -n "${IBCM_INTEROP_EXPECT:-}" ] || EXPECT="$EXPECT $DATA_SCENARIOS"
 mkdir -p "$CACHE/debs" "$WORK"
 
 for t in qemu-system-x86_64 apt-get apt-cache dpkg go; do
@@ -79,8 +85,13 @@ CGO_ENABLED=0 go build -o "$WORK/mkinitramfs" ./tools/interop/mkinitramfs || die
 # VM A runs ibcm too, to see hw/umad refused while ib_cm is loaded.
 CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm" ./cmd/ibcm || die "go build ./cmd/ibcm failed"
 if [ "$VM_B_PKG" = ./cmd/ibcm ]; then
-	cp "$WORK/ibcm" "$WORK/ibcm-b"
+	# VM B's ibcm drives real QPs (--data: hw/verbs, cgo); its libraries
+	# come from the stage (-hostelf), as verbs.test's do.
+	CGO_ENABLED=1 go build -trimpath -ldflags=-s -o "$WORK/ibcm-b" ./cmd/ibcm || die "go build (cgo) ./cmd/ibcm failed"
+	VM_B_IBCM="-hostelf /bin/ibcm=$WORK/ibcm-b:0755"
 else
+	VM_B_IBCM="-file /bin/ibcm=$WORK/ibcm-b:0755"
+	# A package of one's own is built static, as before.
 	CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm-b" "$VM_B_PKG" || die "go build $VM_B_PKG failed"
 fi
 CGO_ENABLED=0 go build -trimpath -o "$WORK/probe" ./tools/interop/probe || die "go build probe failed"
@@ -88,6 +99,8 @@ CGO_ENABLED=0 go build -trimpath -o "$WORK/probe" ./tools/interop/probe || die "
 # their libraries (libibverbs, libnl) come from the stage (-hostelf).
 [ -f /usr/include/infiniband/verbs.h ] || die "no /usr/include/infiniband/verbs.h (tools/deps.sh installs libibverbs-dev)"
 CGO_ENABLED=1 go test -c -tags rxe -trimpath -ldflags=-s -o "$WORK/verbs.test" ./hw/verbs || die "go test -c -tags rxe ./hw/verbs failed"
+# The example program of the README's "Connect a QP", run against rdma_server.
+CGO_ENABLED=1 go build -trimpath -ldflags=-s -o "$WORK/rdmaclient" ./examples/rdmaclient || die "go build ./examples/rdmaclient failed"
 
 cat >"$WORK/a.env" <<ENV
 ROLE=A
@@ -104,6 +117,7 @@ RPING_C_TIME=3
 PROBE_PORT=$PROBE_PORT
 PROBE_READY_PORT=$PROBE_READY_PORT
 ENV
+for v in $DATA_PORTS; do echo "$v" >>"$WORK/a.env"; done
 {
 	echo "ROLE=B"
 	echo "IP=$B_IP"
@@ -111,13 +125,15 @@ ENV
 	for v in RPING_PORT REUSE_PORT STALE_PORT UCMA_PORT LISTEN_PORT DEAD_PORT CTL_PORT PROBE_PORT PROBE_UD_PORT PROBE_READY_PORT PROBE_GET_GID; do echo "$v=${!v}"; done
 	echo "PROBE_LINUX_ALLOW=$(probe_allow)"
 	printf 'VM_B_CMD=%q\n' "$VM_B_CMD"
+	for v in $DATA_PORTS; do echo "$v"; done
 } >"$WORK/b.env"
 
 COMMON_ELF=/usr/bin/rdma,/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so,/lib/x86_64-linux-gnu/libgcc_s.so.1
 RXE_DRIVER=/etc/libibverbs.d/rxe.driver=$STAGE/etc/libibverbs.d/rxe.driver
 COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 "$WORK/mkinitramfs" -o "$WORK/a.cpio.gz" -stage "$STAGE" -kver "$KVER" \
-	-elf "$COMMON_ELF,/usr/bin/rping,/usr/bin/ucmatose,/usr/bin/udaddy" -file "$RXE_DRIVER" \
+	-elf "$COMMON_ELF,/usr/bin/rping,/usr/bin/ucmatose,/usr/bin/rdma_server,/usr/bin/rdma_client,/usr/bin/udaddy" -file "$RXE_DRIVER" \
+	-file /data-a.sh="$ROOT/tools/interop/data-a.sh" \
 	-kmod "$COMMON_MOD,rdma_ucm" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-a.sh" \
 	-file /probe-a.sh="$ROOT/tools/interop/probe-a.sh" \
@@ -128,7 +144,8 @@ COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/vm-b.sh" \
 	-file /etc/ibcm.env="$WORK/b.env" -file /bin/busybox=/bin/busybox:0755 \
 	-file /scenarios.sh="$ROOT/tools/interop/scenarios-b.sh" -file /probe-b.sh="$ROOT/tools/interop/probe-b.sh" \
-	-file /bin/ibcm="$WORK/ibcm-b:0755" -file /bin/ibcm-probe="$WORK/probe:0755" \
+	$VM_B_IBCM -file /bin/ibcm-probe="$WORK/probe:0755" -file /data-b.sh="$ROOT/tools/interop/data-b.sh" \
+	-hostelf /bin/rdmaclient="$WORK/rdmaclient:0755" \
 	-hostelf /bin/verbs.test="$WORK/verbs.test:0755" || die "mkinitramfs (VM B) failed"
 T2=$(date +%s)
 
@@ -268,6 +285,9 @@ if [ "$VM_B_CMD" = "$DEFAULT_CMD" ]; then
 		aevents rping-s-stale 1 1 1
 	# 7. ibcm probe against the kernel CM, ibcm listen and its legacy mode.
 	probe_checks
+	# The data scenarios, both VMs' error counters, the QPs left.
+	# shellcheck source=tools/interop/data-checks.sh
+	. tools/interop/data-checks.sh
 fi
 T4=$(date +%s)
 log "times: packages $((T1 - T0))s, build $((T2 - T1))s, VMs $((T3 - T2))s, total $((T4 - T0))s"

@@ -88,8 +88,8 @@ say "BEGIN s2-listen-rping $(up)s"
 rm -f /tmp/listen.out /tmp/listen.rc
 # tee: the lines reach the console at once, and the script sees LISTENING.
 (
-	$IBCM listen $UMAD --ip --tcp-port "$LISTEN_PORT" --qpn 0xabc008 --count 1 --timeout 30s \
-		--expect peer-disconnect --name s2-listen-rping
+	$IBCM listen $UMAD --ip --tcp-port "$LISTEN_PORT" --count 1 --timeout 30s \
+		--data rping --data-count 1 --expect peer-disconnect --name s2-listen-rping
 	echo $? >/tmp/listen.rc
 ) | tee /tmp/listen.out &
 i=0
@@ -101,6 +101,11 @@ signal listening
 wait
 say "END s2-listen-rping rc=$(cat /tmp/listen.rc 2>/dev/null || echo none) $(up)s"
 
+# The data scenarios: ibcm's --data modes against rping, ucmatose,
+# rdma_server/rdma_client and udaddy, and the example program.
+. /data-b.sh
+data_scenarios
+
 # hw/umad alone: a ClassPortInfo Get with a kernel timeout (not a CM
 # exchange the CLI can drive).
 say "BEGIN get-timeout-report $(up)s"
@@ -109,4 +114,5 @@ say "END get-timeout-report rc=$? $(up)s"
 
 # The probe phase: ibcm probe against the kernel CM, then ibcm listen.
 . /probe-b.sh
+data_final
 signal done

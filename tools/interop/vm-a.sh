@@ -32,6 +32,8 @@ UCMA=$!
 # listen later, when VM B asks.
 . /probe-a.sh
 probe_start
+# The data scenarios' kernel programs (data-a.sh) start when VM B asks.
+. /data-a.sh
 say "listeners up: rping -s :$RPING_PORT :$REUSE_PORT :$STALE_PORT, ucmatose :$UCMA_PORT"
 # VM B says "listening" over TCP when its passive side is ready, then "done".
 while :; do
@@ -39,10 +41,10 @@ while :; do
 	say "signal: ${msg:-timeout}"
 	case "$msg" in
 	*listening*)
-		# rxe treats the retry count 7 that rping asks for as "retry
-		# forever", so rping's first send to the QP-less peer never fails
-		# and rping never disconnects by itself: end it after a while, and
-		# the kernel CM sends a DREQ when its cm_id is destroyed.
+		# ibcm listens with a real QP (--data rping): rping -C 1 ends by
+		# itself. Against a QP-less peer it would not (rxe treats the retry
+		# count 7 rping asks for as "retry forever"), so it is still ended
+		# after a while; the kernel CM sends a DREQ when its cm_id goes.
 		rping -c -d -v -a "$PEER" -p "$LISTEN_PORT" -C 1 >/dev/ttyS3 2>&1 &
 		RPING_C=$!
 		(
@@ -55,9 +57,11 @@ while :; do
 		;;
 	*probe-ibcm*) probe_switch ibcm $PIDS $UCMA ${RPING_C:-} ;;
 	*probe-legacy*) probe_switch legacy ;;
+	run\ *) data_run "${msg#*run }" ;;
 	*) break ;;
 	esac
 done
+data_finish
 probe_logs
 # shellcheck disable=SC2086
 kill $PIDS 2>/dev/null
