@@ -72,3 +72,28 @@ interop_vm() {
 		-device "virtio-net-pci,netdev=n0,mac=$4" \
 		</dev/null >"$WORK/$1.console" 2>&1
 }
+
+# interop_ports sets PA and PB, a pair of UDP ports on 127.0.0.1 that no
+# other interop run on this machine holds: each run takes a lock directory
+# per pair (mkdir is atomic) and gives it back when it exits. QEMU's socket
+# netdev binds with SO_REUSEADDR, so two runs on one pair would silently
+# exchange each other's frames.
+interop_ports() {
+	local locks=${TMPDIR:-/tmp}/ibcm-interop-ports i
+	mkdir -p "$locks"
+	for i in $(seq 1 200); do
+		PA=$((20000 + 2 * (RANDOM % 10000)))
+		PB=$((PA + 1))
+		if mkdir "$locks/$PA" 2>/dev/null; then
+			echo $$ >"$locks/$PA/pid"
+			INTEROP_PORT_LOCK=$locks/$PA
+			trap 'rm -rf "$INTEROP_PORT_LOCK"' EXIT
+			return 0
+		fi
+		# A lock whose run is gone is free again.
+		if [ -f "$locks/$PA/pid" ] && ! kill -0 "$(cat "$locks/$PA/pid" 2>/dev/null)" 2>/dev/null; then
+			rm -rf "$locks/$PA"
+		fi
+	done
+	die "no free UDP port pair for the VMs"
+}

@@ -150,8 +150,7 @@ COMMON_MOD=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad
 T2=$(date +%s)
 
 # ---- Boot -------------------------------------------------------------------
-PA=$((20000 + RANDOM % 20000))
-PB=$((PA + 1))
+interop_ports
 log "booting VM A (kernel CM) and VM B ($VM_B_PKG) on udp 127.0.0.1:$PA<->$PB; logs in $WORK"
 interop_vm a "$PA" "$PB" 52:54:00:12:34:01 &
 PIDA=$!
