@@ -24,6 +24,13 @@ const (
 // IPServiceID returns the RDMA IP CM (TCP port space) service ID of port.
 func IPServiceID(port uint16) uint64 { return IPServiceIDBase + uint64(port) }
 
+// UDPServiceIDBase is the RDMA IP CM service ID of UDP port 0 (port space
+// RDMA_PS_UDP, 0x0111): where rdma_cm's UD services (udaddy) resolve by SIDR.
+const UDPServiceIDBase = 0x0000000001110000
+
+// UDPServiceID returns the RDMA IP CM (UDP port space) service ID of port.
+func UDPServiceID(port uint16) uint64 { return UDPServiceIDBase + uint64(port) }
+
 // IPServicePort is the inverse of IPServiceID: the TCP port of an RDMA IP CM
 // service ID, and false when id is not in the TCP port space.
 func IPServicePort(id uint64) (uint16, bool) {

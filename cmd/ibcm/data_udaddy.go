@@ -29,16 +29,11 @@ import (
 )
 
 const (
-	udpQKey      = 0x01234567 // RDMA_UDP_QKEY
-	grhSize      = 40
-	udaddyCount  = 10
-	udaddySize   = 100
-	udpPortSpace = 0x0111 // RDMA_PS_UDP
+	udpQKey     = 0x01234567 // RDMA_UDP_QKEY
+	grhSize     = 40
+	udaddyCount = 10
+	udaddySize  = 100
 )
-
-// udpServiceID is the service ID of an rdma_cm UDP port:
-// (RDMA_PS_UDP << 16) + port.
-func udpServiceID(port uint16) uint64 { return udpPortSpace<<16 | uint64(port) }
 
 func udaddySlot(d *dataOpts) int { return grhSize + msgSize(d, udaddySize) }
 func udaddySend(d *dataOpts) int { return msgCount(d, udaddyCount) * udaddySlot(d) }

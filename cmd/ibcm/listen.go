@@ -42,6 +42,9 @@ Examples:
 // listenArgs are the flags only listen has.
 type listenArgs struct {
 	reject      uint
+	sidrPort    uint   // with --ip: also a UD service on this UDP port (SIDR)
+	sidrSID     uint64 // or this service ID
+	sidrQPN     uint64 // the QPN the SIDR_REPs announce
 	peerArgs    string
 	onListening func(transport.Addr) // connect --sim-peer learns the address
 	stop        <-chan struct{}      // closed: stop accepting (connect --sim-peer)
@@ -53,6 +56,10 @@ func runListen(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := listenFlags(o, &la, stderr)
 	if code, ok := parseAndCheck(fs, o, args, stderr); !ok {
 		return code
+	}
+	if la.sidrPort > 0xffff || la.sidrPort != 0 && !o.ip {
+		fmt.Fprintln(stderr, "ibcm listen: --sidr-port needs --ip and a port in 1..65535")
+		return 2
 	}
 	if la.reject > 0xffff {
 		fmt.Fprintln(stderr, "ibcm listen: --reject is a 16-bit reason")
@@ -69,6 +76,9 @@ func listenFlags(o *netOpts, la *listenArgs, stderr io.Writer) *flag.FlagSet {
 	o.register(fs)
 	fs.DurationVar(&o.hold, "hold", -1, "how long to hold a connection before sending DREQ ourselves (negative: until the peer disconnects or --timeout)")
 	fs.UintVar(&la.reject, "reject", 0, "answer every REQ with a REJ of this reason (e.g. 28, consumer) instead of a REP")
+	fs.UintVar(&la.sidrPort, "sidr-port", 0, "with --ip: also listen for SIDR_REQs on this UDP port (service ID 0x0000000001110000 + port) and answer with --sidr-qpn and Q_Key 0x01234567")
+	fs.Uint64Var(&la.sidrSID, "sidr-sid", 0, "also listen for SIDR_REQs on this service ID (see --sidr-port)")
+	fs.Uint64Var(&la.sidrQPN, "sidr-qpn", 0, "the UD QPN the SIDR_REPs announce (default --qpn; without --data udaddy no QP stands behind it)")
 	fs.StringVar(&la.peerArgs, "sim-peer-args", "", "extra flags for the --sim-peer connector, e.g. \"--hold 1s\"")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, listenUsage, netFlagsHelp)
@@ -123,6 +133,24 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		port = fmt.Sprintf(" tcp-port=%d", o.tcpPort)
 	}
 	r.event("LISTENING", "sid=%#x%s id=%#x lid=%d gid=%s", o.sid, port, uint32(l.ID()), ep.local.LID, ep.local.IP())
+	if dr == nil || !dr.mode.ud {
+		// A SIDR_REQ for the connected service: not a UD service here.
+		go answerSIDR(ctx, r, l, nil)
+	}
+	if sid := la.sidrService(o); sid != 0 {
+		ul, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: sid})
+		if err != nil {
+			r.event("ERROR", "kind=listen msg=%q", err.Error())
+			return r.finish(ctx, want, "SIDR listen failed: "+err.Error())
+		}
+		defer ul.Close()
+		qpn := uint32(la.sidrQPN)
+		if qpn == 0 {
+			qpn = o.qpnOf(1)
+		}
+		r.event("LISTENING", "sid=%#x ud-qpn=%#x id=%#x", sid, qpn, uint32(ul.ID()))
+		go answerSIDR(ctx, r, ul, &cm.SIDRReplyParams{QPN: qpn, QKey: udpQKey})
+	}
 
 	var waitPeer func(time.Duration)
 	if o.simPeer {
@@ -243,6 +271,36 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		waitPeer(3 * time.Second)
 	}
 	return code
+}
+
+// sidrService is the UD service --sidr-port or --sidr-sid names, or 0.
+func (la *listenArgs) sidrService(o *netOpts) uint64 {
+	if la.sidrPort != 0 {
+		return wire.UDPServiceID(uint16(la.sidrPort))
+	}
+	return la.sidrSID
+}
+
+// answerSIDR answers every SIDR_REQ of l: with rep, or, when rep is nil,
+// with status 1 (service not supported), until ctx ends or l closes.
+func answerSIDR(ctx context.Context, r *netRun, l *cm.Listener, rep *cm.SIDRReplyParams) {
+	for {
+		sr, err := l.AcceptSIDR(ctx)
+		if err != nil {
+			return
+		}
+		q := sr.Request()
+		p := rep
+		if p == nil {
+			p = &cm.SIDRReplyParams{Status: wire.SIDRUnsupported}
+		}
+		r.event("SIDR-REQ-RECEIVED", "from=%s sid=%#x request-id=%#x", addrString(sr.From()), q.ServiceID, q.RequestID)
+		if err := sr.Reply(ctx, p); err != nil {
+			r.event("ERROR", "msg=%q", "SIDR reply: "+err.Error())
+			continue
+		}
+		r.event("SIDR-REP-SENT", "request-id=%#x status=%d qpn=%#x qkey=%#x", q.RequestID, uint8(p.Status), p.QPN, p.QKey)
+	}
 }
 
 // startListenPeer runs `connect` to the listener at a in this process (for

@@ -195,7 +195,7 @@ func (o *netOpts) check() error {
 		return err
 	}
 	if o.data.mode == "udaddy" && o.ip {
-		o.sid = udpServiceID(uint16(o.tcpPort)) // rdma_cm's UDP port space
+		o.sid = wire.UDPServiceID(uint16(o.tcpPort)) // rdma_cm's UDP port space
 	}
 	return nil
 }

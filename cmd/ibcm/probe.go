@@ -191,7 +191,7 @@ func (a *probeArgs) check() error {
 		if a.sidrSID != 0 {
 			return errors.New("--sidr-sid and --sidr-port exclude each other")
 		}
-		a.sidrSID = udpServiceIDBase + uint64(a.sidrPort)
+		a.sidrSID = wire.UDPServiceID(uint16(a.sidrPort))
 	}
 	if o.simPeer && o.transport != "sim" {
 		return errors.New("--sim-peer needs --transport sim")
@@ -215,10 +215,6 @@ func (a *probeArgs) check() error {
 	}
 	return nil
 }
-
-// udpServiceIDBase is the RDMA IP CM service ID of UDP port 0 (port space
-// RDMA_PS_UDP, 0x0111): where rdma_cm UD listeners such as udaddy resolve.
-const udpServiceIDBase = 0x0000000001110000
 
 func probeList(stdout io.Writer) int {
 	for _, c := range probe.Catalogue() {

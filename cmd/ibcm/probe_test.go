@@ -29,8 +29,8 @@ func readReport(t *testing.T, path string) *probe.Report {
 }
 
 // `ibcm probe` against `ibcm listen`, both on hw/umad (the fake device, as
-// RoCE): every check passes but the SIDR one, which has no UD service, and
-// ClassPortInfo, which on RoCE v2 over IPv4 needs --get-dst-gid; the pcap
+// RoCE), with a UD service for SIDR: every check passes but ClassPortInfo,
+// which on RoCE v2 over IPv4 needs --get-dst-gid; the pcap
 // holds the run's MADs and Wireshark's dissector reads them as CM.
 func TestProbeUMADFakeListen(t *testing.T) {
 	fab := umadfake.NewFabric()
@@ -38,18 +38,18 @@ func TestProbeUMADFakeListen(t *testing.T) {
 	b := fab.AddPort(umadfake.PortConfig{Device: "rxe1", RoCE: true, GID: netip.MustParseAddr("::ffff:10.0.0.2"), NodeGUID: 0xb2})
 	useFakeUMAD(t, a, b)
 	l := runBG("listen", "--transport", "umad", "--device", "rxe1", "--port", "1", "--ip", "--tcp-port", "7180",
-		"--count", "0", "--hold", "-1s", "--timeout", "12s")
+		"--sidr-port", "7181", "--count", "0", "--hold", "-1s", "--timeout", "12s")
 	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
 	dir := t.TempDir()
 	js, pc := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.pcap")
 	code, out, stderr := runCmd(t, nil, "probe", "--transport", "umad", "--device", "rxe0", "--ip", "--dst-ip", "10.0.0.2",
-		"--tcp-port", "7180", "--json", js, "--pcap", pc, "--target-name", "ibcm listen")
+		"--tcp-port", "7180", "--sidr-port", "7181", "--json", js, "--pcap", pc, "--target-name", "ibcm listen")
 	require.Equal(t, 0, code, out+stderr)
-	require.Contains(t, out, "IBCM-RESULT probe PASS pass=14 deviation=0 not-supported=0 skipped=2")
+	require.Contains(t, out, "IBCM-RESULT probe PASS pass=15 deviation=0 not-supported=0 skipped=1")
 	rep := readReport(t, js)
 	require.Equal(t, "ibcm listen", rep.Target)
 	for _, x := range rep.Results {
-		if x.ID == "sidr" || x.ID == "classportinfo" {
+		if x.ID == "classportinfo" {
 			require.Equal(t, probe.Skipped, x.Verdict)
 		} else {
 			require.Equal(t, probe.Pass, x.Verdict, "%s: %s", x.ID, x.Summary)

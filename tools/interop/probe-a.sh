@@ -38,7 +38,8 @@ probe_switch() { # mode: ibcm | legacy; $@: what else holds rdma_cm open
 	fi
 	extra=
 	[ "$mode" = legacy ] && extra=--legacy-timewait-qpn
-	/bin/ibcm listen --transport umad --device rxe0 --port 1 --ip --tcp-port "$PROBE_PORT" --count 0 --hold -1s \
+	# With a UD service on the port udaddy had, for the SIDR check.
+	/bin/ibcm listen --transport umad --device rxe0 --port 1 --ip --tcp-port "$PROBE_PORT" --sidr-port "$PROBE_UD_PORT" --count 0 --hold -1s \
 		--timeout 60s --wait-timewait=false --name "probe-target-$mode" $extra >"/tmp/probe-$mode.log" 2>&1 &
 	PROBE_IBCM=$!
 	i=0

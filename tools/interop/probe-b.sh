@@ -47,14 +47,14 @@ dumpfile probe-linux.pcap /tmp/probe-linux.pcap base64
 signal probe-ibcm
 awaitready
 say "BEGIN probe-ibcm $(up)s"
-$PROBE --target-name "ibcm listen" --json /tmp/probe-ibcm.json --name probe-ibcm
+$PROBE --sidr-port "$PROBE_UD_PORT" --target-name "ibcm listen" --json /tmp/probe-ibcm.json --name probe-ibcm
 say "END probe-ibcm rc=$? $(up)s"
 dumpfile probe-ibcm.json /tmp/probe-ibcm.json
 
 signal probe-legacy
 awaitready
 say "BEGIN probe-legacy $(up)s"
-$PROBE --target-name "ibcm listen --legacy-timewait-qpn" --allow timewait-qpn-reuse --json /tmp/probe-legacy.json \
+$PROBE --sidr-port "$PROBE_UD_PORT" --target-name "ibcm listen --legacy-timewait-qpn" --allow timewait-qpn-reuse --json /tmp/probe-legacy.json \
 	--name probe-legacy
 say "END probe-legacy rc=$? $(up)s"
 dumpfile probe-legacy.json /tmp/probe-legacy.json

@@ -44,10 +44,10 @@ probe_checks() {
 	bfile probe-linux.pcap | base64 -d >"$WORK/probe-linux.pcap" 2>/dev/null || true
 	check probe:linux:doc "$PROBE_DOC is what this run's report and $PROBE_NOTES generate" probe_doc
 	check probe:linux:pcap "tshark decodes every frame of the Linux run's pcap as a CM MAD" probe_pcap
-	check probe:ibcm "ibcm listen: every check PASS (sidr SKIPPED: ibcm listen has no UD service)" \
-		grep -q '^IBCM-RESULT probe-ibcm PASS pass=15 deviation=0 not-supported=0 skipped=1 ' "$WORK/b.log"
+	check probe:ibcm "ibcm listen: every check PASS" \
+		grep -q '^IBCM-RESULT probe-ibcm PASS pass=16 deviation=0 not-supported=0 skipped=0 ' "$WORK/b.log"
 	check probe:legacy "ibcm listen --legacy-timewait-qpn: the seed check, and only it, deviates" \
-		grep -q '^IBCM-RESULT probe-legacy PASS pass=14 deviation=1 not-supported=0 skipped=1 deviations=timewait-qpn-reuse ' "$WORK/b.log"
+		grep -q '^IBCM-RESULT probe-legacy PASS pass=15 deviation=1 not-supported=0 skipped=0 deviations=timewait-qpn-reuse ' "$WORK/b.log"
 	check probe:legacy:name "the deviation is the seed bug (stale-reject-in-timewait)" \
 		grep -q '"name": "stale-reject-in-timewait"' "$WORK/probe-legacy.json"
 	check probe:a:unload "VM A unloaded the kernel CM for the ibcm targets" grep -q 'IBCM-A: probe: kernel CM unloaded' "$WORK/a.log"
