@@ -19,8 +19,12 @@ type ListenParams struct {
 	// Wildcard listens on every service ID (mask 0); a more specific
 	// listen still takes the REQs it matches.
 	Wildcard bool
-	// Backlog bounds the requests waiting for Accept (default 1024); a REQ
-	// beyond it is rejected with reason 3, a SIDR_REQ with status 2.
+	// Backlog bounds the requests waiting for Accept (default: the
+	// engine's MaxHalfOpen, which bounds them anyway; a slot costs 8
+	// bytes); a REQ beyond it is rejected with reason 3, a SIDR_REQ with
+	// status 2. A burst of REQs must not find a smaller bound here than in
+	// the engine: on one CPU the accept loop may not run while the Manager
+	// takes the burst in.
 	Backlog int
 }
 
@@ -43,7 +47,7 @@ func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error)
 		p.Mask = engine.ExactMask
 	}
 	if p.Backlog <= 0 {
-		p.Backlog = 1024
+		p.Backlog = m.eng.Config().MaxHalfOpen
 	}
 	var l *Listener
 	var err error
