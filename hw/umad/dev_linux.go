@@ -115,10 +115,10 @@ func (d *fileDevice) Ioctl(req uint, arg []byte) error {
 
 func (d *fileDevice) Close() error { return d.f.Close() }
 
-// readSmallFile reads a file of at most a page, as sysfs attributes are,
-// in three system calls (open, read, close) where os.ReadFile makes about
-// six (it also registers the file with the poller and stats it). Longer
-// files are read to the end.
+// readSmallFile reads a small file, as sysfs attributes are, in three
+// system calls (open, read, close) where os.ReadFile makes about ten (it
+// also tries the file on the poller, switching O_NONBLOCK on and off, and
+// stats it). Longer files are read to the end.
 func readSmallFile(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	for errors.Is(err, unix.EINTR) {
@@ -128,7 +128,7 @@ func readSmallFile(path string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 4096)
+	buf := make([]byte, 128) // a GID is 40 bytes, the longest attribute read here
 	n := 0
 	for {
 		k, err := unix.Read(fd, buf[n:])
@@ -139,8 +139,8 @@ func readSmallFile(path string) ([]byte, error) {
 			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		n += k
-		// A short read of a sysfs attribute or a small regular file is
-		// the whole of it: no second read to see the end.
+		// A short read of a sysfs attribute or of a small regular file
+		// is the whole of it: no second read to see the end.
 		if k == 0 || n < len(buf) {
 			return buf[:n], nil
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,5 +162,54 @@ func BenchmarkRecvLoop(b *testing.B) {
 	b.StopTimer()
 	if bad > 0 {
 		b.Fatalf("%d MADs not of class 0x07", bad)
+	}
+}
+
+// BenchmarkFindPort is Open's discovery on a sysfs tree shaped like
+// Soft-RoCE's: a 1024-entry GID table (two entries in use, each with a
+// type) and 64 P_Keys, so 1,100 small files per port.
+func BenchmarkFindPort(b *testing.B) {
+	sys := filepath.Join(b.TempDir(), "sys")
+	w := func(p, s string) {
+		p = filepath.Join(sys, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s+"\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w("class/infiniband_mad/abi_version", "5")
+	w("class/infiniband_mad/umad0/ibdev", "rxe0")
+	w("class/infiniband_mad/umad0/port", "1")
+	w("class/infiniband/rxe0/node_guid", "5054:00ff:fe12:3402")
+	pd := "class/infiniband/rxe0/ports/1/"
+	w(pd+"state", "4: ACTIVE")
+	w(pd+"link_layer", "Ethernet")
+	w(pd+"lid", "0x0")
+	w(pd+"sm_lid", "0x0")
+	for i := range 1024 {
+		g := "0000:0000:0000:0000:0000:0000:0000:0000"
+		switch i {
+		case 0:
+			g = "fe80:0000:0000:0000:5054:00ff:fe12:3402"
+			w(pd+"gid_attrs/types/0", "IB/RoCE v1")
+		case 1:
+			g = "0000:0000:0000:0000:0000:ffff:0a00:0002"
+			w(pd+"gid_attrs/types/1", "RoCE v2")
+		}
+		w(pd+"gids/"+strconv.Itoa(i), g)
+	}
+	for i := range 64 {
+		w(pd+"pkeys/"+strconv.Itoa(i), "0xffff")
+	}
+	cfg := umad.Config{SysfsRoot: sys}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := cfg.FindPort("rxe0", 1)
+		if err != nil || len(p.GIDs) != 2 || len(p.PKeys) != 64 {
+			b.Fatalf("%+v %v", p, err)
+		}
 	}
 }
