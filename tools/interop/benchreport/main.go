@@ -112,8 +112,11 @@ type report struct {
 }
 
 var (
-	kvRE    = regexp.MustCompile(`(\S+?)=(\S*)`)
-	rowRE   = regexp.MustCompile(`^([a-z ]+?)\s*:\s+(-?[0-9.]+)\s+(-?[0-9.]+)\s+(-?[0-9.]+)\s+(-?[0-9.]+)\s*$`)
+	kvRE = regexp.MustCompile(`(\S+?)=(\S*)`)
+	// cmtime prints "%-13s: %11.2f%11.2f%11.2f%11.2f": a figure wider than
+	// its column runs into the next, so the figures are told apart by
+	// their two decimals, not by spaces.
+	rowRE   = regexp.MustCompile(`^([a-z ]+?)\s*:\s*(-?\d+\.\d\d)\s*(-?\d+\.\d\d)\s*(-?\d+\.\d\d)\s*(-?\d+\.\d\d)\s*$`)
 	errorRE = regexp.MustCompile(`^(event: |failure|failing|RDMA_CM_EVENT_|connect \d+: |disconnect \d+: |IBCM-EVENT ERROR|IBCM-B: pid .* still running|IBCM-B:   task)`)
 )
 
@@ -468,12 +471,7 @@ func (r *report) write(w *bufio.Writer) {
 	if f := r.failed(); len(f) > 0 {
 		p("**Runs that failed (left out of the medians): %d of %d.**\n\n", len(f), len(r.runs))
 		for _, x := range f {
-			rej := 0
-			for _, e := range x.errors {
-				if strings.Contains(e, "REJECTED, error: 3") || strings.Contains(e, "NO_RESOURCES") {
-					rej++
-				}
-			}
+			rej := rejected(x)
 			p("- %s: rc %d, client rc %d, result %s", x.tag, x.rc, x.clientRC, orDash(x.result))
 			if rej > 0 {
 				p("; %d connections rejected with REJ 3 (no resources)", rej)
@@ -612,14 +610,15 @@ func (r *report) write(w *bufio.Writer) {
 		p("The passive role once per side with N = %d (one run each). ibcm's peak RSS is the VmHWM of the\n", storms[0].n)
 		p("`ibcm listen` process (sampled in VM B every 0.25 s); for the kernel, the cmtime -b process's, and the\n")
 		p("growth of the kernel's slab in VM B at its peak.\n\n")
-		p("| side | output | completed | connect ms | disconnect ms | connect max ms | disconnect max ms | peak RSS | slab growth | errors |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+		p("| side | output | completed | rejected (REJ 3) | connect ms | disconnect ms | fastest disconnect ms | peak RSS | slab growth | VM B busy | process user+sys s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, x := range storms {
 			done := "yes"
 			if !x.ok {
 				done = "**no**"
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %d KiB | %d KiB | %s |\n", x.side, x.out, done, f2(x.table["connect"][0]), f2(x.table["disconnect"][0]),
-				f2(x.table["connect"][1]), f2(x.table["disconnect"][1]), x.rssKiB, x.slabKiB, summarize(x.errors))
+			p("| %s | %s | %s | %d | %s | %s | %s | %d KiB | %d KiB | %.0f%% | %.1f+%.1f |\n", x.side, x.out, done, rejected(x),
+				f2(x.table["connect"][0]), f2(x.table["disconnect"][0]), f2(x.table["disconnect"][2]/1000),
+				x.rssKiB, x.slabKiB, x.cpuBusy, x.procUser, x.procSys)
 		}
 		p("\n")
 	}
@@ -657,6 +656,17 @@ func (r *report) write(w *bufio.Writer) {
 	if len(r.profiles) > 0 {
 		p("\nProfiles copied out of VM B (in the bench's work directory, prof/): %s\n", strings.Join(r.profiles, ", "))
 	}
+}
+
+// rejected counts the connections cmtime saw rejected with reason 3.
+func rejected(x *run) int {
+	n := 0
+	for _, e := range x.errors {
+		if strings.Contains(e, "REJECTED, error: 3") || strings.Contains(e, "NO_RESOURCES") {
+			n++
+		}
+	}
+	return n
 }
 
 func tableSource(x *run) string {
