@@ -149,13 +149,12 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 			failed++
 			continue
 		}
-		name, rest, ok := strings.Cut(l, ":")
-		if !ok {
-			continue
-		}
-		var r [4]float64
-		if k, _ := fmt.Sscan(rest, &r[0], &r[1], &r[2], &r[3]); k == 4 {
-			rows[strings.TrimSpace(name)] = r
+		if m := tableRowRE.FindStringSubmatch(l); m != nil {
+			var r [4]float64
+			for i := range r {
+				r[i], _ = strconv.ParseFloat(m[i+2], 64)
+			}
+			rows[m[1]] = r
 		}
 	}
 	if _, ok := rows["disconnect"]; !ok {
@@ -164,7 +163,12 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 	return rows, failed
 }
 
-var failRE = regexp.MustCompile(`^connect \d+: `)
+var (
+	failRE = regexp.MustCompile(`^connect \d+: `)
+	// A row of cmtime's table: "%-13s: %11.2f%11.2f%11.2f%11.2f", whose
+	// figures may run into each other when wider than their column.
+	tableRowRE = regexp.MustCompile(`^([a-z]+(?: [a-z]+)?) *: *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d)$`)
+)
 
 // openUMADFakes makes --transport umad open the fake ports by device name
 // (the caller restores openUMAD).

@@ -16,7 +16,7 @@ import (
 // cmtimeRow returns the four figures of one row of cmtime's table.
 func cmtimeRow(t *testing.T, out, step string) [4]float64 {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(step) + ` *: +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(step) + ` *: *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d)$`).FindStringSubmatch(out)
 	require.NotNil(t, m, "no %q row in:\n%s", step, out)
 	var r [4]float64
 	for i := range r {
