@@ -45,7 +45,7 @@ interop:
 	tools/interop/run.sh
 
 # ibcm against the kernel CM with rdma-core's cmtime in the two VMs: writes
-# docs/interop-bench.md (about 25 minutes; not part of make test).
+# docs/interop-bench.md (about 15 minutes; not part of make test).
 interop-bench:
 	tools/interop/bench.sh
 

@@ -25,10 +25,10 @@
 #                           (default "console file")
 #   IBCM_BENCH_STORM_N      the storm's connections (default 10000)
 #   IBCM_BENCH_STORM_OUTPUTS ibcm listen's output in the storm (default "console file")
-#   IBCM_BENCH_QP           none (default): ibcm with no verbs QPs (it has
-#                           none yet); real: ibcm with a real QP per
-#                           connection, which needs ibcm listen/cmtime to take
-#                           --verbs-qp (hw/verbs; not there yet: refused)
+#   IBCM_BENCH_QP           none (default): ibcm with no verbs QPs; real: ibcm
+#                           with a real QP per connection, which needs ibcm
+#                           listen and cmtime to take --verbs-qp (not there
+#                           yet: refused)
 #   IBCM_BENCH_PROFILE=1    run ibcm under pprof (CPU, heap, block, mutex
 #                           profiles, copied out to $WORK/prof/); the
 #                           timings of such runs are not the plain ones
@@ -82,11 +82,13 @@ IBCM_CMTIME_ARGS=
 case $BENCH_QP in
 none) ;;
 real)
-	# The later step that gives ibcm verbs QPs adds --verbs-qp to listen
-	# and cmtime (one RC QP per connection, moved to RTR/RTS before the REP
-	# or RTU, as rdma_accept and rdma_connect do); until then, refuse.
+	# The later step adds --verbs-qp to listen and cmtime: one RC QP per
+	# connection, moved to RTR/RTS before the REP or RTU as rdma_accept and
+	# rdma_connect do, and no data protocol (the --data modes each speak a
+	# program's, and cmtime sends no data); it also builds VM B's ibcm with
+	# cgo and libibverbs, as run.sh does for --data. Until then, refuse.
 	if ! go run ./cmd/ibcm listen -h 2>&1 | grep -q -- '--verbs-qp'; then
-		die "IBCM_BENCH_QP=real: ibcm listen has no --verbs-qp yet (it needs hw/verbs); only the QP-less figure can be measured"
+		die "IBCM_BENCH_QP=real: ibcm listen has no --verbs-qp yet (a QP per connection and no data protocol); only the QP-less figure can be measured"
 	fi
 	IBCM_LISTEN_ARGS=--verbs-qp
 	IBCM_CMTIME_ARGS=--verbs-qp

@@ -441,6 +441,7 @@ func (r *report) write(w *bufio.Writer) {
 	}
 	p("- Host: %s CPUs, %s, Linux %s; load average (1 min, every 5 s while the VMs ran) %.2f–%.2f, mean %.2f\n",
 		m["cores"], m["cpu"], m["host_kernel"], lo, hi, mean)
+	p("  (the two VMs account for up to 2 of it; the rest is other work on the machine)\n")
 	p("- VMs: %s; both VMs %s; guest kernel %s (Debian), rdma-core %s (Debian 12), %s\n",
 		m["qemu"], m["qemu_flags"], m["guest_kernel"], m["rdma_core"], m["go"])
 	p("- VMs ran %s s in all.", m["vm_seconds"])
@@ -456,13 +457,13 @@ func (r *report) write(w *bufio.Writer) {
 	p("  QEMU's start to VM B's bench script for a boot (one boot, while VM A booted too). The switch is the\n")
 	p("  cheaper by far, and both sides run in the same VM, kernel and QEMU process.\n\n")
 	if m["qp"] != "real" {
-		p("**QPs: ibcm has no verbs QPs yet (hw/verbs is being written), so ibcm's figures are QP-less.** The\n")
+		p("**QPs: ibcm ran with no verbs QPs, so ibcm's figures are QP-less.** The\n")
 		p("kernel's passive cmtime (cmtime -b) creates an RC QP per connection and `rdma_accept` moves it to\n")
 		p("RTR and RTS before the REP goes out; the kernel's client creates one per connection in its own step\n")
 		p("(\"create qp\") and moves it to RTR and RTS between the REP and the RTU, inside its \"connect\" step.\n")
 		p("ibcm only announces QPNs. So the kernel's connect figures include QP work that ibcm's do not.\n")
-		p("`IBCM_BENCH_QP=real` is the harness's switch for ibcm with a real QP per connection, for when\n")
-		p("hw/verbs lands; today it refuses to run.\n\n")
+		p("`IBCM_BENCH_QP=real` is the harness's switch for ibcm with a real QP per connection and no data\n")
+		p("protocol (hw/verbs has QPs, but `ibcm listen` and `ibcm cmtime` have no such mode yet: it refuses).\n\n")
 	}
 	if m["profile"] == "1" {
 		p("**These runs were profiled (IBCM_BENCH_PROFILE=1): ibcm's figures include the profilers' cost.**\n\n")
