@@ -243,8 +243,11 @@ func indexFiles(dir string) []int {
 	return idx
 }
 
+// readString reads a small sysfs attribute. A port's GID table alone is
+// 128 to 1024 files (Soft-RoCE has 1024), so readSmallFile reads each with
+// as few system calls as it can.
 func readString(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path)
 	if err != nil {
 		return "", err
 	}

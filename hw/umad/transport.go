@@ -83,6 +83,13 @@ type Transport struct {
 	mu       sync.Mutex
 	closed   bool
 	rerr     error // reader's fatal error, valid once readDone is closed
+
+	// sendMu guards sendBuf, the record Send writes: one buffer for every
+	// Send, because a buffer passed to Device.Write escapes and would be
+	// allocated per MAD otherwise. The kernel serializes writes to one
+	// file anyway.
+	sendMu  sync.Mutex
+	sendBuf [hdrSize + transport.MADSize]byte
 }
 
 var (
@@ -256,11 +263,14 @@ func (t *Transport) SendTimeout(ctx context.Context, p *transport.Packet, timeou
 	if closed {
 		return transport.ErrClosed
 	}
-	var buf [hdrSize + transport.MADSize]byte
 	hdr := t.header(&p.Addr, timeout, retries)
+	t.sendMu.Lock()
+	buf := t.sendBuf[:]
 	copy(buf[:hdrSize], bytesOf(&hdr))
 	copy(buf[hdrSize:], p.MAD[:])
-	if _, err := t.dev.Write(buf[:]); err != nil {
+	_, err := t.dev.Write(buf)
+	t.sendMu.Unlock()
+	if err != nil {
 		if errors.Is(err, ErrDeviceClosed) {
 			return transport.ErrClosed
 		}
@@ -377,6 +387,13 @@ func (t *Transport) Recv(ctx context.Context) (transport.Packet, error) {
 	select {
 	case <-t.done:
 		return transport.Packet{}, transport.ErrClosed
+	default:
+	}
+	// In a burst the reader is ahead: take the next MAD without the cost
+	// of the full select.
+	select {
+	case p := <-t.rx:
+		return p, nil
 	default:
 	}
 	select {

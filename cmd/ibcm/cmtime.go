@@ -1,0 +1,411 @@
+package main
+
+// `ibcm cmtime`: the client side of rdma-core's cmtime on ibcm, so that
+// ibcm's active path can be timed against the kernel's with the same table.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+func init() {
+	register("cmtime", "time N connections set up and torn down at once, as rdma-core's cmtime client", runCmtime)
+}
+
+const cmtimeUsage = `usage: ibcm cmtime [flags]
+       ibcm cmtime [profile flags] -- COMMAND [flags]
+
+The client of rdma-core's cmtime (cmtime -s) on ibcm: sends --count REQs at
+once to an rdma_cm listener (cmtime -b, ucmatose, or ibcm listen) in the
+RDMA IP CM format, waits until every connection is established (REP
+answered with an RTU), then sends every DREQ at once and waits for every
+DREP. Each connection's connect time runs from its Connect call to its
+return (RTU sent), its disconnect time from Disconnect to the DREP, as
+cmtime times rdma_connect to ESTABLISHED and rdma_disconnect to
+DISCONNECTED. The table is cmtime's: the step's total (first start to last
+end) in ms, the longest connection in ms, the shortest in µs, and the total
+divided by the connections in µs.
+
+ibcm has no ids to create, no address or route to resolve (on RoCE the GID
+is the IP address), no verbs QPs (the QPNs are only announced) and nothing
+to destroy: those rows are 0. Connections stay in TimeWait inside the
+process; it does not wait TimeWait out before exiting.
+
+Last comes one line "IBCM-CMTIME conns=N established=N disconnected=N
+errors=N ...": exit status 0 when every connection was established and its
+DREQ answered, 1 otherwise, 2 on a usage error.
+
+With a COMMAND after "--", it runs that ibcm subcommand (listen, connect,
+...) under the profile flags instead, with the command's own output.
+Both modes print "IBCM-CMTIME rss-peak-kib=N" on stderr at the end (the
+process's VmHWM).
+
+Examples:
+  # Against cmtime -b 10.0.0.1 -c 100 (Linux rdma_cm) over Soft-RoCE:
+  ibcm cmtime --device rxe0 --port 1 -s 10.0.0.1 -c 100
+  # ibcm listen, profiled:
+  ibcm cmtime --cpuprofile /tmp/cpu.prof -- listen --ip --tcp-port 7471 --count 100
+
+Flags:
+`
+
+// cmtimeOpts are the flags of `ibcm cmtime`.
+type cmtimeOpts struct {
+	net  netOpts
+	ca   connectArgs
+	prof profileOpts
+}
+
+// profileOpts name the files of the Go runtime's profiles.
+type profileOpts struct {
+	cpu, mem, block, mutex, exec string
+}
+
+func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o cmtimeOpts
+	fs := cmtimeFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		// Profile another subcommand: everything after "--".
+		rest := fs.Args()
+		if _, ok := commands[rest[0]]; !ok || rest[0] == "cmtime" {
+			fmt.Fprintf(stderr, "ibcm cmtime: %q is not a command to profile\n", rest[0])
+			return 2
+		}
+		stop, err := o.prof.start()
+		if err != nil {
+			fmt.Fprintln(stderr, "ibcm cmtime:", err)
+			return 2
+		}
+		code := run(rest, stdin, stdout, stderr)
+		if err := stop(); err != nil {
+			fmt.Fprintln(stderr, "ibcm cmtime:", err)
+		}
+		printPeakRSS(stderr)
+		return code
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintf(stderr, "ibcm cmtime: %v\n", err)
+		return 2
+	}
+	stop, err := o.prof.start()
+	if err != nil {
+		fmt.Fprintln(stderr, "ibcm cmtime:", err)
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	code := cmtimeMain(ctx, &o, stdout)
+	if err := stop(); err != nil {
+		fmt.Fprintln(stderr, "ibcm cmtime:", err)
+	}
+	printPeakRSS(stderr)
+	return code
+}
+
+func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("cmtime", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := &o.net
+	n.cmd, n.ip, n.expect = "cmtime", true, "established"
+	fs.StringVar(&n.transport, "transport", "umad", "umad (a user_mad port) or sim (in-process simulated fabric)")
+	fs.StringVar(&n.device, "device", "", "umad: RDMA device (ibdev), e.g. rxe0 (default: the first ACTIVE port)")
+	fs.IntVar(&n.port, "port", 0, "umad: port number on --device (default: the first ACTIVE one)")
+	fs.IntVar(&n.gidIndex, "gid-index", -1, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID)")
+	fs.StringVar(&n.simFabric, "sim-fabric", "ibcm", "sim: name of the in-process fabric to attach to")
+	fs.Uint64Var(&n.guid, "guid", 0, "local CA GUID (default: the port's node GUID)")
+	for _, name := range []string{"s", "dst-ip"} {
+		fs.StringVar(&o.ca.dstIP, name, "", "server IP address (cmtime's -s): on RoCE also its GID")
+	}
+	fs.StringVar(&o.ca.dstGID, "dst-gid", "", "server port GID (default: from --dst-ip on RoCE; required on IB)")
+	fs.UintVar(&o.ca.dlid, "dlid", 0, "server LID (IB; sim: the listener's endpoint, default 1)")
+	for _, name := range []string{"c", "count"} {
+		fs.IntVar(&n.count, name, 100, "connections (cmtime's -c)")
+	}
+	for _, name := range []string{"p", "tcp-port"} {
+		fs.UintVar(&n.tcpPort, name, 7471, "server TCP port (cmtime's -p): service ID 0x0000000001060000 + port")
+	}
+	fs.StringVar(&n.srcIP, "src-ip", "", "source IP of the IP CM header (default: the local GID as an IP address)")
+	fs.Uint64Var(&n.qpn, "qpn", 0, "QPN the first connection announces, the next ones count up (default random)")
+	n.qpnStep = 1
+	// The kernel's REQ asks for ACK timeout 19 on Soft-RoCE (2.1 s of
+	// TimeWait at both ends); rdma_cm's response timeout is 20 and its
+	// Max CM Retries 15.
+	fs.UintVar(&n.ackTimeout, "ack-timeout", 19, "Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length")
+	fs.UintVar(&n.respTimeout, "cm-response-timeout", 20, "CM response timeout, 4.096 µs × 2^N")
+	fs.UintVar(&n.retries, "retries", 15, "Max CM Retries of the REQ")
+	fs.UintVar(&o.ca.mtu, "mtu", 1024, "path MTU announced in the REQ")
+	fs.DurationVar(&n.timeout, "timeout", 0, "overall time limit (0: none)")
+	fs.Uint64Var(&n.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
+	fs.StringVar(&o.prof.cpu, "cpuprofile", "", "write a CPU profile to this file")
+	fs.StringVar(&o.prof.mem, "memprofile", "", "write a heap profile (allocations since start) to this file at the end")
+	fs.StringVar(&o.prof.block, "blockprofile", "", "write a blocking profile (every blocking event) to this file")
+	fs.StringVar(&o.prof.mutex, "mutexprofile", "", "write a mutex contention profile to this file")
+	fs.StringVar(&o.prof.exec, "exectrace", "", "write a runtime execution trace (go tool trace) to this file")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, cmtimeUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func (o *cmtimeOpts) check() error {
+	if o.net.count < 1 {
+		return errors.New("-c must be at least 1")
+	}
+	if err := o.net.check(); err != nil {
+		return err
+	}
+	return o.ca.check(&o.net)
+}
+
+// cmtimeConn is one connection's times: [step][start, end].
+type cmtimeConn struct {
+	conn  *cm.Conn
+	times [2][2]time.Time
+	err   error
+}
+
+const (
+	stepConnect = iota
+	stepDisconnect
+)
+
+func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
+	if o.net.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.net.timeout)
+		defer cancel()
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stdout, "IBCM-CMTIME conns=%d established=0 disconnected=0 errors=%d error=%q\n", o.net.count, o.net.count, err.Error())
+		return 1
+	}
+	ep, err := openEndpoint(&o.net)
+	if err != nil {
+		return fail(err)
+	}
+	defer ep.close()
+	to, hdr, err := connectTarget(&o.net, &o.ca, ep)
+	if err != nil {
+		return fail(err)
+	}
+	mgr, err := cm.NewManager(ep.tr, cm.ManagerConfig{Engine: engine.Config{LocalGUID: ep.guid,
+		LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}})
+	if err != nil {
+		return fail(err)
+	}
+	defer mgr.Close()
+
+	n := o.net.count
+	// The REQs are built before the clock starts: rdma_connect builds its
+	// REQ in the kernel, but that is a few hundred ns either way.
+	params := make([]cm.ConnectParams, n)
+	port0 := 1024 + rand.IntN(60000)
+	for i := range params {
+		p := &params[i]
+		p.To = to
+		p.REQ = connectREQ(mgr, &o.net, &o.ca, to, o.net.qpnOf(i+1))
+		// cmtime's conn_param: retry count 2 (its -r), RNR retry 0.
+		p.REQ.RetryCount, p.REQ.RNRRetryCount = 2, 0
+		if hdr != nil {
+			h := *hdr
+			h.SrcPort = uint16(1024 + (port0+i)%64512) // one source port each, as rdma_cm binds
+			if err := cm.SetIPCM(&p.REQ, &h, uint16(o.net.tcpPort), nil); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	conns := make([]cmtimeConn, n)
+	var steps [2][2]time.Time
+
+	fmt.Fprintln(stdout, "connecting")
+	var wg sync.WaitGroup
+	steps[stepConnect][0] = time.Now()
+	for i := range conns {
+		c := &conns[i]
+		wg.Go(func() {
+			c.times[stepConnect][0] = time.Now()
+			c.conn, c.err = mgr.Connect(ctx, &params[i])
+			c.times[stepConnect][1] = time.Now()
+		})
+	}
+	wg.Wait()
+	steps[stepConnect][1] = time.Now()
+	established := 0
+	for i := range conns {
+		if c := &conns[i]; c.err != nil {
+			fmt.Fprintf(stdout, "connect %d: %v\n", i+1, c.err)
+		} else {
+			established++
+		}
+	}
+
+	fmt.Fprintln(stdout, "disconnecting")
+	steps[stepDisconnect][0] = time.Now()
+	for i := range conns {
+		c := &conns[i]
+		if c.conn == nil {
+			continue
+		}
+		wg.Go(func() {
+			c.times[stepDisconnect][0] = time.Now()
+			if err := c.conn.Disconnect(ctx, nil); err != nil {
+				c.err = err
+			} else if err := c.conn.Err(); !errors.Is(err, cm.ErrDisconnected) {
+				c.err = err // the DREQ's retries ran out, or the Manager closed
+			}
+			c.times[stepDisconnect][1] = time.Now()
+		})
+	}
+	wg.Wait()
+	steps[stepDisconnect][1] = time.Now()
+
+	disconnected, errs := 0, 0
+	var first error
+	for i := range conns {
+		c := &conns[i]
+		switch {
+		case c.err != nil:
+			errs++
+			if first == nil {
+				first = c.err
+			}
+			if c.conn != nil {
+				fmt.Fprintf(stdout, "disconnect %d: %v\n", i+1, c.err)
+			}
+		case c.conn != nil:
+			disconnected++
+		}
+	}
+	writeCmtimeTable(stdout, n, steps, conns)
+	detail := ""
+	if first != nil {
+		detail = fmt.Sprintf(" error=%q", first.Error())
+	}
+	fmt.Fprintf(stdout, "IBCM-CMTIME conns=%d established=%d disconnected=%d errors=%d connect-ms=%.2f disconnect-ms=%.2f%s\n",
+		n, established, disconnected, errs, ms(steps[stepConnect]), ms(steps[stepDisconnect]), detail)
+	if errs > 0 || disconnected != n {
+		return 1
+	}
+	return 0
+}
+
+func ms(span [2]time.Time) float64 { return float64(span[1].Sub(span[0]).Microseconds()) / 1000 }
+
+// writeCmtimeTable prints cmtime's table (its show_perf): the steps ibcm
+// does not have are rows of zeros.
+func writeCmtimeTable(w io.Writer, n int, steps [2][2]time.Time, conns []cmtimeConn) {
+	fmt.Fprintln(w, "step              total ms     max ms     min us  us / conn")
+	row := func(name string, step int) {
+		if step < 0 {
+			fmt.Fprintf(w, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", name, 0.0, 0.0, 0.0, 0.0)
+			return
+		}
+		var lo, hi time.Duration
+		seen := false
+		for i := range conns {
+			t := conns[i].times[step]
+			if t[0].IsZero() || t[1].IsZero() {
+				continue
+			}
+			d := t[1].Sub(t[0])
+			if !seen || d < lo {
+				lo = d
+			}
+			if !seen || d > hi {
+				hi = d
+			}
+			seen = true
+		}
+		total := steps[step][1].Sub(steps[step][0])
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+		if !seen {
+			lo = 0
+		}
+		fmt.Fprintf(w, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", name, us(total)/1000, us(hi)/1000, us(lo), us(total)/float64(n))
+	}
+	row("create id", -1)
+	row("resolve addr", -1)
+	row("resolve route", -1)
+	row("create qp", -1)
+	row("connect", stepConnect)
+	row("disconnect", stepDisconnect)
+	row("destroy", -1)
+}
+
+// ---- profiles.
+
+// start starts the profiles asked for; stop writes them.
+func (p *profileOpts) start() (stop func() error, err error) {
+	var closers []func() error
+	stop = func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
+	if p.cpu != "" {
+		c, err := startCPUProfile(p.cpu)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, c)
+	}
+	if p.exec != "" {
+		c, err := startExecTrace(p.exec)
+		if err != nil {
+			_ = stop()
+			return nil, err
+		}
+		closers = append(closers, c)
+	}
+	if p.block != "" {
+		closers = append(closers, startLookupProfile("block", p.block))
+	}
+	if p.mutex != "" {
+		closers = append(closers, startLookupProfile("mutex", p.mutex))
+	}
+	if p.mem != "" {
+		closers = append(closers, startLookupProfile("allocs", p.mem))
+	}
+	return stop, nil
+}
+
+// printPeakRSS prints the process's peak resident set (VmHWM) and its
+// resident set now, if /proc has them.
+func printPeakRSS(w io.Writer) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	kib := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			kib[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
+		}
+	}
+	if kib["VmHWM"] != "" {
+		fmt.Fprintf(w, "IBCM-CMTIME rss-peak-kib=%s rss-kib=%s\n", kib["VmHWM"], kib["VmRSS"])
+	}
+}

@@ -1,0 +1,107 @@
+# VM A of `make interop-bench` (tools/interop/bench.sh): the Linux kernel
+# CM (ib_cm, rdma_cm, rdma_ucm), always loaded, running rdma-core's cmtime
+# as VM B (bench-b.sh) asks over TCP (busybox nc on CTL_PORT; the answer
+# goes to B:REPLY_PORT):
+#   hello              answer "hello"
+#   client N TAG       run cmtime -s B -c N (the passive role: B serves),
+#                      answer "done TAG rc=RC" when it ends
+#   server N TAG       start cmtime -b A (the active role: B connects),
+#                      answer "ready TAG" once it listens; it is stopped
+#                      when the next command comes
+#   quit               end
+# Sourced by /init. Env: IP PEER TCP_PORT CTL_PORT REPLY_PORT WAIT_SIGNAL.
+# cmtime's output goes to ttyS1 (bench.sh keeps it as a-cmtime.log), each
+# run framed by "BENCH-A BEGIN tag=TAG up=S" and "BENCH-A END tag=TAG rc=RC
+# load=L up=S".
+say() { echo "IBCM-A: $*"; }
+up() { cut -d' ' -f1 /proc/uptime; }
+[ -e /dev/infiniband/rdma_cm ] || say "no /dev/infiniband/rdma_cm"
+LOG=/dev/ttyS1
+
+reply() {
+	i=0
+	while [ $i -lt 100 ]; do
+		echo "$*" | nc "$PEER" "$REPLY_PORT" 2>/dev/null && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	say "could not answer B: $*"
+}
+
+# limit N: seconds a run of N connections may take (bench-b.sh's, plus
+# slack: B gives up first).
+limit() { echo $((90 + $1 / 10)); }
+
+# The server of the last "server" command. rdma-core 44's cmtime server
+# never ends by itself; B asks for the next run only once its client is
+# done, so it is stopped then.
+SRV=
+reap() {
+	[ -n "$SRV" ] || return 0
+	kill -TERM $(pidof cmtime) 2>/dev/null
+	i=0
+	while kill -0 "$SRV" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if kill -0 "$SRV" 2>/dev/null; then
+		say "cmtime server did not stop: killed"
+		kill -9 $(pidof cmtime) 2>/dev/null
+	fi
+	wait "$SRV" 2>/dev/null
+	SRV=
+}
+
+frame() { # tag command...: runs the command with its output framed on ttyS1
+	t=$1
+	shift
+	echo "BENCH-A BEGIN tag=$t up=$(up)" >$LOG
+	"$@" >$LOG 2>&1
+	rc=$?
+	echo "BENCH-A END tag=$t rc=$rc load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,) up=$(up)" >$LOG
+	return $rc
+}
+
+say "bench loop up=$(up)"
+while :; do
+	msg=$(timeout "$WAIT_SIGNAL" nc -l -p "$CTL_PORT" 2>&1)
+	# shellcheck disable=SC2086
+	set -- $msg
+	case $1 in
+	hello)
+		reply hello
+		;;
+	client)
+		reap
+		frame "$3" timeout "$(limit "$2")" cmtime -s "$PEER" -p "$TCP_PORT" -c "$2"
+		reply "done $3 rc=$?"
+		;;
+	server)
+		reap
+		frame "$3" timeout "$(limit "$2")" cmtime -b "$IP" -p "$TCP_PORT" -c "$2" &
+		SRV=$!
+		# Listening once cmtime has rdma_cm open (then a margin).
+		i=0
+		while [ $i -lt 400 ]; do
+			p=$(pidof cmtime)
+			[ -n "$p" ] && ls -l "/proc/$p/fd" 2>/dev/null | grep -q rdma_cm && break
+			sleep 0.05
+			i=$((i + 1))
+		done
+		sleep 0.5
+		reply "ready $3"
+		;;
+	quit)
+		reap
+		break
+		;;
+	*)
+		say "signal: ${msg:-timeout}"
+		break
+		;;
+	esac
+done
+say "bench loop done up=$(up)"
+echo "==== IBCM-A-LOG counters ===="
+for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do v=$(cat "$f"); [ "$v" != 0 ] && echo "${f##*/}=$v"; done
+echo "==== IBCM-A-END counters ===="
