@@ -133,9 +133,11 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		port = fmt.Sprintf(" tcp-port=%d", o.tcpPort)
 	}
 	r.event("LISTENING", "sid=%#x%s id=%#x lid=%d gid=%s", o.sid, port, uint32(l.ID()), ep.local.LID, ep.local.IP())
+	var sidrs sync.WaitGroup
+	defer sidrs.Wait()
 	if dr == nil || !dr.mode.ud {
 		// A SIDR_REQ for the connected service: not a UD service here.
-		go answerSIDR(ctx, r, l, nil)
+		sidrs.Go(func() { answerSIDR(ctx, r, l, nil) })
 	}
 	if sid := la.sidrService(o); sid != 0 {
 		ul, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: sid})
@@ -143,13 +145,13 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			r.event("ERROR", "kind=listen msg=%q", err.Error())
 			return r.finish(ctx, want, "SIDR listen failed: "+err.Error())
 		}
-		defer ul.Close()
+		defer ul.Close() // before sidrs.Wait: it ends answerSIDR
 		qpn := uint32(la.sidrQPN)
 		if qpn == 0 {
 			qpn = o.qpnOf(1)
 		}
 		r.event("LISTENING", "sid=%#x ud-qpn=%#x id=%#x", sid, qpn, uint32(ul.ID()))
-		go answerSIDR(ctx, r, ul, &cm.SIDRReplyParams{QPN: qpn, QKey: udpQKey})
+		sidrs.Go(func() { answerSIDR(ctx, r, ul, &cm.SIDRReplyParams{QPN: qpn, QKey: udpQKey}) })
 	}
 
 	var waitPeer func(time.Duration)

@@ -320,9 +320,10 @@ func simGID(lid uint16) [16]byte {
 // the Manager's goroutine only queues them (a console can take
 // milliseconds a line, which must not slow the CM).
 type lineOut struct {
-	lines chan string
-	done  chan struct{}
-	once  sync.Once
+	lines  chan string
+	done   chan struct{}
+	mu     sync.Mutex
+	closed bool
 }
 
 func newLineOut(w io.Writer) *lineOut {
@@ -342,11 +343,24 @@ func newLineOut(w io.Writer) *lineOut {
 	return l
 }
 
-func (l *lineOut) line(s string) { l.lines <- s }
+// line queues s; after close it drops it (a goroutine of the run that
+// outlived it has nowhere to write).
+func (l *lineOut) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.lines <- s
+	}
+}
 
 // close writes what is queued and stops the writer.
 func (l *lineOut) close() {
-	l.once.Do(func() { close(l.lines) })
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.lines)
+	}
+	l.mu.Unlock()
 	<-l.done
 }
 
