@@ -282,3 +282,78 @@ func TestConnectByIPOnly(t *testing.T) {
 	require.NoError(t, c.Disconnect(ctx, nil))
 	l.Close()
 }
+
+// gateTransport holds every Send until open is closed, then passes them on.
+type gateTransport struct {
+	transport.Transport
+	open    chan struct{}
+	waiting atomic.Int32
+}
+
+func (g *gateTransport) Send(ctx context.Context, p *transport.Packet) error {
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Transport.Send(ctx, p)
+}
+
+// A REP that finds the send queue full is dropped like a lost MAD, not
+// the connection: the engine is in REP_SENT and resends it at its timeout,
+// so Accept goes on waiting for the RTU and the connection is made once the
+// transport moves again.
+func TestAcceptSurvivesAFullSendQueue(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	gate := &gateTransport{Transport: fab.NewEndpoint(), open: make(chan struct{})}
+	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 1, SendTimeout: time.Hour, MRADelay: -1})
+	require.NoError(t, err)
+	defer srv.Close()
+	cliEP := fab.NewEndpoint()
+	cli, err := cm.NewManager(cliEP, cm.ManagerConfig{})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	// Three requests; their REPs: one held in Send, one in the queue of 1,
+	// and the third dropped.
+	const n = 3
+	accepted := make(chan error, n)
+	go func() {
+		for i := range n {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			rep := r.NewREP()
+			rep.LocalQPN = uint32(0x500 + i)
+			go func() {
+				_, err := r.Accept(ctx, &cm.AcceptParams{REP: rep})
+				accepted <- err
+			}()
+		}
+	}()
+	conns := make(chan error, n)
+	for i := range n {
+		go func() {
+			p := fastREQ(gate.Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
+			p.REQ.MaxCMRetries = 15
+			_, err := cli.Connect(ctx, p)
+			conns <- err
+		}()
+	}
+	// Wait until the server's sends are stuck and its queue has dropped
+	// something, then let them go.
+	require.Eventually(t, func() bool { return srv.Stats().SendQueueFull > 0 }, 10*time.Second, time.Millisecond)
+	close(gate.open)
+	for range n {
+		require.NoError(t, <-accepted, "an Accept whose REP was dropped must not fail")
+		require.NoError(t, <-conns)
+	}
+	l.Close()
+}
