@@ -210,10 +210,9 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 	var err error
 	if e := c.m.do(ctx, func() {
 		err = c.m.call(func() error { return c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData) })
-		if err == nil || err == ErrSendQueueFull {
+		if err == nil {
 			c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
 			c.m.settleNow(c)
-			err = nil
 		}
 	}); e != nil {
 		return e

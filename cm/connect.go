@@ -74,7 +74,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	ch := make(chan error, 1)
 	if e := m.do(ctx, func() {
 		var id CommID
-		err = m.call(func() error {
+		err = m.callNew(func() error {
 			var err error
 			id, err = m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
 			return err

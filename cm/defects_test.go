@@ -182,7 +182,7 @@ func TestSendNeverStallsTheLoop(t *testing.T) {
 	defer fab.Close()
 	peer := fab.NewEndpoint()
 	bt := &blockingTransport{Transport: fab.NewEndpoint(), release: make(chan struct{}), blocked: make(chan struct{})}
-	m, err := cm.NewManager(bt, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendTimeout: time.Hour})
+	m, err := cm.NewManager(bt, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendTimeout: time.Hour, SendQueue: 64})
 	require.NoError(t, err)
 	defer func() {
 		close(bt.release)
@@ -197,21 +197,24 @@ func TestSendNeverStallsTheLoop(t *testing.T) {
 	l, err := m.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
 	require.NoError(t, err, "a blocked Send stalled the Manager's loop")
 	require.NoError(t, l.Close())
-	// Fill the outbound queue: every further REQ must fail fast with
+	// Fill the outbound queue: a REQ beyond it must fail fast with
 	// ErrNoResources, and be counted.
+	errs := make(chan error, 200)
+	for i := range cap(errs) {
+		go func() {
+			_, err := m.Connect(ctx, fastREQ(peer, 0x1000, uint32(0x1000+i)))
+			errs <- err
+		}()
+	}
 	var full error
-	for i := range 100000 {
-		cctx, ccancel := context.WithTimeout(ctx, time.Second)
-		_, err := m.Connect(cctx, fastREQ(peer, 0x1000, uint32(0x1000+i)))
-		ccancel()
-		if errors.Is(err, cm.ErrNoResources) {
+	for range cap(errs) {
+		if err := <-errs; errors.Is(err, cm.ErrNoResources) && full == nil {
 			full = err
-			break
 		}
 	}
 	require.Error(t, full, "the outbound queue never filled")
 	require.ErrorIs(t, full, cm.ErrSendQueueFull)
-	require.NotZero(t, m.Stats().SendQueueFull)
+	require.NotZero(t, m.Stats().SendQueueRefused)
 }
 
 // Disconnect outside ESTABLISHED is refused by the table like every other
@@ -301,29 +304,105 @@ func (g *gateTransport) Send(ctx context.Context, p *transport.Packet) error {
 	return g.Transport.Send(ctx, p)
 }
 
-// A REP that finds the send queue full is dropped like a lost MAD, not
-// the connection: the engine is in REP_SENT and resends it at its timeout,
-// so Accept goes on waiting for the RTU and the connection is made once the
-// transport moves again.
-func TestAcceptSurvivesAFullSendQueue(t *testing.T) {
+// A call that finds the send queue full changes nothing and says so
+// (ErrSendQueueFull, counted): an Accept can be made again once the
+// transport has caught up, and its connection is then made.
+func TestAcceptWithTheSendQueueFull(t *testing.T) {
 	fab := simnet.NewFabric(simnet.Config{})
 	defer fab.Close()
 	gate := &gateTransport{Transport: fab.NewEndpoint(), open: make(chan struct{})}
-	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 1, SendTimeout: time.Hour, MRADelay: -1})
+	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 1,
+		SendTimeout: time.Hour, MRADelay: -1})
 	require.NoError(t, err)
 	defer srv.Close()
-	cliEP := fab.NewEndpoint()
-	cli, err := cm.NewManager(cliEP, cm.ManagerConfig{})
+	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
-	// Three requests; their REPs: one held in Send, one in the queue of 1,
-	// and the third dropped.
+	// Three requests in before any answer: their REPs go one to Send
+	// (held), one into the queue of 1; the third Accept finds it full.
 	const n = 3
+	conns := make(chan error, n)
+	for i := range n {
+		go func() {
+			p := fastREQ(gate.Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
+			p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 16, 15
+			_, err := cli.Connect(ctx, p)
+			conns <- err
+		}()
+	}
+	var reqs []*cm.Request
+	for range n {
+		r, err := l.Accept(ctx)
+		require.NoError(t, err)
+		reqs = append(reqs, r)
+	}
 	accepted := make(chan error, n)
+	full := 0
+	for i, r := range reqs {
+		rep := r.NewREP()
+		rep.LocalQPN = uint32(0x500 + i)
+		if i < n-1 {
+			go func() { _, err := r.Accept(ctx, &cm.AcceptParams{REP: rep}); accepted <- err }()
+			require.Eventually(t, func() bool { return gate.waiting.Load() == 1 }, 10*time.Second, time.Millisecond)
+			continue
+		}
+		// The queue holds the second REP; the first is in Send.
+		require.Eventually(t, func() bool {
+			_, err := r.Accept(ctx, &cm.AcceptParams{REP: rep})
+			if errors.Is(err, cm.ErrSendQueueFull) {
+				full++
+				return true
+			}
+			return false
+		}, 10*time.Second, time.Millisecond)
+		require.ErrorIs(t, func() error { _, err := r.Accept(ctx, &cm.AcceptParams{REP: rep}); return err }(), cm.ErrNoResources)
+		close(gate.open)
+		// Nothing changed: the same Accept, again, makes the connection.
+		go func() {
+			var err error
+			for {
+				if _, err = r.Accept(ctx, &cm.AcceptParams{REP: rep}); !errors.Is(err, cm.ErrSendQueueFull) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			accepted <- err
+		}()
+	}
+	require.Positive(t, full)
+	for range n {
+		require.NoError(t, <-accepted)
+		require.NoError(t, <-conns)
+	}
+	require.NotZero(t, srv.Stats().SendQueueRefused)
+	l.Close()
+}
+
+// A burst the transport cannot answer as fast as it comes meets
+// back-pressure: the Manager stops taking received MADs while its send
+// queue is three quarters full, so the REQs wait in the transport instead
+// of being answered with REPs that are dropped, and every connection is
+// made once the transport moves.
+func TestBackPressureInsteadOfDrops(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	gate := &gateTransport{Transport: fab.NewEndpoint(), open: make(chan struct{})}
+	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 8,
+		SendTimeout: time.Hour, MRADelay: -1})
+	require.NoError(t, err)
+	defer srv.Close()
+	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	const n = 40
 	go func() {
 		for i := range n {
 			r, err := l.Accept(ctx)
@@ -333,8 +412,12 @@ func TestAcceptSurvivesAFullSendQueue(t *testing.T) {
 			rep := r.NewREP()
 			rep.LocalQPN = uint32(0x500 + i)
 			go func() {
-				_, err := r.Accept(ctx, &cm.AcceptParams{REP: rep})
-				accepted <- err
+				for {
+					if _, err := r.Accept(ctx, &cm.AcceptParams{REP: rep}); !errors.Is(err, cm.ErrSendQueueFull) {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
 			}()
 		}
 	}()
@@ -342,18 +425,17 @@ func TestAcceptSurvivesAFullSendQueue(t *testing.T) {
 	for i := range n {
 		go func() {
 			p := fastREQ(gate.Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
-			p.REQ.MaxCMRetries = 15
+			p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 16, 15 // 0.27 s a try: the test ends well before
 			_, err := cli.Connect(ctx, p)
 			conns <- err
 		}()
 	}
-	// Wait until the server's sends are stuck and its queue has dropped
-	// something, then let them go.
-	require.Eventually(t, func() bool { return srv.Stats().SendQueueFull > 0 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Stats().Paused > 0 }, 10*time.Second, time.Millisecond,
+		"the Manager never stopped taking REQs while its answers could not leave")
 	close(gate.open)
 	for range n {
-		require.NoError(t, <-accepted, "an Accept whose REP was dropped must not fail")
 		require.NoError(t, <-conns)
 	}
+	require.Zero(t, srv.Stats().SendQueueFull, "answers were dropped instead of REQs waiting")
 	l.Close()
 }

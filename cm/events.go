@@ -75,9 +75,11 @@ func (k EventKind) String() string {
 
 // Stats counts what a Manager did, with its engine's counters.
 type Stats struct {
-	Engine        engine.Stats
-	SendQueueFull uint64 // MADs dropped because the send queue was full
-	BacklogFull   uint64 // REQs and SIDR_REQs refused because a listener's backlog was full
-	MRAsSent      uint64 // MRAs sent because the application took longer than MRADelay
-	QPErrors      uint64 // QP.Modify calls to ERR that failed
+	Engine           engine.Stats
+	SendQueueFull    uint64 // MADs dropped because the send queue was full
+	SendQueueRefused uint64 // calls refused with ErrSendQueueFull (nothing changed)
+	BacklogFull      uint64 // REQs and SIDR_REQs refused because a listener's backlog was full
+	MRAsSent         uint64 // MRAs sent because the application took longer than MRADelay
+	Paused           uint64 // times the Manager stopped taking received MADs while the send queue was three quarters full
+	QPErrors         uint64 // QP.Modify calls to ERR that failed
 }

@@ -289,7 +289,7 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 func (r *Request) reject(now engine.Time, reason wire.RejectReason, ari, privateData []byte) error {
 	m := r.m
 	err := m.call(func() error { return m.eng.Reject(now, r.id, reason, ari, privateData) })
-	if err != nil && err != ErrSendQueueFull {
+	if err != nil {
 		return err
 	}
 	if reason == 0 {

@@ -43,11 +43,14 @@ type ManagerConfig struct {
 	// MRAServiceTimeout is the service timeout of those MRAs, 4.096 µs ×
 	// 2^t. Default 24 (68 s, rdma_cm's).
 	MRAServiceTimeout uint8
-	// SendQueue bounds the MADs waiting for the transport. Default 4096. A
-	// MAD beyond it is dropped and counted (Stats.SendQueueFull); a Connect
-	// or ResolveSIDR whose request cannot be queued fails with
-	// ErrSendQueueFull. The engine's timers resend what matters, as on a
-	// lossy fabric.
+	// SendQueue bounds the MADs waiting for the transport. Default 4096.
+	// While it is three quarters full the Manager takes no received MAD, so
+	// that a peer sending faster than the transport can answer meets
+	// back-pressure (its MADs wait in the transport, then are lost there,
+	// and are retried) instead of answers that are dropped. A MAD beyond
+	// the bound is dropped and counted (Stats.SendQueueFull), as on a lossy
+	// fabric: the engine's timers resend what needs an answer; a Connect or
+	// ResolveSIDR whose request was dropped fails with ErrSendQueueFull.
 	SendQueue int
 	// SendTimeout bounds one transport Send on the sending goroutine.
 	// Default 1 s.
@@ -70,15 +73,16 @@ type Manager struct {
 	eng   *engine.Engine
 	port  PortInfo
 
-	calls chan func()
-	recv  chan transport.Packet
-	out   chan transport.Packet
-	quit  chan struct{}
-	done  chan struct{}
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	once  sync.Once
+	calls   chan func()
+	recv    chan transport.Packet
+	out     chan transport.Packet
+	drained chan struct{} // the sender made room in out
+	quit    chan struct{}
+	done    chan struct{}
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
 
 	// Owned by the loop goroutine.
 	conns     map[engine.CommID]*Conn
@@ -117,7 +121,8 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(cfg.Engine),
 		port:  resolvePort(tr, cfg.Port),
 		calls: make(chan func()), recv: make(chan transport.Packet, 256), out: make(chan transport.Packet, cfg.SendQueue),
-		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
+		drained: make(chan struct{}, 1),
+		quit:    make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
 		mraDue: map[engine.CommID]clock.Time{}}
@@ -228,6 +233,12 @@ func (m *Manager) sendWithin(base context.Context, p *transport.Packet) bool {
 	defer cancel()
 	for {
 		_ = m.tr.Send(ctx, p)
+		if len(m.out) < cap(m.out)/2 {
+			select {
+			case m.drained <- struct{}{}:
+			default:
+			}
+		}
 		select {
 		case *p = <-m.out:
 		default:
@@ -252,21 +263,34 @@ func (m *Manager) loop() {
 		} else {
 			timer.Stop()
 		}
+		// Back-pressure: no received MAD while the answers to earlier ones
+		// cannot leave.
+		recv := m.recv
+		if m.busy() {
+			recv = nil
+			m.stats.Paused++
+		}
 		select {
 		case <-m.quit:
 			m.shutdown()
 			return
-		case p := <-m.recv:
+		case <-m.drained:
+		case p := <-recv:
 			m.deliver(&p)
-			// Everything that is ready in one wakeup, then one flush.
-			for more := true; more; {
+			// What is ready in one wakeup, flushed every few MADs so that
+			// their answers meet the back-pressure check.
+			for n := 1; !m.busy(); n++ {
+				if n%16 == 0 {
+					m.flush()
+					continue
+				}
 				select {
 				case p := <-m.recv:
-					m.flushIfFull()
 					m.deliver(&p)
+					continue
 				default:
-					more = false
 				}
+				break
 			}
 		case f := <-m.calls:
 			f()
@@ -281,14 +305,6 @@ func (m *Manager) loop() {
 
 func (m *Manager) deliver(p *transport.Packet) {
 	_ = m.eng.Recv(m.clock.Now(), p.Addr, p.MAD[:])
-}
-
-// flushIfFull flushes while a batch of received MADs is being delivered,
-// before the engine's output reaches its bounds.
-func (m *Manager) flushIfFull() {
-	if m.eng.HasReady() && len(m.eng.Ready().Notifications) >= 256 {
-		m.flush()
-	}
 }
 
 // deadline is the earliest of the engine's timers and the MRA deadlines.
@@ -358,17 +374,37 @@ func (m *Manager) flush() {
 }
 
 // call runs one engine call for an application request on the loop and
-// flushes its output. It reports ErrSendQueueFull when a MAD the call
-// produced could not be queued.
+// flushes its output. With the send queue full it changes nothing and
+// fails with ErrSendQueueFull: the caller may try again once the transport
+// has caught up. (A call that finds room for its first MAD but not for a
+// second loses that one like any MAD; the engine's timers resend what
+// needs an answer.)
 func (m *Manager) call(f func() error) error {
-	m.dropped = 0
+	if len(m.out) >= cap(m.out) {
+		m.stats.SendQueueRefused++
+		return ErrSendQueueFull
+	}
 	err := f()
 	m.flush()
+	return err
+}
+
+// callNew is call for a request that starts an exchange (Connect,
+// ResolveSIDR): if its first MAD was dropped after all, the caller is told
+// (ErrSendQueueFull) and undoes the exchange, rather than wait out a retry
+// for a request that never left.
+func (m *Manager) callNew(f func() error) error {
+	m.dropped = 0
+	err := m.call(f)
 	if err == nil && m.dropped > 0 {
 		err = ErrSendQueueFull
 	}
 	return err
 }
+
+// busy reports whether the send queue is three quarters full: then the
+// Manager takes no received MAD, whose answers could not leave.
+func (m *Manager) busy() bool { return len(m.out) >= max(1, cap(m.out)/4*3) }
 
 // emit tells OnEvent.
 func (m *Manager) emit(ev Event) {
@@ -526,7 +562,7 @@ func (m *Manager) forget(c *Conn) {
 
 func (m *Manager) sendRTU(c *Conn, now clock.Time) {
 	m.notWaiting(c.id)
-	if err := m.call(func() error { return m.eng.SendRTU(now, c.id, c.rtuPD) }); err != nil && !errors.Is(err, ErrSendQueueFull) {
+	if err := m.call(func() error { return m.eng.SendRTU(now, c.id, c.rtuPD) }); err != nil {
 		c.end(err)
 		return
 	}

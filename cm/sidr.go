@@ -99,7 +99,7 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 	var id CommID
 	var err error
 	if e := m.do(ctx, func() {
-		err = m.call(func() error {
+		err = m.callNew(func() error {
 			var err error
 			id, err = m.eng.SIDRRequest(m.clock.Now(), &q)
 			return err

@@ -245,7 +245,7 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		c := &conns[i]
 		wg.Go(func() {
 			c.times[stepConnect][0] = time.Now()
-			c.conn, c.err = mgr.Connect(ctx, &params[i])
+			c.conn, c.err = connectRetrying(ctx, mgr, &params[i])
 			c.times[stepConnect][1] = time.Now()
 		})
 	}

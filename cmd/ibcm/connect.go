@@ -281,7 +281,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		}
 		r.event("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse)
 
-		conn, err := r.mgr.Connect(ctx, p)
+		conn, err := connectRetrying(ctx, r.mgr, p)
 		if err != nil && sess != nil {
 			// The attempt never connected: nothing of it is in flight.
 			dr.destroy(ctx, c, sess, nil)

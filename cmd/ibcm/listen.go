@@ -235,7 +235,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			if sess != nil {
 				p.QP = sess.qp
 			}
-			conn, err := req.Accept(ctx, p)
+			conn, err := acceptRetrying(ctx, req, p)
 			if err != nil && sess != nil {
 				defer dr.destroy(ctx, c, sess, req.Conn())
 			}

@@ -884,3 +884,27 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// A call that finds the Manager's send queue full changes nothing; the CLI
+// tries it again while the transport catches up (a burst on a slow port).
+const sendQueueRetry = time.Millisecond
+
+func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*cm.Conn, error) {
+	for {
+		c, err := req.Accept(ctx, p)
+		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
+			return c, err
+		}
+		sleepCtx(ctx, sendQueueRetry)
+	}
+}
+
+func connectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
+	for {
+		c, err := m.Connect(ctx, p)
+		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
+			return c, err
+		}
+		sleepCtx(ctx, sendQueueRetry)
+	}
+}
