@@ -44,8 +44,11 @@ type Config struct {
 	MaxIDs int
 	// MaxHalfOpen bounds the passive ids not yet established (REQ_RCVD,
 	// MRA_REQ_SENT, REP_SENT, MRA_REP_RCVD): the REQ-flood backlog. Default
-	// 4096. A REQ beyond it gets REJ 3 (no resources), or is dropped when
-	// DropExcessREQ is set.
+	// 65536: one client's connection storm (rdma_cm's cmtime sends 10,000
+	// REQs before any RTU can come back) must fit, and a half-open id costs
+	// well under 1 KiB (64 MiB at the bound). A REQ beyond it gets REJ 3 (no
+	// resources), or is dropped when DropExcessREQ is set;
+	// MaxHalfOpenPerPeer is the guard against one flooding port.
 	MaxHalfOpen   int
 	DropExcessREQ bool
 	// MaxHalfOpenPerPeer bounds the half-open ids of one peer port (the
@@ -93,7 +96,7 @@ type Config struct {
 
 const (
 	defaultMaxIDs      = 1 << 20
-	defaultMaxHalfOpen = 4096
+	defaultMaxHalfOpen = 1 << 16
 	defaultMaxOutbound = 4096
 	defaultMaxNotes    = 1 << 16
 	// DefaultRespTimeValue is the ClassPortInfo RespTimeValue when the
