@@ -22,8 +22,22 @@ var updateCodec = flag.Bool("update-codec", false, "rewrite testdata/codec golde
 func runCmd(t *testing.T, stdin []byte, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(args, bytes.NewReader(stdin), &out, &errb)
+	code = run(withEvents(args), bytes.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// withEvents gives listen and connect --events, whose lines most tests
+// read (TestQuietByDefault checks the default).
+func withEvents(args []string) []string {
+	if len(args) == 0 || args[0] != "listen" && args[0] != "connect" {
+		return args
+	}
+	for _, a := range args {
+		if a == "--events" || strings.HasPrefix(a, "--events=") {
+			return args
+		}
+	}
+	return append([]string{args[0], "--events"}, args[1:]...)
 }
 
 func readFile(t *testing.T, path string) []byte {

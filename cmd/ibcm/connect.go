@@ -163,6 +163,9 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		if o.trace {
 			pargs = append(pargs, "--trace")
 		}
+		if o.events {
+			pargs = append(pargs, "--events")
+		}
 		if o.ip {
 			pargs = append(pargs, "--ip", "--tcp-port", fmt.Sprint(o.tcpPort))
 		} else {
@@ -279,7 +282,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 				ipcm = fmt.Sprintf(" ipcm=%s", ipcmString(h, port))
 			}
 		}
-		r.event("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse)
+		r.verbose("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse)
 
 		conn, err := connectRetrying(ctx, r.mgr, p)
 		if err != nil && sess != nil {
@@ -298,7 +301,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			switch {
 			case errors.As(err, &rej) && rej.Reason == wire.RejectInvalidServiceID && time.Now().Before(deadline) && ctx.Err() == nil:
 				r.dropConn(c)
-				r.event("RETRY", "conn=%d reason=8 (%s) nobody listens yet; retrying", k, rej.Reason)
+				r.verbose("RETRY", "conn=%d reason=8 (%s) nobody listens yet; retrying", k, rej.Reason)
 				k--
 				sleepCtx(ctx, 500*time.Millisecond)
 				continue

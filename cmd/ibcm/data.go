@@ -302,7 +302,7 @@ func startData(o *netOpts, d *dataOpts, ep *endpoint) (*dataRun, error) {
 // for a lost RTU) and prints them.
 func (dr *dataRun) watch(ctx context.Context) {
 	go dr.dev.asyncEvents(ctx, func(ev verbs.AsyncEvent) {
-		dr.r.event("QP-ASYNC", "event=%s qpn=%#x", ev.Type, ev.QPN)
+		dr.r.verbose("QP-ASYNC", "event=%s qpn=%#x", ev.Type, ev.QPN)
 		if ev.Type == verbs.EventCommEst {
 			if err := dr.r.mgr.CommEst(ctx, ev.QPN); err != nil {
 				dr.r.event("ERROR", "msg=%q", "comm-est: "+err.Error())

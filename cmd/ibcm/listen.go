@@ -296,12 +296,12 @@ func answerSIDR(ctx context.Context, r *netRun, l *cm.Listener, rep *cm.SIDRRepl
 		if p == nil {
 			p = &cm.SIDRReplyParams{Status: wire.SIDRUnsupported}
 		}
-		r.event("SIDR-REQ-RECEIVED", "from=%s sid=%#x request-id=%#x", addrString(sr.From()), q.ServiceID, q.RequestID)
+		r.verbose("SIDR-REQ-RECEIVED", "from=%s sid=%#x request-id=%#x", addrString(sr.From()), q.ServiceID, q.RequestID)
 		if err := sr.Reply(ctx, p); err != nil {
 			r.event("ERROR", "msg=%q", "SIDR reply: "+err.Error())
 			continue
 		}
-		r.event("SIDR-REP-SENT", "request-id=%#x status=%d qpn=%#x qkey=%#x", q.RequestID, uint8(p.Status), p.QPN, p.QKey)
+		r.verbose("SIDR-REP-SENT", "request-id=%#x status=%d qpn=%#x qkey=%#x", q.RequestID, uint8(p.Status), p.QPN, p.QKey)
 	}
 }
 
@@ -319,6 +319,9 @@ func startListenPeer(ctx context.Context, o *netOpts, la *listenArgs, a transpor
 		"--count", fmt.Sprint(n), "--expect", mirrorExpect(o.expect)}
 	if o.trace {
 		pargs = append(pargs, "--trace")
+	}
+	if o.events {
+		pargs = append(pargs, "--events")
 	}
 	if strings.Contains(mirrorExpect(o.expect), "peer-disconnect") {
 		pargs = append(pargs, "--hold", "-1s") // this side disconnects

@@ -65,7 +65,7 @@ func runBG(args ...string) *bg {
 	b := &bg{done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		b.code = run(args, strings.NewReader(""), &b.out, &b.errb)
+		b.code = run(withEvents(args), strings.NewReader(""), &b.out, &b.errb)
 	}()
 	return b
 }
@@ -390,4 +390,19 @@ func TestUMADFakeClassInUse(t *testing.T) {
 	code, out, _ = runCmd(t, nil, "connect", "--transport", "umad", "--device", "rxe9", "--sid", "1", "--dst-ip", "10.0.0.2")
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "kind=no-port")
+}
+
+// Without --events, listen and connect print no line per connection event:
+// a summary line a second while connections change, and the result.
+func TestQuietByDefault(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"connect", "--transport", "sim", "--sim-fabric", fabricName(t), "--sim-peer", "--sid", "0x1000",
+		"--count", "20", "--ack-timeout", "10", "--cm-response-timeout", "10"}, strings.NewReader(""), &out, &errb)
+	require.Equal(t, 0, code, out.String()+errb.String())
+	s := out.String()
+	require.NotContains(t, s, "IBCM-EVENT ESTABLISHED")
+	require.NotContains(t, s, "IBCM-EVENT REQ-SENT")
+	require.Regexp(t, `IBCM-SUMMARY t=[0-9.]+ conns=20 established=0 disconnected=20 rejected=0 timeouts=0 in-timewait=0\n`+
+		`IBCM-RESULT connect PASS conns=20 `, s)
+	require.Less(t, strings.Count(s, "\n"), 12, s)
 }

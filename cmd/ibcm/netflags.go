@@ -58,13 +58,16 @@ Each data phase prints "IBCM-DATA <mode> conn=N role=... sent=N recv=N
 bytes=N verified=true|false check=..." and a connection whose data was not
 verified fails the run.
 
-Output: one line per event, "IBCM-EVENT <NAME> t=<seconds> key=value ...",
-with NAME among READY LISTENING REQ-SENT REQ-RECEIVED MRA-RECEIVED
-ESTABLISHED REJECTED REJECT-SENT TIMEOUT DREQ-SENT DREP-RECEIVED
-DREQ-RECEIVED DREQ-BEFORE-RTU REJ-RECEIVED DREP-SENT DISCONNECTED TIMEWAIT
-TIMEWAIT-EXIT RETRY ERROR, and with --data QP-DESTROYED QP-ASYNC
-SIDR-REQ-SENT SIDR-REP-RECEIVED SIDR-REQ-RECEIVED SIDR-REP-SENT
-DATA-DEVICE-CLOSED
+Output: "IBCM-EVENT READY", "IBCM-EVENT LISTENING" and ERROR lines, a
+summary line a second while connections change ("IBCM-SUMMARY t=<seconds>
+conns=N established=... disconnected=... rejected=... timeouts=...
+in-timewait=..."), with --data an IBCM-DATA line per connection, and the
+result. With --events also one line per event, "IBCM-EVENT <NAME>
+t=<seconds> key=value ...", with NAME among REQ-SENT REQ-RECEIVED
+MRA-RECEIVED MRA-SENT ESTABLISHED REJECTED REJECT-SENT TIMEOUT DREQ-SENT
+DREP-RECEIVED DREQ-RECEIVED REJ-RECEIVED DREP-SENT DISCONNECTED TIMEWAIT
+TIMEWAIT-EXIT RETRY, and with --data QP-DESTROYED QP-ASYNC SIDR-REQ-SENT
+SIDR-REP-RECEIVED SIDR-REQ-RECEIVED SIDR-REP-SENT DATA-DEVICE-CLOSED
 (conn=N numbers the connections of the run); with --trace also
 "IBCM-STEP ..." for every state-table step; and last
 "IBCM-RESULT <name> PASS|FAIL outcomes=... want=...". Exit status 0 when
@@ -118,6 +121,7 @@ type netOpts struct {
 	seed         uint64
 	waitTimeWait bool
 	legacyTWQPN  bool
+	events       bool
 
 	data dataOpts
 }
@@ -146,6 +150,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
 	fs.BoolVar(&o.waitTimeWait, "wait-timewait", true, "before exiting, wait until every connection has left TimeWait")
 	o.data.register(fs)
+	fs.BoolVar(&o.events, "events", false, "print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result")
 	fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", false, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
 }
 
@@ -432,19 +437,20 @@ func (c *connRec) outcome() string {
 // netRun is one listen or connect run: the Manager, the printer of its
 // events and the connections' records.
 type netRun struct {
-	o      *netOpts
-	out    *lineOut
-	ep     *endpoint
-	mgr    *cm.Manager
-	start  time.Time
-	mu     sync.Mutex
-	conns  []*connRec
-	byConn map[*cm.Conn]*connRec
-	byID   map[cm.CommID]*connRec // for --trace's lines
-	data   *dataRun               // --data
-	next   *connRec               // the active connection whose REQ goes next
-	passiv bool                   // new REQs create connections
-	change chan struct{}
+	o       *netOpts
+	out     *lineOut
+	ep      *endpoint
+	mgr     *cm.Manager
+	start   time.Time
+	mu      sync.Mutex
+	conns   []*connRec
+	byConn  map[*cm.Conn]*connRec
+	byID    map[cm.CommID]*connRec // for --trace's lines
+	sumDone chan struct{}          // stops the summary lines
+	data    *dataRun               // --data
+	next    *connRec               // the active connection whose REQ goes next
+	passiv  bool                   // new REQs create connections
+	change  chan struct{}
 }
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
@@ -469,9 +475,62 @@ func (r *netRun) eventLine(name, f string, a ...any) string {
 	return s
 }
 
-// connEvent prints an event of connection c.
+// connEvent prints an event of connection c (with --events).
 func (r *netRun) connEvent(c *connRec, name, f string, a ...any) {
-	r.out.line(r.eventLine(name, "conn="+strconv.Itoa(c.num)+" "+f, a...))
+	if r.o.events {
+		r.out.line(r.eventLine(name, "conn="+strconv.Itoa(c.num)+" "+f, a...))
+	}
+}
+
+// verbose prints an event line that is not about one connection's outcome
+// (with --events).
+func (r *netRun) verbose(name, f string, a ...any) {
+	if r.o.events {
+		r.event(name, f, a...)
+	}
+}
+
+// summarize prints, without --events, a line a second while the run's
+// connections change: a terminal (or a serial console, at 600 kB/s) would
+// otherwise spend more CPU on a storm's lines than the CM on its MADs.
+func (r *netRun) summarize(done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if s := r.summaryLine(); s != last {
+			r.out.line(s)
+			last = s
+		}
+	}
+}
+
+func (r *netRun) summaryLine() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var estab, ended, rej, to, tw int
+	for _, c := range r.conns {
+		switch o := c.outcome(); {
+		case c.rejReason >= 0:
+			rej++
+		case c.timedOut:
+			to++
+		case c.timewait || c.dreqRcvd && c.drepSent || strings.HasSuffix(o, "disconnect"):
+			ended++
+		case c.estab:
+			estab++
+		}
+		if c.timewait && !c.twExit {
+			tw++
+		}
+	}
+	return fmt.Sprintf("IBCM-SUMMARY t=%s conns=%d established=%d disconnected=%d rejected=%d timeouts=%d in-timewait=%d",
+		r.since(), len(r.conns), estab, ended, rej, to, tw)
 }
 
 func (r *netRun) signal() {
@@ -513,6 +572,10 @@ func (r *netRun) startManager() error {
 		return err
 	}
 	r.mgr = m
+	if !r.o.events {
+		r.sumDone = make(chan struct{})
+		go r.summarize(r.sumDone)
+	}
 	return nil
 }
 
@@ -554,6 +617,9 @@ func (r *netRun) onEvent(ev cm.Event) {
 	case cm.EventREQReceived:
 		q := ev.Conn.REQ()
 		c.ackTO = q.PrimaryLocalAckTimeout
+		if !r.o.events {
+			return
+		}
 		r.connEvent(c, "REQ-RECEIVED", "id=%#x from=%s remote-id=%#x remote-qpn=%#x remote-guid=%#x sid=%#x%s",
 			id, addrString(ev.From), q.LocalCommID, q.LocalQPN, q.LocalCAGUID, q.ServiceID, reqIPCM(q))
 	case cm.EventMRAReceived:
@@ -562,6 +628,9 @@ func (r *netRun) onEvent(ev cm.Event) {
 		r.connEvent(c, "MRA-SENT", "id=%#x", id)
 	case cm.EventEstablished:
 		c.estab, c.estabAt = true, time.Now()
+		if !r.o.events {
+			return
+		}
 		cn := ev.Conn
 		remoteID := cn.REP().LocalCommID
 		if !cn.Active() {
@@ -700,6 +769,10 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 	r.waitTimeWait(ctx)
 	if r.mgr != nil {
 		_ = r.mgr.Close()
+	}
+	if r.sumDone != nil {
+		close(r.sumDone)
+		r.out.line(r.summaryLine())
 	}
 	if r.data != nil {
 		r.data.close() // after the Manager: it may move a QP to ERR until then

@@ -28,7 +28,7 @@ dlisten() {
 	say "BEGIN $dn $(up)s"
 	rm -f /tmp/dl.out /tmp/dl.rc
 	(
-		$IBCM listen $UMAD --ip "$@" --name "$dn"
+		$IBCM listen --events $UMAD --ip "$@" --name "$dn"
 		echo $? >/tmp/dl.rc
 	) | tee /tmp/dl.out &
 	i=0

@@ -10,7 +10,7 @@
 say() { echo "IBCM-B: $*"; }
 IBCM=/bin/ibcm
 UMAD="--transport umad --device rxe0 --port 1"
-CONNECT="$IBCM connect $UMAD --ip --dst-ip $PEER"
+CONNECT="$IBCM connect --events $UMAD --ip --dst-ip $PEER"
 
 up() { cut -d' ' -f1 /proc/uptime; }
 
@@ -88,7 +88,7 @@ say "BEGIN s2-listen-rping $(up)s"
 rm -f /tmp/listen.out /tmp/listen.rc
 # tee: the lines reach the console at once, and the script sees LISTENING.
 (
-	$IBCM listen $UMAD --ip --tcp-port "$LISTEN_PORT" --count 1 --timeout 30s \
+	$IBCM listen --events $UMAD --ip --tcp-port "$LISTEN_PORT" --count 1 --timeout 30s \
 		--data rping --data-count 1 --expect peer-disconnect --name s2-listen-rping
 	echo $? >/tmp/listen.rc
 ) | tee /tmp/listen.out &
