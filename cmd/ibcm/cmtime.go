@@ -41,8 +41,11 @@ end) in ms, the longest connection in ms, the shortest in µs, and the total
 divided by the connections in µs.
 
 ibcm has no ids to create, no address or route to resolve (on RoCE the GID
-is the IP address), no verbs QPs (the QPNs are only announced) and nothing
-to destroy: those rows are 0. Connections stay in TimeWait inside the
+is the IP address) and nothing to destroy: those rows are 0. Without
+--verbs-qp there are no QPs either (the QPNs are only announced); with it,
+"create qp" times making each QP and moving it to INIT, as rdma_create_qp
+does, and the Manager moves it to RTR and RTS before the RTU inside
+"connect". Connections stay in TimeWait inside the
 process; it does not wait TimeWait out before exiting.
 
 Last comes one line "IBCM-CMTIME conns=N established=N disconnected=N
@@ -65,9 +68,10 @@ Flags:
 
 // cmtimeOpts are the flags of `ibcm cmtime`.
 type cmtimeOpts struct {
-	net  netOpts
-	ca   connectArgs
-	prof profileOpts
+	net     netOpts
+	ca      connectArgs
+	prof    profileOpts
+	verbsQP bool
 }
 
 // profileOpts name the files of the Go runtime's profiles.
@@ -156,6 +160,7 @@ func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
 	fs.UintVar(&o.ca.mtu, "mtu", 1024, "path MTU announced in the REQ")
 	fs.DurationVar(&n.timeout, "timeout", 0, "overall time limit (0: none)")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
+	fs.BoolVar(&o.verbsQP, "verbs-qp", false, "a real RC QP per connection (hw/verbs), as cmtime's: created and moved to INIT in the \"create qp\" step, to RTR and RTS by the Manager before the RTU, destroyed after TimeWait")
 	fs.StringVar(&o.prof.cpu, "cpuprofile", "", "write a CPU profile to this file")
 	fs.StringVar(&o.prof.mem, "memprofile", "", "write a heap profile (allocations since start) to this file at the end")
 	fs.StringVar(&o.prof.block, "blockprofile", "", "write a blocking profile (every blocking event) to this file")
@@ -181,13 +186,15 @@ func (o *cmtimeOpts) check() error {
 // cmtimeConn is one connection's times: [step][start, end].
 type cmtimeConn struct {
 	conn  *cm.Conn
-	times [2][2]time.Time
+	qp    dataQP
+	times [3][2]time.Time
 	err   error
 }
 
 const (
 	stepConnect = iota
 	stepDisconnect
+	stepCreateQP
 )
 
 func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
@@ -209,8 +216,16 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	mgr, err := cm.NewManager(ep.tr, cm.ManagerConfig{Engine: engine.Config{LocalGUID: ep.guid,
-		LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}})
+	mcfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: ep.guid, LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}}
+	var dev dataDevice
+	if o.verbsQP {
+		if dev, err = openDataDevice(&o.net, ep); err != nil {
+			return fail(fmt.Errorf("--verbs-qp: %w", err))
+		}
+		defer dev.close()
+		mcfg.Port = dev.portInfo()
+	}
+	mgr, err := cm.NewManager(ep.tr, mcfg)
 	if err != nil {
 		return fail(err)
 	}
@@ -236,7 +251,34 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		}
 	}
 	conns := make([]cmtimeConn, n)
-	var steps [2][2]time.Time
+	var steps [3][2]time.Time
+
+	if dev != nil {
+		// cmtime's "create qp" step: rdma_create_qp makes the QP and
+		// moves it to INIT, one connection after another.
+		fmt.Fprintln(stdout, "creating qps")
+		layout := dataModes["qp"].layout(nil)
+		port := mgr.Port().Num
+		steps[stepCreateQP][0] = time.Now()
+		for i := range conns {
+			c := &conns[i]
+			c.times[stepCreateQP][0] = time.Now()
+			qp, err := dev.newQP(layout)
+			if err == nil {
+				if err = initQP(qp, port, false); err != nil {
+					_ = qp.close()
+				}
+			}
+			c.times[stepCreateQP][1] = time.Now()
+			if err != nil {
+				return fail(fmt.Errorf("create qp %d: %w", i+1, err))
+			}
+			c.qp = qp
+			params[i].QP = qp
+			params[i].REQ.LocalQPN = qp.QPN()
+		}
+		steps[stepCreateQP][1] = time.Now()
+	}
 
 	fmt.Fprintln(stdout, "connecting")
 	var wg sync.WaitGroup
@@ -297,7 +339,24 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 			disconnected++
 		}
 	}
-	writeCmtimeTable(stdout, n, steps, conns)
+	writeCmtimeTable(stdout, n, steps, conns, dev != nil)
+	if dev != nil {
+		// A QP is destroyed only once its connection left TimeWait: stale
+		// packets of the connection may reach it until then.
+		for i := range conns {
+			c := &conns[i]
+			if c.conn != nil {
+				select {
+				case <-c.conn.TimeWaitExit():
+				case <-ctx.Done():
+				}
+			}
+			if c.qp != nil {
+				_ = c.qp.close()
+			}
+		}
+		fmt.Fprintf(stdout, "IBCM-CMTIME qps-left=%d\n", dev.live())
+	}
 	detail := ""
 	if first != nil {
 		detail = fmt.Sprintf(" error=%q", first.Error())
@@ -314,7 +373,7 @@ func ms(span [2]time.Time) float64 { return float64(span[1].Sub(span[0]).Microse
 
 // writeCmtimeTable prints cmtime's table (its show_perf): the steps ibcm
 // does not have are rows of zeros.
-func writeCmtimeTable(w io.Writer, n int, steps [2][2]time.Time, conns []cmtimeConn) {
+func writeCmtimeTable(w io.Writer, n int, steps [3][2]time.Time, conns []cmtimeConn, qps bool) {
 	fmt.Fprintln(w, "step              total ms     max ms     min us  us / conn")
 	row := func(name string, step int) {
 		if step < 0 {
@@ -347,7 +406,11 @@ func writeCmtimeTable(w io.Writer, n int, steps [2][2]time.Time, conns []cmtimeC
 	row("create id", -1)
 	row("resolve addr", -1)
 	row("resolve route", -1)
-	row("create qp", -1)
+	if qps {
+		row("create qp", stepCreateQP)
+	} else {
+		row("create qp", -1)
+	}
 	row("connect", stepConnect)
 	row("disconnect", stepDisconnect)
 	row("destroy", -1)

@@ -135,3 +135,25 @@ func TestCmtimeBadFlags(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, stderr, "rdma-core's cmtime")
 }
+
+// ibcm cmtime --verbs-qp against ibcm listen --data qp: a QP per
+// connection on both sides (the in-memory stand-in for a device), each
+// moved to RTS before its connection's message lets the peer send, and
+// every one destroyed in the end; cmtime's "create qp" row is timed.
+func TestCmtimeWithQPs(t *testing.T) {
+	f := withMemFabric(t)
+	fab := fabricName(t)
+	l := runBG("listen", "--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471", "--count", "20",
+		"--data", "qp", "--expect", "peer-disconnect", "--timeout", "15s")
+	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
+	code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", "20",
+		"--verbs-qp", "--ack-timeout", "10", "--timeout", "15s")
+	require.Equal(t, 0, code, out+stderr)
+	require.Regexp(t, `(?m)^creating qps\nconnecting\ndisconnecting\n`, out)
+	r := cmtimeRow(t, out, "create qp")
+	require.Greater(t, r[0], 0.0)
+	require.Contains(t, out, "IBCM-CMTIME qps-left=0\n")
+	require.Equal(t, 0, l.wait(t), l.out.String())
+	require.Contains(t, l.out.String(), "qps-left=0 objects-left=0")
+	_ = f
+}

@@ -37,7 +37,7 @@ type dataOpts struct {
 }
 
 func (d *dataOpts) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.mode, "data", "", "run a data protocol over a real QP of the device (hw/verbs): rping, ucmatose, rdma (rdma_server/rdma_client) or udaddy (SIDR, then UD)")
+	fs.StringVar(&d.mode, "data", "", "run a data protocol over a real QP of the device (hw/verbs): rping, ucmatose, rdma (rdma_server/rdma_client), udaddy (SIDR, then UD), or qp (a QP per connection and no data, as cmtime)")
 	fs.IntVar(&d.count, "data-count", 0, "--data: rping iterations (-C; listen: 0 accepts any number), ucmatose and udaddy messages per connection (-C; default 10)")
 	fs.IntVar(&d.size, "data-size", 0, "--data: bytes per rping buffer (-S, default 64) or per ucmatose/udaddy message (-S, default 100)")
 	fs.BoolVar(&d.verbose, "data-verbose", false, "--data rping: print every ping's data, as rping -v does (IBCM-DATA-PING lines)")
@@ -96,7 +96,7 @@ var dataModes = map[string]*dataMode{}
 
 func dataModeNames() []string {
 	var n []string
-	for _, k := range []string{"rping", "ucmatose", "rdma", "udaddy"} {
+	for _, k := range []string{"rping", "ucmatose", "rdma", "udaddy", "qp"} {
 		if dataModes[k] != nil {
 			n = append(n, k)
 		}
@@ -121,7 +121,11 @@ type dataDevice interface {
 
 // dataQPConfig describes a connection's queue pair and its one buffer.
 type dataQPConfig struct {
-	ud        bool
+	ud bool
+	// sharedCQ: the QP's completions go to one CQ of the device, with no
+	// channel of its own (a QP that moves no data, --data qp); memSize 0:
+	// no buffer.
+	sharedCQ  bool
 	memSize   int
 	sendDepth int
 	recvDepth int
@@ -319,21 +323,13 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 		return nil, err
 	}
 	s := &dataSess{d: dr.d, mode: dr.mode, qp: qp, num: c.num, role: role, port: dr.r.mgr.Port(), print: dr.r.out.line}
-	// A QP takes receives from INIT on (RESET refuses them), as rdma_cm's
-	// rdma_create_qp leaves it; the Manager's INIT attributes then apply
-	// as INIT to INIT.
-	a := qpattr.Attr{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskPKeyIndex | qpattr.MaskPort, PortNum: s.port.Num}
-	if dr.mode.ud {
-		a.Mask |= qpattr.MaskQKey
-		a.QKey = udpQKey
-	} else {
-		a.Mask |= qpattr.MaskAccessFlags
-	}
-	if err := qp.Modify(a); err != nil {
-		_ = qp.close()
-		return nil, fmt.Errorf("QP to INIT: %w", err)
-	}
 	if dr.mode.prepare != nil {
+		// Receives go in from INIT on; a QP with nothing to post waits
+		// in RESET for the Manager, which saves the INIT → INIT step.
+		if err := initQP(qp, s.port.Num, dr.mode.ud); err != nil {
+			_ = qp.close()
+			return nil, err
+		}
 		if err := dr.mode.prepare(s); err != nil {
 			_ = qp.close()
 			return nil, err
@@ -343,6 +339,23 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 	dr.open++
 	dr.mu.Unlock()
 	return s, nil
+}
+
+// initQP moves a new QP to INIT. A QP takes receives from INIT on (RESET
+// refuses them), as rdma_cm's rdma_create_qp leaves it; the Manager's INIT
+// attributes then apply as INIT to INIT, as librdmacm's do before RTR.
+func initQP(qp dataQP, port uint8, ud bool) error {
+	a := qpattr.Attr{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskPKeyIndex | qpattr.MaskPort, PortNum: port}
+	if ud {
+		a.Mask |= qpattr.MaskQKey
+		a.QKey = udpQKey
+	} else {
+		a.Mask |= qpattr.MaskAccessFlags
+	}
+	if err := qp.Modify(a); err != nil {
+		return fmt.Errorf("QP to INIT: %w", err)
+	}
+	return nil
 }
 
 // run is the data phase of an established connection, its disconnect, and

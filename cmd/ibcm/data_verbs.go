@@ -22,6 +22,9 @@ type verbsDevice struct {
 	pd   *verbs.PD
 	port uint8
 	pi   cm.PortInfo
+
+	mu     sync.Mutex
+	shared *verbs.CQ // the CQ of the QPs with sharedCQ
 }
 
 func openVerbsDevice(ep *endpoint) (*verbsDevice, error) {
@@ -118,24 +121,49 @@ func (v *verbsDevice) newQP(cfg dataQPConfig) (dataQP, error) {
 			_ = q.close()
 		}
 	}()
-	if q.ch, err = v.dev.NewCompChannel(); err != nil {
-		return nil, err
-	}
-	if q.cq, err = v.dev.NewCQ(cfg.sendDepth+cfg.recvDepth, q.ch); err != nil {
-		return nil, err
+	cq := (*verbs.CQ)(nil)
+	if cfg.sharedCQ {
+		if cq, err = v.sharedCQ(); err != nil {
+			return nil, err
+		}
+	} else {
+		if q.ch, err = v.dev.NewCompChannel(); err != nil {
+			return nil, err
+		}
+		if q.cq, err = v.dev.NewCQ(cfg.sendDepth+cfg.recvDepth, q.ch); err != nil {
+			return nil, err
+		}
+		cq = q.cq
 	}
 	typ := verbs.RC
 	if cfg.ud {
 		typ = verbs.UD
 	}
-	if q.qp, err = v.pd.NewQP(verbs.QPConfig{Type: typ, SendCQ: q.cq, RecvCQ: q.cq,
+	if q.qp, err = v.pd.NewQP(verbs.QPConfig{Type: typ, SendCQ: cq, RecvCQ: cq,
 		Cap: verbs.QPCap{MaxSendWR: cfg.sendDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}); err != nil {
 		return nil, err
 	}
-	if q.mr, err = v.pd.AllocMR(cfg.memSize, cfg.access|qpattr.LocalWrite); err != nil {
-		return nil, err
+	if cfg.memSize > 0 {
+		if q.mr, err = v.pd.AllocMR(cfg.memSize, cfg.access|qpattr.LocalWrite); err != nil {
+			return nil, err
+		}
 	}
 	return q, nil
+}
+
+// sharedCQ returns the device's CQ for QPs that move no data, made on first
+// use. Its depth bounds nothing: those QPs post no work.
+func (v *verbsDevice) sharedCQ() (*verbs.CQ, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.shared == nil {
+		cq, err := v.dev.NewCQ(64, nil)
+		if err != nil {
+			return nil, err
+		}
+		v.shared = cq
+	}
+	return v.shared, nil
 }
 
 // verbsQP is a dataQP on hw/verbs.

@@ -4,7 +4,7 @@
 # side over TCP (busybox nc, A:CTL_PORT; A answers on B:REPLY_PORT).
 # Sourced by /init, which loaded every module of the image, the kernel CM
 # included. Env (written by bench.sh): IP PEER TCP_PORT CTL_PORT REPLY_PORT
-# BENCH_N BENCH_RUNS BENCH_ROLES BENCH_OUTPUTS BENCH_STORM_N
+# BENCH_N BENCH_RUNS BENCH_ROLES BENCH_OUTPUTS BENCH_ACTIVE_OUTPUTS BENCH_STORM_N
 # BENCH_STORM_OUTPUTS BENCH_PROFILE BENCH_CALIBRATE, and IBCM_LISTEN_ARGS and
 # IBCM_CMTIME_ARGS (extra flags for ibcm listen and ibcm cmtime).
 #
@@ -211,9 +211,11 @@ passive() {
 		if [ "$BENCH_PROFILE" = 1 ]; then
 			prof="cmtime $PROF_FLAGS --"
 		fi
+		qp=
+		[ "$out" = qp ] && qp="--data qp" # a real RC QP per connection, as cmtime -b's
 		# shellcheck disable=SC2086
 		set -- /bin/ibcm $prof listen $UMAD --ip --tcp-port "$TCP_PORT" --count "$n" --expect peer-disconnect \
-			--timeout "${lim}s" --name "$tag" $IBCM_LISTEN_ARGS
+			--timeout "${lim}s" --name "$tag" $qp $IBCM_LISTEN_ARGS
 		case $out in
 		file) "$@" >/tmp/ibcm.out 2>&1 & ;;
 		null) "$@" >/dev/null 2>&1 & ;;
@@ -256,11 +258,13 @@ passive() {
 	fi
 }
 
-# active SIDE N ROUND: ibcm cmtime, or the kernel's cmtime client, here,
-# against A's cmtime server.
+# active SIDE OUT N ROUND: ibcm cmtime (OUT qp: with --verbs-qp, a real QP
+# per connection as cmtime's own; console: none), or the kernel's cmtime
+# client, here, against A's cmtime server.
 active() {
-	side=$1 n=$2 round=$3
+	side=$1 out=$2 n=$3 round=$4
 	tag="active-$side-n$n-r$round"
+	[ "$side" = ibcm ] && tag="active-$side-$out-n$n-r$round"
 	if [ "$side" = ibcm ]; then kcm off; else kcm on; fi
 	lim=$(limit "$n")
 	ask 60 "server $n $tag"
@@ -268,12 +272,14 @@ active() {
 	ready*) ;;
 	*) say "A: no server for $tag (${REPLY:-no answer})" ;;
 	esac
-	begin "$tag" active "$side" console "$n" "$round"
+	begin "$tag" active "$side" "$out" "$n" "$round"
 	if [ "$side" = ibcm ]; then
 		prof=
 		[ "$BENCH_PROFILE" = 1 ] && prof=$PROF_FLAGS
+		qp=
+		[ "$out" = qp ] && qp=--verbs-qp
 		# shellcheck disable=SC2086
-		/bin/ibcm cmtime $UMAD -s "$PEER" -p "$TCP_PORT" -c "$n" --timeout "${lim}s" $prof $IBCM_CMTIME_ARGS &
+		/bin/ibcm cmtime $UMAD -s "$PEER" -p "$TCP_PORT" -c "$n" --timeout "${lim}s" $prof $qp $IBCM_CMTIME_ARGS &
 	else
 		cmtime -s "$PEER" -p "$TCP_PORT" -c "$n" &
 	fi
@@ -331,8 +337,10 @@ for role in $BENCH_ROLES; do
 		for n in $BENCH_N; do
 			r=1
 			while [ $r -le "$BENCH_RUNS" ]; do
-				active ibcm "$n" "$r"
-				active kernel "$n" "$r"
+				for out in $BENCH_ACTIVE_OUTPUTS; do
+					active ibcm "$out" "$n" "$r"
+					[ "$out" = "${BENCH_ACTIVE_OUTPUTS%% *}" ] && active kernel - "$n" "$r"
+				done
 				r=$((r + 1))
 			done
 		done

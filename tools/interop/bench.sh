@@ -20,15 +20,16 @@
 #   IBCM_BENCH_N            connection counts (default "100 1000")
 #   IBCM_BENCH_RUNS         runs of each side per count and role (default 5)
 #   IBCM_BENCH_ROLES        any of "passive active storm" (default all three)
-#   IBCM_BENCH_OUTPUTS      ibcm listen's output in the passive role, each a
-#                           run of its own per round: console, file, null
-#                           (default "console file")
+#   IBCM_BENCH_OUTPUTS      ibcm's variants in the passive role, each a run
+#                           of its own per round: qp (a real RC QP per
+#                           connection, --data qp, the figure that counts:
+#                           the kernel's cmtime -b makes one too), console
+#                           (no QP), file or null (no QP, the output to a
+#                           file or nowhere) (default "qp console")
+#   IBCM_BENCH_ACTIVE_OUTPUTS ibcm cmtime's variants in the active role: qp
+#                           (--verbs-qp) or console (default "qp console")
 #   IBCM_BENCH_STORM_N      the storm's connections (default 10000)
-#   IBCM_BENCH_STORM_OUTPUTS ibcm listen's output in the storm (default "console file")
-#   IBCM_BENCH_QP           none (default): ibcm with no verbs QPs; real: ibcm
-#                           with a real QP per connection, which needs ibcm
-#                           listen and cmtime to take --verbs-qp (not there
-#                           yet: refused)
+#   IBCM_BENCH_STORM_OUTPUTS ibcm listen's variants in the storm (default "qp")
 #   IBCM_BENCH_PROFILE=1    run ibcm under pprof (CPU, heap, block, mutex
 #                           profiles, copied out to $WORK/prof/); the
 #                           timings of such runs are not the plain ones
@@ -48,10 +49,10 @@ WORK=${IBCM_INTEROP_WORK:-$(mktemp -d /tmp/ibcm-bench.XXXXXX)}
 BENCH_N=${IBCM_BENCH_N:-100 1000}
 BENCH_RUNS=${IBCM_BENCH_RUNS:-5}
 BENCH_ROLES=${IBCM_BENCH_ROLES:-passive active storm}
-BENCH_OUTPUTS=${IBCM_BENCH_OUTPUTS:-console file}
+BENCH_OUTPUTS=${IBCM_BENCH_OUTPUTS:-qp console}
+BENCH_ACTIVE_OUTPUTS=${IBCM_BENCH_ACTIVE_OUTPUTS:-qp console}
 BENCH_STORM_N=${IBCM_BENCH_STORM_N:-10000}
-BENCH_STORM_OUTPUTS=${IBCM_BENCH_STORM_OUTPUTS:-console file}
-BENCH_QP=${IBCM_BENCH_QP:-none}
+BENCH_STORM_OUTPUTS=${IBCM_BENCH_STORM_OUTPUTS:-qp}
 BENCH_PROFILE=${IBCM_BENCH_PROFILE:-0}
 BENCH_CALIBRATE=${IBCM_BENCH_CALIBRATE:-3}
 DOC=${IBCM_BENCH_DOC:-docs/interop-bench.md}
@@ -72,37 +73,24 @@ runs=0
 for n in $BENCH_N; do
 	per=$(($(wc -w <<<"$BENCH_OUTPUTS") + 1)) # ibcm's outputs and the kernel
 	case " $BENCH_ROLES " in *" passive "*) runs=$((runs + BENCH_RUNS * per * (30 + n / 20))) ;; esac
-	case " $BENCH_ROLES " in *" active "*) runs=$((runs + BENCH_RUNS * 2 * (30 + n / 20))) ;; esac
+	per=$(($(wc -w <<<"$BENCH_ACTIVE_OUTPUTS") + 1))
+	case " $BENCH_ROLES " in *" active "*) runs=$((runs + BENCH_RUNS * per * (30 + n / 20))) ;; esac
 done
 case " $BENCH_ROLES " in *" storm "*) runs=$((runs + ($(wc -w <<<"$BENCH_STORM_OUTPUTS") + 1) * (120 + BENCH_STORM_N / 10))) ;; esac
 VM_TIMEOUT=${IBCM_INTEROP_TIMEOUT:-$((300 + runs))}
 
-IBCM_LISTEN_ARGS=
-IBCM_CMTIME_ARGS=
-case $BENCH_QP in
-none) ;;
-real)
-	# The later step adds --verbs-qp to listen and cmtime: one RC QP per
-	# connection, moved to RTR/RTS before the REP or RTU as rdma_accept and
-	# rdma_connect do, and no data protocol (the --data modes each speak a
-	# program's, and cmtime sends no data); it also builds VM B's ibcm with
-	# cgo and libibverbs, as run.sh does for --data. Until then, refuse.
-	if ! go run ./cmd/ibcm listen -h 2>&1 | grep -q -- '--verbs-qp'; then
-		die "IBCM_BENCH_QP=real: ibcm listen has no --verbs-qp yet (a QP per connection and no data protocol); only the QP-less figure can be measured"
-	fi
-	IBCM_LISTEN_ARGS=--verbs-qp
-	IBCM_CMTIME_ARGS=--verbs-qp
-	;;
-*) die "IBCM_BENCH_QP must be none or real" ;;
-esac
+# Extra flags for every ibcm listen and ibcm cmtime run (the variants add
+# theirs: --data qp, --verbs-qp).
+IBCM_LISTEN_ARGS=${IBCM_BENCH_LISTEN_ARGS:-}
+IBCM_CMTIME_ARGS=${IBCM_BENCH_CMTIME_ARGS:-}
 
 interop_stage
 T1=$(date +%s)
 
 # ---- Build ------------------------------------------------------------------
-log "building ibcm and mkinitramfs (static)"
+log "building ibcm (cgo: hw/verbs, for its QPs) and mkinitramfs"
 CGO_ENABLED=0 go build -o "$WORK/mkinitramfs" ./tools/interop/mkinitramfs || die "go build mkinitramfs failed"
-CGO_ENABLED=0 go build -trimpath -o "$WORK/ibcm" ./cmd/ibcm || die "go build ./cmd/ibcm failed"
+CGO_ENABLED=1 go build -trimpath -o "$WORK/ibcm" ./cmd/ibcm || die "go build ./cmd/ibcm failed"
 
 cat >"$WORK/a.env" <<ENV
 ROLE=A
@@ -118,7 +106,7 @@ ENV
 	echo "IP=$B_IP"
 	echo "PEER=$A_IP"
 	for v in TCP_PORT CTL_PORT REPLY_PORT BENCH_RUNS BENCH_STORM_N BENCH_PROFILE BENCH_CALIBRATE; do echo "$v=${!v}"; done
-	for v in BENCH_N BENCH_ROLES BENCH_OUTPUTS BENCH_STORM_OUTPUTS IBCM_LISTEN_ARGS IBCM_CMTIME_ARGS; do printf '%s=%q\n' "$v" "${!v}"; done
+	for v in BENCH_N BENCH_ROLES BENCH_OUTPUTS BENCH_ACTIVE_OUTPUTS BENCH_STORM_OUTPUTS IBCM_LISTEN_ARGS IBCM_CMTIME_ARGS; do printf '%s=%q\n' "$v" "${!v}"; done
 } >"$WORK/b.env"
 
 # Both images have the kernel CM and cmtime; init.sh loads every module,
@@ -134,7 +122,7 @@ MODS=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad,rdma_ucm
 	-elf "$COMMON_ELF" -file "$RXE_DRIVER" -kmod "$MODS" \
 	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/bench-b.sh" \
 	-file /etc/ibcm.env="$WORK/b.env" -file /bin/busybox=/bin/busybox:0755 \
-	-file /bin/ibcm="$WORK/ibcm:0755" || die "mkinitramfs (VM B) failed"
+	-hostelf /bin/ibcm="$WORK/ibcm:0755" || die "mkinitramfs (VM B) failed"
 T2=$(date +%s)
 
 # ---- Boot -------------------------------------------------------------------
@@ -200,7 +188,7 @@ grep -q 'IBCM-A: bench loop done' "$WORK/a.log" || { log "VM A did not finish (q
 	echo "guest_kernel=$KVER"
 	echo "rdma_core=$(ls "$CACHE/debs" | sed -n 's/^rdmacm-utils_\(.*\)_amd64.deb$/\1/p' | head -1)"
 	echo "go=$(go version | sed 's/^go version //')"
-	echo "qp=$BENCH_QP"
+	echo "variants=passive: $BENCH_OUTPUTS; active: $BENCH_ACTIVE_OUTPUTS; storm: $BENCH_STORM_OUTPUTS"
 	echo "profile=$BENCH_PROFILE"
 	echo "vm_seconds=$((T3 - T2))"
 	[ -s "$WORK/boot.time" ] && awk '{printf "boot_seconds=%.2f\n", $1 - $2}' "$WORK/boot.time"

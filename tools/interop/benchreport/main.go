@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -382,11 +383,11 @@ func (r *report) counts(role string) []int {
 	return ns
 }
 
-func (r *report) outputs() []string {
+func (r *report) outputs(role string) []string {
 	seen := map[string]bool{}
 	var o []string
 	for _, x := range r.runs {
-		if x.role == "passive" && x.side == "ibcm" && !seen[x.out] {
+		if x.role == role && x.side == "ibcm" && !seen[x.out] {
 			seen[x.out] = true
 			o = append(o, x.out)
 		}
@@ -456,15 +457,13 @@ func (r *report) write(w *bufio.Writer) {
 		medRange(on), medRange(off), len(on), len(off), orDash(m["boot_seconds"]))
 	p("  QEMU's start to VM B's bench script for a boot (one boot, while VM A booted too). The switch is the\n")
 	p("  cheaper by far, and both sides run in the same VM, kernel and QEMU process.\n\n")
-	if m["qp"] != "real" {
-		p("**QPs: ibcm ran with no verbs QPs, so ibcm's figures are QP-less.** The\n")
-		p("kernel's passive cmtime (cmtime -b) creates an RC QP per connection and `rdma_accept` moves it to\n")
-		p("RTR and RTS before the REP goes out; the kernel's client creates one per connection in its own step\n")
-		p("(\"create qp\") and moves it to RTR and RTS between the REP and the RTU, inside its \"connect\" step.\n")
-		p("ibcm only announces QPNs. So the kernel's connect figures include QP work that ibcm's do not.\n")
-		p("`IBCM_BENCH_QP=real` is the harness's switch for ibcm with a real QP per connection and no data\n")
-		p("protocol (hw/verbs has QPs, but `ibcm listen` and `ibcm cmtime` have no such mode yet: it refuses).\n\n")
-	}
+	p("**QPs.** The kernel's passive cmtime (cmtime -b) creates an RC QP per connection and `rdma_accept`\n")
+	p("moves it to RTR and RTS before the REP goes out; the kernel's client creates one per connection in its\n")
+	p("own step (\"create qp\") and moves it to RTR and RTS between the REP and the RTU, inside \"connect\".\n")
+	p("ibcm's **qp** runs do the same through hw/verbs (`ibcm listen --data qp`: the QP made and moved to\n")
+	p("INIT before Accept, to RTR and RTS by the Manager before the REP; `ibcm cmtime --verbs-qp`: made in\n")
+	p("\"create qp\", moved before the RTU; destroyed after TimeWait): those are the figures that compare like\n")
+	p("with like. The **console** runs are QP-less (ibcm only announces QPNs), for comparison. Variants: %s.\n\n", orDash(m["variants"]))
 	if m["profile"] == "1" {
 		p("**These runs were profiled (IBCM_BENCH_PROFILE=1): ibcm's figures include the profilers' cost.**\n\n")
 	}
@@ -485,12 +484,9 @@ func (r *report) write(w *bufio.Writer) {
 	p("## Ratios: ibcm / kernel\n\n")
 	p("Medians of cmtime's step totals (ms, first start to last end, for N connections at once), with the\n")
 	p("range over the runs in brackets; the ratio is of the medians (below 1: ibcm faster).\n\n")
-	p("| role | N | ibcm's output | step | ibcm ms | kernel ms | ibcm / kernel | runs |\n|---|---:|---|---|---:|---:|---:|---|\n")
+	p("| role | N | ibcm | step | ibcm ms | kernel ms | ibcm / kernel | runs |\n|---|---:|---|---|---:|---:|---:|---|\n")
 	for _, role := range []string{"passive", "active"} {
-		outs := []string{"console"}
-		if role == "passive" {
-			outs = r.outputs()
-		}
+		outs := r.outputs(role)
 		for _, n := range r.counts(role) {
 			k := r.group(role, "kernel", "", n)
 			for _, o := range outs {
@@ -517,12 +513,8 @@ func (r *report) write(w *bufio.Writer) {
 	for _, role := range []string{"passive", "active"} {
 		for _, n := range r.counts(role) {
 			var groups [][2]string
-			if role == "passive" {
-				for _, o := range r.outputs() {
-					groups = append(groups, [2]string{"ibcm", o})
-				}
-			} else {
-				groups = append(groups, [2]string{"ibcm", ""})
+			for _, o := range r.outputs(role) {
+				groups = append(groups, [2]string{"ibcm", o})
 			}
 			groups = append(groups, [2]string{"kernel", ""})
 			for _, so := range groups {
@@ -554,12 +546,8 @@ func (r *report) write(w *bufio.Writer) {
 		for _, n := range r.counts(role) {
 			type sideOut struct{ side, out string }
 			var rows []sideOut
-			if role == "passive" {
-				for _, o := range r.outputs() {
-					rows = append(rows, sideOut{"ibcm", o})
-				}
-			} else {
-				rows = append(rows, sideOut{"ibcm", ""})
+			for _, o := range r.outputs(role) {
+				rows = append(rows, sideOut{"ibcm", o})
 			}
 			rows = append(rows, sideOut{"kernel", ""})
 			for _, so := range rows {
@@ -575,7 +563,7 @@ func (r *report) write(w *bufio.Writer) {
 	}
 	p("\n")
 
-	if outs := r.outputs(); len(outs) > 1 {
+	if outs := r.outputs("passive"); slices.Contains(outs, "file") && slices.Contains(outs, "console") {
 		p("## What ibcm's output costs\n\n")
 		p("The passive role with `ibcm listen`'s event lines on VM B's serial console (the VM's terminal) and in\n")
 		p("a file in VM B's RAM, each against the same kernel baseline (medians of the step totals, ms):\n\n")
