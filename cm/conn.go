@@ -311,14 +311,24 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 
 // moveTo moves the QP through each state in states with the attributes the
 // connection gives, on the caller's goroutine (the attributes are derived
-// on the loop).
+// on the loop, all in one call: every hand-off costs a goroutine switch).
 func (c *Conn) moveTo(ctx context.Context, states ...qpattr.State) error {
-	for _, s := range states {
-		a, err := c.QPAttr(ctx, s)
-		if err != nil {
-			return err
+	var as [4]qpattr.Attr
+	var err error
+	if e := c.m.do(ctx, func() {
+		for i, s := range states {
+			if as[i], err = c.attr(s); err != nil {
+				return
+			}
 		}
-		if err := c.qp.Modify(a); err != nil {
+	}); e != nil {
+		return e
+	}
+	if err != nil {
+		return err
+	}
+	for i, s := range states {
+		if err := c.qp.Modify(as[i]); err != nil {
 			return fmt.Errorf("cm: moving QP %#x to %s: %w", c.qp.QPN(), s, err)
 		}
 	}

@@ -311,8 +311,13 @@ func TestAcceptWithTheSendQueueFull(t *testing.T) {
 	fab := simnet.NewFabric(simnet.Config{})
 	defer fab.Close()
 	gate := &gateTransport{Transport: fab.NewEndpoint(), open: make(chan struct{})}
+	var reps atomic.Int32
 	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 1,
-		SendTimeout: time.Hour, MRADelay: -1})
+		SendTimeout: time.Hour, MRADelay: -1, OnEvent: func(e cm.Event) {
+			if e.Kind == cm.EventREPSent {
+				reps.Add(1)
+			}
+		}})
 	require.NoError(t, err)
 	defer srv.Close()
 	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
@@ -346,8 +351,18 @@ func TestAcceptWithTheSendQueueFull(t *testing.T) {
 		rep := r.NewREP()
 		rep.LocalQPN = uint32(0x500 + i)
 		if i < n-1 {
-			go func() { _, err := r.Accept(ctx, &cm.AcceptParams{REP: rep}); accepted <- err }()
-			require.Eventually(t, func() bool { return gate.waiting.Load() == 1 }, 10*time.Second, time.Millisecond)
+			go func() {
+				for {
+					_, err := r.Accept(ctx, &cm.AcceptParams{REP: rep})
+					if !errors.Is(err, cm.ErrSendQueueFull) {
+						accepted <- err
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			require.Eventually(t, func() bool { return reps.Load() == int32(i+1) && gate.waiting.Load() == 1 },
+				10*time.Second, time.Millisecond)
 			continue
 		}
 		// The queue holds the second REP; the first is in Send.
