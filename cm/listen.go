@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -221,6 +222,21 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	c := r.conn
 	ch := make(chan error, 1)
 	var err error
+	var as [3]qpattr.Attr
+	// accept sends the REP; loop goroutine.
+	accept := func() {
+		if err = r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
+			return
+		}
+		delete(r.m.requests, r.id)
+		r.m.notWaiting(r.id)
+		c.estab = ch
+		r.m.conns[r.id] = c
+		r.m.byQPN[c.localQPN] = c
+		r.m.emit(Event{Kind: EventREPSent, Conn: c, ID: r.id})
+	}
+	// One hand-off to the loop without a QP; with one, a second after
+	// the QP reached RTS, and the attributes derived in the first.
 	if e := r.m.do(ctx, func() {
 		if r.m.requests[r.id] != r {
 			err = r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) // refused by the table
@@ -232,6 +248,15 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		c.rep = rep
 		c.localQPN = rep.LocalQPN
 		c.qp = p.QP
+		if c.qp == nil {
+			accept()
+			return
+		}
+		for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
+			if as[i], err = c.attr(s); err != nil {
+				return
+			}
+		}
 	}); e != nil {
 		return nil, e
 	}
@@ -239,30 +264,23 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		return nil, err
 	}
 	if c.qp != nil {
-		if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
-			_ = r.m.do(context.Background(), func() {
-				if r.m.requests[r.id] == r {
-					r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
-				}
-			})
+		for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
+			if err = c.qp.Modify(as[i]); err != nil {
+				err = fmt.Errorf("cm: moving QP %#x to %s: %w", c.qp.QPN(), s, err)
+				_ = r.m.do(context.Background(), func() {
+					if r.m.requests[r.id] == r {
+						r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
+					}
+				})
+				return nil, err
+			}
+		}
+		if e := r.m.do(ctx, accept); e != nil {
+			return nil, e
+		}
+		if err != nil {
 			return nil, err
 		}
-	}
-	if e := r.m.do(ctx, func() {
-		if err = r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
-			return
-		}
-		delete(r.m.requests, r.id)
-		r.m.notWaiting(r.id)
-		c.estab = ch
-		r.m.conns[r.id] = c
-		r.m.byQPN[c.localQPN] = c
-		r.m.emit(Event{Kind: EventREPSent, Conn: c, ID: r.id})
-	}); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, err
 	}
 	if err := c.waitEstab(ctx, ch); err != nil {
 		return nil, err
