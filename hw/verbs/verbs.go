@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -20,9 +21,12 @@ func Devices() ([]DeviceInfo, error) { return listDevices() }
 // object made on it.
 //
 // All methods are safe for concurrent use. An object's methods hold the
-// device's lock for reading while they call libibverbs and Close holds it
-// for writing, so no object is freed under a call that uses it; nothing
-// blocks while holding it (waits are in Go's netpoller).
+// device's lock for reading while they call libibverbs (creating a QP
+// too), and Close marks an object closed holding it for writing, so no
+// object is freed under a call that uses it; a QP is destroyed after that,
+// without the lock, so that a burst of connections torn down does not stop
+// the others' calls. Nothing blocks while holding the lock (waits are in
+// Go's netpoller).
 type Device struct {
 	info DeviceInfo
 	h    hDevice
@@ -30,13 +34,16 @@ type Device struct {
 	mu     sync.RWMutex
 	closed bool
 	async  *waiter
-	nextID uint64 // the context libibverbs hands back with a CQ's or QP's events
-	pds    map[*PD]struct{}
-	mrs    map[*MR]struct{}
-	chans  map[*CompChannel]struct{}
-	cqs    map[uint64]*CQ
-	qps    map[uint64]*QP
-	ahs    map[*AH]struct{}
+	nextID atomic.Uint64 // the context libibverbs hands back with a CQ's or QP's events
+	// destroying counts the QPs being destroyed outside the lock (QP.Close):
+	// a Close of their parents waits for them.
+	destroying sync.WaitGroup
+	pds        map[*PD]struct{}
+	mrs        map[*MR]struct{}
+	chans      map[*CompChannel]struct{}
+	cqs        map[uint64]*CQ
+	qps        map[uint64]*QP
+	ahs        map[*AH]struct{}
 }
 
 // Open opens the named device ("rxe0"), or the first one for "". It fails
@@ -229,6 +236,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.async.close() // first: no event read may run into ibv_close_device
+	d.destroying.Wait()
 	var errs []error
 	for _, q := range d.qps {
 		errs = append(errs, d.closeQP(q))
@@ -258,10 +266,7 @@ func (d *Device) Close() error {
 	return nil
 }
 
-func (d *Device) newID() uint64 {
-	d.nextID++
-	return d.nextID
-}
+func (d *Device) newID() uint64 { return d.nextID.Add(1) }
 
 // PD is a protection domain: MRs, QPs and AHs of one PD work together only.
 type PD struct {
@@ -303,6 +308,7 @@ func (d *Device) closePD(p *PD) error {
 	if p.closed {
 		return nil
 	}
+	d.destroying.Wait() // QPs of it being destroyed by QP.Close
 	var errs []error
 	for _, q := range d.qps {
 		if q.pd == p {
@@ -697,6 +703,7 @@ func (d *Device) closeCQ(cq *CQ) error {
 	if cq.closed {
 		return nil
 	}
+	d.destroying.Wait() // QPs on it being destroyed by QP.Close
 	var errs []error
 	for _, q := range d.qps {
 		if q.sendCQ == cq || q.recvCQ == cq {
@@ -766,25 +773,44 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 	def(&c.MaxSendSGE, 1)
 	def(&c.MaxRecvSGE, 1)
 	d := p.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p.closed {
-		return nil, ErrClosed
+	// The library call runs under the lock for reading, as every call on
+	// an object does, so that a connection burst's QP creations do not
+	// stop the other QPs' modifications (which take it for reading too);
+	// only the registration takes it for writing.
+	d.mu.RLock()
+	usable := func() error {
+		if p.closed {
+			return ErrClosed
+		}
+		for _, cq := range []*CQ{cfg.SendCQ, cfg.RecvCQ} {
+			if cq == nil {
+				return invalid("QP needs a send CQ and a receive CQ")
+			}
+			if cq.dev != d {
+				return invalid("CQ of another device")
+			}
+			if cq.closed {
+				return ErrClosed
+			}
+		}
+		return nil
 	}
-	for _, cq := range []*CQ{cfg.SendCQ, cfg.RecvCQ} {
-		if cq == nil {
-			return nil, invalid("QP needs a send CQ and a receive CQ")
-		}
-		if cq.dev != d {
-			return nil, invalid("CQ of another device")
-		}
-		if cq.closed {
-			return nil, ErrClosed
-		}
+	if err := usable(); err != nil {
+		d.mu.RUnlock()
+		return nil, err
 	}
 	id := d.newID()
 	h, qpn, got, err := createQP(p.h, cfg.Type, cfg.SendCQ.h, cfg.RecvCQ.h, c, cfg.SignalAll, id)
+	d.mu.RUnlock()
 	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := usable(); err != nil {
+		// Closed while the QP was made: it goes with its parents. (Its
+		// async events before this point found no QP to name.)
+		_ = destroyQP(h)
 		return nil, err
 	}
 	q := &QP{dev: d, pd: p, h: h, id: id, qpn: qpn, typ: cfg.Type, cap: got, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ}
@@ -999,9 +1025,21 @@ func (q *QP) Close() error {
 	if q == nil || q.dev == nil {
 		return nil
 	}
-	q.dev.mu.Lock()
-	defer q.dev.mu.Unlock()
-	return q.dev.closeQP(q)
+	d := q.dev
+	// Closed for every call from here (under the lock for writing, so no
+	// call is using it), destroyed after: the library call need not stop
+	// the device's other objects. A parent's Close waits for it.
+	d.mu.Lock()
+	if q.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	delete(d.qps, q.id)
+	d.destroying.Add(1)
+	d.mu.Unlock()
+	defer d.destroying.Done()
+	return destroyQP(q.h)
 }
 
 func (d *Device) closeQP(q *QP) error {
