@@ -388,7 +388,11 @@ func (dr *dataRun) report(c *connRec, s *dataSess, err error) {
 	dr.r.mu.Lock()
 	c.data = &s.st
 	dr.r.mu.Unlock()
-	dr.r.out.line(s.line())
+	// --data qp moves no data: its line would say only that; the result
+	// line counts the connections (with --events it is printed anyway).
+	if dr.mode != dataModes["qp"] || dr.r.o.events || s.st.problem != "" {
+		dr.r.out.line(s.line())
+	}
 }
 
 // destroy waits for the connection to leave TimeWait (stale packets of it

@@ -768,6 +768,12 @@ func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.
 func (r *netRun) finish(ctx context.Context, want []string, missing string) int {
 	r.waitTimeWait(ctx)
 	if r.mgr != nil {
+		st := r.mgr.Stats()
+		e := st.Engine
+		r.out.line(fmt.Sprintf("IBCM-STATS received=%d sent=%d dropped=%d unmatched=%d retransmits=%d responses=%d "+
+			"stale-rejects=%d refused-reqs=%d timeouts=%d send-queue-full=%d send-queue-refused=%d paused=%d mras-sent=%d backlog-full=%d",
+			e.Received, e.Sent, e.Dropped, e.Unmatched, e.Retransmits, e.Responses, e.StaleRejects, e.RefusedREQs,
+			e.Timeouts, st.SendQueueFull, st.SendQueueRefused, st.Paused, st.MRAsSent, st.BacklogFull))
 		_ = r.mgr.Close()
 	}
 	if r.sumDone != nil {

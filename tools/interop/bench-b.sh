@@ -187,7 +187,7 @@ export_file() {
 
 # Profiles of the ibcm process (IBCM_BENCH_PROFILE=1), copied out after
 # each run.
-PROF_FLAGS="--cpuprofile /tmp/cpu.prof --memprofile /tmp/mem.prof --blockprofile /tmp/block.prof --mutexprofile /tmp/mutex.prof --exectrace /tmp/exec.trace"
+PROF_FLAGS=${BENCH_PROF_FLAGS:-"--cpuprofile /tmp/cpu.prof --memprofile /tmp/mem.prof --blockprofile /tmp/block.prof --mutexprofile /tmp/mutex.prof --exectrace /tmp/exec.trace"}
 export_profiles() {
 	for p in cpu.prof mem.prof block.prof mutex.prof exec.trace; do
 		export_file "$1.$p" "/tmp/$p"
