@@ -137,7 +137,10 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 	select {
 	case l.reqs <- r:
 		m.requests[nt.ID] = r
-		m.awaitApp(nt.ID, c.req.RemoteCMResponseTimeout)
+		// The active peer waits 2 × packet life time (the Local ACK
+		// Timeout stands in for it, as the engine's own wait does) plus
+		// the Remote CM Response Timeout for our REP.
+		m.awaitApp(nt.ID, wire.TimeoutDuration(c.req.PrimaryLocalAckTimeout)+wire.TimeoutDuration(c.req.RemoteCMResponseTimeout))
 	default:
 		// The backlog is full: reject rather than drop (Linux bug 2).
 		m.stats.BacklogFull++

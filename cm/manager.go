@@ -37,8 +37,11 @@ type ManagerConfig struct {
 	// MRADelay is how long a REQ may wait for Accept or Reject, and a REP
 	// for the RTU (while the application moves its QP), before the Manager
 	// answers it with an MRA on the application's behalf, so the peer waits
-	// longer instead of retrying. Zero: half the peer's response timeout
-	// (as the REQ gives it). Negative: never.
+	// longer instead of retrying. Zero: half the peer's wait, as the REQ
+	// gives it (for a REQ, 2 × packet life time, stood in for by the Local
+	// ACK Timeout, plus the Remote CM Response Timeout: about 3 s for an
+	// rdma_cm peer; for a REP, the Local CM Response Timeout). Negative:
+	// never.
 	MRADelay time.Duration
 	// MRAServiceTimeout is the service timeout of those MRAs, 4.096 µs ×
 	// 2^t. Default 24 (68 s, rdma_cm's).
@@ -457,7 +460,9 @@ func (m *Manager) handle(nt *engine.Notification) {
 			// Nothing to move: the RTU goes at once, on this goroutine.
 			m.sendRTU(c, now)
 		} else {
-			m.awaitApp(c.id, c.req.LocalCMResponseTimeout)
+			// The passive peer waits the REQ's Local CM Response Timeout
+			// for our RTU.
+			m.awaitApp(c.id, wire.TimeoutDuration(c.req.LocalCMResponseTimeout))
 			c.repReady <- nil
 		}
 	case engine.NoticeMRAReceived:
@@ -606,15 +611,15 @@ func (h *mraHeap) Pop() any {
 }
 
 // awaitApp starts the MRA clock of an id that now waits for the
-// application (a REQ for Accept, a REP for the RTU). peerTimeout is the
-// peer's response timeout for the message we owe it.
-func (m *Manager) awaitApp(id engine.CommID, peerTimeout uint8) {
+// application (a REQ for Accept, a REP for the RTU). peerWait is how long
+// the peer waits for the message we owe it before it retries.
+func (m *Manager) awaitApp(id engine.CommID, peerWait time.Duration) {
 	d := m.cfg.MRADelay
 	if d < 0 {
 		return
 	}
 	if d == 0 {
-		d = wire.TimeoutDuration(peerTimeout) / 2
+		d = peerWait / 2
 	}
 	due := m.clock.Now().Add(d)
 	m.mraDue[id] = due

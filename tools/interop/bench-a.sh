@@ -52,13 +52,24 @@ reap() {
 	SRV=
 }
 
+# cm_retries: the kernel CM's retransmissions so far, by message (the
+# ib_cm sysfs counters), as req:N,rep:N,...
+cm_retries() {
+	d=/sys/class/infiniband_cm/rxe0/1/cm_tx_retries
+	[ -d "$d" ] || { echo none; return; }
+	out=
+	for f in "$d"/*; do out="$out${out:+,}${f##*/}:$(cat "$f")"; done
+	echo "$out"
+}
+
 frame() { # tag command...: runs the command with its output framed on ttyS1
 	t=$1
 	shift
 	echo "BENCH-A BEGIN tag=$t up=$(up)" >$LOG
+	r0=$(cm_retries)
 	"$@" >$LOG 2>&1
 	rc=$?
-	echo "BENCH-A END tag=$t rc=$rc load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,) up=$(up)" >$LOG
+	echo "BENCH-A END tag=$t rc=$rc load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,) up=$(up) cm-retries-before=$r0 cm-retries-after=$(cm_retries)" >$LOG
 	return $rc
 }
 
