@@ -214,7 +214,9 @@ passive() {
 		qp=
 		[ "$out" = qp ] && qp="--data qp" # a real RC QP per connection, as cmtime -b's
 		# shellcheck disable=SC2086
-		set -- /bin/ibcm $prof listen $UMAD --ip --tcp-port "$TCP_PORT" --count "$n" --expect peer-disconnect \
+		# --count 0: it serves until stopped, as cmtime -b does, so that a
+		# DREQ the client retransmits late (its DREP was lost) is answered.
+		set -- /bin/ibcm $prof listen $UMAD --ip --tcp-port "$TCP_PORT" --count 0 --expect peer-disconnect \
 			--timeout "${lim}s" --name "$tag" $qp $IBCM_LISTEN_ARGS
 		case $out in
 		file) "$@" >/tmp/ibcm.out 2>&1 & ;;
@@ -233,18 +235,16 @@ passive() {
 	ask $((lim + 30)) "client $n $tag"
 	CPU1=$(cpustat)
 	say "A: ${REPLY:-no answer}"
+	# Neither server ends by itself: once the client is done (every DREP
+	# it waits for was sent), stop it (SIGTERM: a background job of this
+	# shell ignores SIGINT). ibcm listen then waits out its connections'
+	# TimeWait (the kernel's REQ asks for 2.1 s) and prints its result.
+	if [ "$side" = kernel ]; then sleep 0.5; else sleep 3; fi # ibcm: its TimeWaits (2.1 s) end first
+	kill -TERM "$pid" 2>/dev/null
 	if [ "$side" = kernel ]; then
-		# rdma-core 44's cmtime server never ends by itself: once the
-		# client is done (every DREP it waits for was sent), stop it
-		# (SIGTERM: a background job of this shell ignores SIGINT).
-		sleep 0.5
-		kill -TERM "$pid" 2>/dev/null
 		wait_exit "$pid" 10
 		[ "$RC" = 143 ] && RC=0
 	else
-		# ibcm listen ends once its --count connections left TimeWait
-		# (the kernel's REQ asks for 2.1 s); with REQs rejected it would
-		# wait for its --timeout.
 		wait_exit "$pid" $((10 + n / 500))
 	fi
 	if [ "$out" = file ]; then
