@@ -327,9 +327,28 @@ func (c *Conn) moveTo(ctx context.Context, states ...qpattr.State) error {
 	if err != nil {
 		return err
 	}
-	for i, s := range states {
-		if err := c.qp.Modify(as[i]); err != nil {
-			return fmt.Errorf("cm: moving QP %#x to %s: %w", c.qp.QPN(), s, err)
+	return applyQP(c.qp, as[:len(states)])
+}
+
+// QPModifyAller is a QP that applies several attribute sets in one call
+// (hw/verbs's QP: one crossing into the library for INIT, RTR and RTS);
+// the Manager uses it when a QP offers it.
+type QPModifyAller interface {
+	ModifyAll(as []qpattr.Attr) error
+}
+
+// applyQP applies the attribute sets in order: in one call when the QP
+// can.
+func applyQP(qp QP, as []qpattr.Attr) error {
+	if m, ok := qp.(QPModifyAller); ok {
+		if err := m.ModifyAll(as); err != nil {
+			return fmt.Errorf("cm: moving QP %#x to %s: %w", qp.QPN(), as[len(as)-1].State, err)
+		}
+		return nil
+	}
+	for _, a := range as {
+		if err := qp.Modify(a); err != nil {
+			return fmt.Errorf("cm: moving QP %#x to %s: %w", qp.QPN(), a.State, err)
 		}
 	}
 	return nil

@@ -410,3 +410,51 @@ func ExampleManager_ResolveSIDR() {
 	// Output:
 	// service 0x2000: QPN 0x33, Q_Key 0x1234567
 }
+
+// batchQP is a fake QP that takes INIT, RTR and RTS in one ModifyAll.
+type batchQP struct {
+	*fakeQP
+	batches [][]qpattr.State
+}
+
+func (q *batchQP) ModifyAll(as []qpattr.Attr) error {
+	var ss []qpattr.State
+	for _, a := range as {
+		if err := q.fakeQP.Modify(a); err != nil {
+			return err
+		}
+		ss = append(ss, a.State)
+	}
+	q.mu.Lock()
+	q.batches = append(q.batches, ss)
+	q.mu.Unlock()
+	return nil
+}
+
+// A QP that can apply several attribute sets at once (hw/verbs's) gets the
+// connection's INIT, RTR and RTS in one call, on both sides.
+func TestQPModifyAllUsed(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	srvQP := &batchQP{fakeQP: newFakeQP(0x22)}
+	served := make(chan error, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err == nil {
+			_, err = r.Accept(ctx, &cm.AcceptParams{QP: srvQP})
+		}
+		served <- err
+	}()
+	cliQP := &batchQP{fakeQP: newFakeQP(0x11)}
+	c, err := p.a.Connect(ctx, &cm.ConnectParams{To: p.eb.LocalAddr(), REQ: wire.REQ{ServiceID: 0x1000}, QP: cliQP})
+	require.NoError(t, err)
+	require.NoError(t, <-served)
+	want := [][]qpattr.State{{qpattr.Init, qpattr.RTR, qpattr.RTS}}
+	require.Equal(t, want, cliQP.batches)
+	require.Equal(t, want, srvQP.batches)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	l.Close()
+}

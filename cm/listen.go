@@ -2,7 +2,6 @@ package cm
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -267,16 +266,13 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		return nil, err
 	}
 	if c.qp != nil {
-		for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
-			if err = c.qp.Modify(as[i]); err != nil {
-				err = fmt.Errorf("cm: moving QP %#x to %s: %w", c.qp.QPN(), s, err)
-				_ = r.m.do(context.Background(), func() {
-					if r.m.requests[r.id] == r {
-						r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
-					}
-				})
-				return nil, err
-			}
+		if err = applyQP(c.qp, as[:]); err != nil {
+			_ = r.m.do(context.Background(), func() {
+				if r.m.requests[r.id] == r {
+					r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
+				}
+			})
+			return nil, err
 		}
 		if e := r.m.do(ctx, accept); e != nil {
 			return nil, e

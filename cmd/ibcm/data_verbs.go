@@ -182,9 +182,12 @@ type verbsQP struct {
 
 func (q *verbsQP) QPN() uint32                { return q.qp.QPN() }
 func (q *verbsQP) Modify(a qpattr.Attr) error { return q.qp.Modify(a) }
-func (q *verbsQP) mem() []byte                { return q.mr.Bytes() }
-func (q *verbsQP) addr() uint64               { return q.mr.Addr() }
-func (q *verbsQP) rkey() uint32               { return q.mr.RKey() }
+
+// ModifyAll lets the Manager move the QP to RTS in one library call.
+func (q *verbsQP) ModifyAll(as []qpattr.Attr) error { return q.qp.ModifyAll(as) }
+func (q *verbsQP) mem() []byte                      { return q.mr.Bytes() }
+func (q *verbsQP) addr() uint64                     { return q.mr.Addr() }
+func (q *verbsQP) rkey() uint32                     { return q.mr.RKey() }
 func (q *verbsQP) seg(off, n int) verbs.Segment {
 	return verbs.Segment{MR: q.mr, Offset: off, Length: n}
 }

@@ -979,3 +979,46 @@ func TestRxeCloseOrderAndLeaks(t *testing.T) {
 		require.Equal(t, base[kind], k[kind], kind)
 	}
 }
+
+// ModifyAll moves a QP through INIT, RTR and RTS in one call, as the
+// three Modify calls do; its peer, moved one call each, exchanges a SEND
+// with it; a failing set stops the rest and says which (the QP is left in
+// the state the sets before it gave).
+func TestRxeModifyAll(t *testing.T) {
+	e := open(t)
+	pd, err := e.dev.AllocPD()
+	require.NoError(t, err)
+	a, b := e.side(pd, verbs.RC, 4096), e.side(pd, verbs.RC, 4096)
+	p := rcParams{psnA: 0x1111, psnB: 0x2222, maxDestRdAtomic: 1, maxRdAtomic: 1, timeout: 14, retryCnt: 7, rnrRetry: 7}
+	acc := qpattr.LocalWrite | qpattr.RemoteWrite | qpattr.RemoteRead
+	require.NoError(t, a.qp.ModifyAll([]qpattr.Attr{e.initAttr(acc), e.rtrAttr(b.qp.QPN(), p.psnB, p), rtsAttr(p.psnA, p)}))
+	require.NoError(t, b.qp.Modify(e.initAttr(acc)))
+	require.NoError(t, b.qp.Modify(e.rtrAttr(a.qp.QPN(), p.psnA, p)))
+	require.NoError(t, b.qp.Modify(rtsAttr(p.psnB, p)))
+	st, err := a.qp.State()
+	require.NoError(t, err)
+	require.Equal(t, qpattr.RTS, st)
+	q, err := a.qp.Query()
+	require.NoError(t, err)
+	require.Equal(t, b.qp.QPN(), q.DestQPN)
+	require.Equal(t, p.psnA, q.SQPSN)
+
+	fill(a.mr.Bytes()[:64], 3)
+	require.NoError(t, b.qp.PostRecv(verbs.RecvWR{ID: 1, Segments: []verbs.Segment{{MR: b.mr, Length: 64}}}))
+	require.NoError(t, a.qp.PostSend(verbs.SendWR{ID: 2, Op: verbs.OpSend, Signaled: true, Segments: []verbs.Segment{{MR: a.mr, Length: 64}}}))
+	require.Equal(t, verbs.WCSuccess, completion(t, a.cq).Status)
+	require.Equal(t, verbs.WCSuccess, completion(t, b.cq).Status)
+	require.Equal(t, a.mr.Bytes()[:64], b.mr.Bytes()[:64])
+
+	// A third QP: INIT applies, the RTR without an address vector fails
+	// and stops the RTS behind it.
+	c := e.side(pd, verbs.RC, 4096)
+	bad := e.rtrAttr(b.qp.QPN(), p.psnB, p)
+	bad.Mask &^= qpattr.MaskAV
+	err = c.qp.ModifyAll([]qpattr.Attr{e.initAttr(acc), bad, rtsAttr(p.psnA, p)})
+	require.ErrorIs(t, err, syscall.EINVAL)
+	st, err = c.qp.State()
+	require.NoError(t, err)
+	require.Equal(t, qpattr.Init, st)
+	require.ErrorIs(t, c.qp.ModifyAll(make([]qpattr.Attr, 9)), verbs.ErrInvalid)
+}

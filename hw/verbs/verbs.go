@@ -854,6 +854,34 @@ func (q *QP) Modify(a qpattr.Attr) error {
 	return modifyQP(q.h, &a)
 }
 
+// maxModifyAll bounds the attribute sets of one ModifyAll.
+const maxModifyAll = 8
+
+// ModifyAll applies the attribute sets in order, as Modify would one after
+// another, in one call into the library (a connection's INIT, RTR and RTS:
+// each cgo call costs a thread hand-off when it may block). It stops at the
+// first that fails, whose error it returns; the ones before it stay
+// applied.
+func (q *QP) ModifyAll(as []qpattr.Attr) error {
+	if len(as) > maxModifyAll {
+		return invalid(fmt.Sprintf("%d attribute sets in one ModifyAll, at most %d", len(as), maxModifyAll))
+	}
+	for i := range as {
+		if extra := as[i].Mask &^ attrMask; extra != 0 {
+			return invalid("mask bits " + extra.String() + " are not carried by qpattr.Attr")
+		}
+	}
+	if q == nil || q.dev == nil {
+		return ErrClosed
+	}
+	if err := q.dev.rlock(&q.closed); err != nil {
+		return err
+	}
+	defer q.dev.mu.RUnlock()
+	_, err := modifyQPs(q.h, as)
+	return err
+}
+
 // Query returns the QP's current attributes, every field qpattr.Attr has
 // (Mask says so).
 func (q *QP) Query() (qpattr.Attr, error) {

@@ -180,6 +180,20 @@ static int ibcm_post_send(struct ibv_qp *qp, uint64_t id, int opcode, unsigned f
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+// ibcm_modify_qps applies n attribute sets in order, stopping at the first
+// that fails; it returns how many were applied, and the failure's return
+// code in *rc. One call from Go instead of n: each cgo call costs a thread
+// hand-off where the runtime thinks it may block.
+static int ibcm_modify_qps(struct ibv_qp *qp, struct ibv_qp_attr *a, int *masks, int n, int *rc) {
+	for (int i = 0; i < n; i++) {
+		errno = 0;
+		*rc = ibv_modify_qp(qp, &a[i], masks[i]);
+		if (*rc != 0)
+			return i;
+	}
+	return n;
+}
+
 static int ibcm_post_recv(struct ibv_qp *qp, uint64_t id, struct ibv_sge *sg, int nsge) {
 	struct ibv_recv_wr wr, *bad = NULL;
 	memset(&wr, 0, sizeof wr);
@@ -564,7 +578,7 @@ func fromCAH(c *C.struct_ibv_ah_attr) qpattr.AH {
 	return a
 }
 
-func modifyQP(h hQP, a *qpattr.Attr) error {
+func toCAttr(a *qpattr.Attr) C.struct_ibv_qp_attr {
 	var c C.struct_ibv_qp_attr
 	c.qp_state = C.enum_ibv_qp_state(a.State)
 	c.path_mtu = C.enum_ibv_mtu(a.PathMTU)
@@ -587,10 +601,36 @@ func modifyQP(h hQP, a *qpattr.Attr) error {
 	c.rnr_retry = C.uint8_t(a.RNRRetry)
 	c.alt_port_num = C.uint8_t(a.AltPortNum)
 	c.alt_timeout = C.uint8_t(a.AltTimeout)
+	return c
+}
+
+func modifyQP(h hQP, a *qpattr.Attr) error {
+	c := toCAttr(a)
 	if r, err := C.ibv_modify_qp(h, &c, C.int(a.Mask)); r != 0 {
 		return rcErr("ibv_modify_qp "+a.Mask.String(), r, err)
 	}
 	return nil
+}
+
+// modifyQPs applies as in order in one library call; it returns how many
+// were applied.
+func modifyQPs(h hQP, as []qpattr.Attr) (int, error) {
+	if len(as) == 0 {
+		return 0, nil
+	}
+	// Go memory with no Go pointers in it may be passed to C.
+	var c [maxModifyAll]C.struct_ibv_qp_attr
+	var masks [maxModifyAll]C.int
+	for i := range as {
+		c[i] = toCAttr(&as[i])
+		masks[i] = C.int(as[i].Mask)
+	}
+	var rc C.int
+	n, err := C.ibcm_modify_qps(h, &c[0], &masks[0], C.int(len(as)), &rc)
+	if int(n) < len(as) {
+		return int(n), rcErr("ibv_modify_qp "+as[n].Mask.String(), rc, err)
+	}
+	return len(as), nil
 }
 
 func queryQP(h hQP, mask qpattr.Mask) (qpattr.Attr, error) {
