@@ -454,3 +454,71 @@ func TestBackPressureInsteadOfDrops(t *testing.T) {
 	require.Zero(t, srv.Stats().SendQueueFull, "answers were dropped instead of REQs waiting")
 	l.Close()
 }
+
+// countTransport counts the MADs of each attribute that left.
+type countTransport struct {
+	transport.Transport
+	mu   sync.Mutex
+	sent map[wire.AttrID]int
+}
+
+func (c *countTransport) Send(ctx context.Context, p *transport.Packet) error {
+	err := c.Transport.Send(ctx, p)
+	if err == nil {
+		c.mu.Lock()
+		c.sent[wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18]))]++
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *countTransport) count(a wire.AttrID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent[a]
+}
+
+// A retransmission of a MAD that has not left yet (it waits in the send
+// queue, or the transport is still sending it) is not queued again: it
+// would leave right behind its first copy and recover nothing, and under a
+// connection storm, when a umad write takes milliseconds, such copies
+// outgrow the answers (the 10,000-connection storm of make interop-bench
+// sent 311,383 MADs for 150,448 received, 226,676 of them retransmissions,
+// and established 420 connections). The kernel's MAD layer starts a MAD's
+// response timer when its send completes, so it never queues such copies.
+func TestRetransmitOfAQueuedMADIsNotQueuedAgain(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	srvEP := fab.NewEndpoint()
+	srv, err := cm.NewManager(srvEP, cm.ManagerConfig{})
+	require.NoError(t, err)
+	defer srv.Close()
+	counted := &countTransport{Transport: fab.NewEndpoint(), sent: map[wire.AttrID]int{}}
+	gate := &gateTransport{Transport: counted, open: make(chan struct{})}
+	cli, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendTimeout: time.Hour})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	defer l.Close()
+	conns := make(chan *cm.Conn, 1)
+	go serve(ctx, t, l, conns)
+
+	p := fastREQ(srvEP, 0x1000, 0x100)
+	p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 14, 15 // about 70 ms a try
+	done := make(chan error, 1)
+	go func() {
+		c, err := cli.Connect(ctx, p)
+		if err == nil {
+			defer c.Close()
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return cli.Stats().Engine.Retransmits >= 3 }, 10*time.Second, time.Millisecond)
+	close(gate.open)
+	require.NoError(t, <-done)
+	require.Equal(t, 1, counted.count(wire.AttrREQ),
+		"the REQ's retransmissions, made while its first copy had not left, went out too")
+}
