@@ -521,4 +521,5 @@ func TestRetransmitOfAQueuedMADIsNotQueuedAgain(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, 1, counted.count(wire.AttrREQ),
 		"the REQ's retransmissions, made while its first copy had not left, went out too")
+	require.GreaterOrEqual(t, cli.Stats().Coalesced, uint64(3))
 }

@@ -81,5 +81,6 @@ type Stats struct {
 	BacklogFull      uint64 // REQs and SIDR_REQs refused because a listener's backlog was full
 	MRAsSent         uint64 // MRAs sent because the application took longer than MRADelay
 	Paused           uint64 // times the Manager stopped taking received MADs while the send queue was three quarters full
+	Coalesced        uint64 // MADs not queued because a copy of them had not left yet (retransmissions, resent answers)
 	QPErrors         uint64 // QP.Modify calls to ERR that failed
 }

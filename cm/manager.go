@@ -3,6 +3,7 @@ package cm
 import (
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"time"
@@ -80,12 +81,16 @@ type Manager struct {
 	recv    chan transport.Packet
 	out     chan transport.Packet
 	drained chan struct{} // the sender made room in out
-	quit    chan struct{}
-	done    chan struct{}
-	ctx     context.Context
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	once    sync.Once
+	// pending counts the MADs in out or being sent, by sendKey: a copy of
+	// one still pending is not queued again (see flush).
+	pendingMu sync.Mutex
+	pending   map[sendKey]int
+	quit      chan struct{}
+	done      chan struct{}
+	ctx       context.Context
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	once      sync.Once
 
 	// Owned by the loop goroutine.
 	conns     map[engine.CommID]*Conn
@@ -124,8 +129,8 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(cfg.Engine),
 		port:  resolvePort(tr, cfg.Port),
 		calls: make(chan func()), recv: make(chan transport.Packet, 256), out: make(chan transport.Packet, cfg.SendQueue),
-		drained: make(chan struct{}, 1),
-		quit:    make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
+		drained: make(chan struct{}, 1), pending: make(map[sendKey]int),
+		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
 		mraDue: map[engine.CommID]clock.Time{}}
@@ -236,6 +241,7 @@ func (m *Manager) sendWithin(base context.Context, p *transport.Packet) bool {
 	defer cancel()
 	for {
 		_ = m.tr.Send(ctx, p)
+		m.sent(p)
 		if len(m.out) < cap(m.out)/2 {
 			select {
 			case m.drained <- struct{}{}:
@@ -362,18 +368,65 @@ func (m *Manager) flush() {
 	for m.eng.HasReady() {
 		rd := m.eng.Ready()
 		for i := range rd.Messages {
-			select {
-			case m.out <- rd.Messages[i]:
-			default:
-				m.stats.SendQueueFull++
-				m.dropped++
-			}
+			m.enqueue(&rd.Messages[i])
 		}
 		for i := range rd.Notifications {
 			m.handle(&rd.Notifications[i])
 		}
 		m.eng.Advance()
 	}
+}
+
+// sendKey names a MAD for coalescing: its peer, attribute, transaction and
+// comm IDs. A retransmission, or an answer resent for a duplicate, has the
+// key of the MAD it repeats.
+type sendKey struct {
+	to   transport.Addr
+	attr uint16
+	tid  uint64
+	ids  uint64 // the CM payload's first 8 bytes: local and remote comm ID
+}
+
+func keyOf(p *transport.Packet) sendKey {
+	return sendKey{to: p.Addr, attr: binary.BigEndian.Uint16(p.MAD[16:18]),
+		tid: binary.BigEndian.Uint64(p.MAD[8:16]), ids: binary.BigEndian.Uint64(p.MAD[24:32])}
+}
+
+// enqueue queues p for the sending goroutine, unless a copy of it has not
+// left yet: sent right behind that copy it would recover nothing. The
+// engine's response timers start when a MAD is queued, so under a burst
+// that the transport sends slower than it arrives (a umad write takes
+// milliseconds on Soft-RoCE) a MAD's timer can expire before it leaves;
+// queued again, such copies would outgrow the answers and no answer would
+// leave in time. The kernel's MAD layer starts a MAD's timer when its send
+// completes, which has the same effect.
+func (m *Manager) enqueue(p *transport.Packet) {
+	k := keyOf(p)
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	if m.pending[k] > 0 {
+		m.stats.Coalesced++
+		return
+	}
+	select {
+	case m.out <- *p:
+		m.pending[k]++
+	default:
+		m.stats.SendQueueFull++
+		m.dropped++
+	}
+}
+
+// sent is the sending goroutine's report that p has left (or failed to).
+func (m *Manager) sent(p *transport.Packet) {
+	k := keyOf(p)
+	m.pendingMu.Lock()
+	if n := m.pending[k]; n > 1 {
+		m.pending[k] = n - 1
+	} else {
+		delete(m.pending, k)
+	}
+	m.pendingMu.Unlock()
 }
 
 // call runs one engine call for an application request on the loop and
