@@ -523,3 +523,45 @@ func TestRetransmitOfAQueuedMADIsNotQueuedAgain(t *testing.T) {
 		"the REQ's retransmissions, made while its first copy had not left, went out too")
 	require.GreaterOrEqual(t, cli.Stats().Coalesced, uint64(3))
 }
+
+// The Manager's own MRAs give way to the answers while the transport is
+// behind: an MRA for a REQ the application has not taken yet would leave
+// late, behind the REPs it stands in for, and take their place (the
+// 10,000-connection storm of make interop-bench: 6,168 MRAs in the send
+// queue's way, and no connection established in 40 s). The peer's retry
+// of such a REQ costs a read; the MRA costs a write.
+func TestNoAutomaticMRAWhileTheTransportIsBehind(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	counted := &countTransport{Transport: fab.NewEndpoint(), sent: map[wire.AttrID]int{}}
+	gate := &gateTransport{Transport: counted, open: make(chan struct{})}
+	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 8,
+		SendTimeout: time.Hour, MRADelay: 20 * time.Millisecond})
+	require.NoError(t, err)
+	defer srv.Close()
+	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	defer l.Close()
+	const n = 6
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	for i := range n {
+		go func() {
+			p := fastREQ(gate.Transport.(*countTransport).Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
+			p.REQ.RemoteCMResponseTimeout = 20 // 4.3 s: no retry within the test
+			_, _ = cli.Connect(cctx, p)
+		}()
+	}
+	// Nobody accepts: every REQ's MRA clock runs out.
+	require.Eventually(t, func() bool { return srv.Stats().Engine.Received >= n }, 10*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	close(gate.open)
+	time.Sleep(200 * time.Millisecond)
+	require.Less(t, counted.count(wire.AttrMRA), n,
+		"every REQ got its MRA while the first ones could not leave")
+}
