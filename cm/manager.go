@@ -690,6 +690,13 @@ func (m *Manager) mraExpired(now clock.Time) {
 			continue
 		}
 		delete(m.mraDue, e.id)
+		if len(m.out) > cap(m.out)/8 {
+			// The transport is behind: the MRA would leave late, behind
+			// the answers it stands in for, and take their place. The
+			// peer's retry of a REQ costs us a read, an MRA a write.
+			m.stats.MRAsSkipped++
+			continue
+		}
 		if m.call(func() error { return m.eng.SendMRA(now, e.id, m.cfg.MRAServiceTimeout, nil) }) == nil {
 			m.stats.MRAsSent++
 			var c *Conn

@@ -771,9 +771,9 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 		st := r.mgr.Stats()
 		e := st.Engine
 		r.out.line(fmt.Sprintf("IBCM-STATS received=%d sent=%d dropped=%d unmatched=%d retransmits=%d responses=%d "+
-			"stale-rejects=%d refused-reqs=%d timeouts=%d send-queue-full=%d send-queue-refused=%d paused=%d mras-sent=%d backlog-full=%d coalesced=%d",
+			"stale-rejects=%d refused-reqs=%d timeouts=%d send-queue-full=%d send-queue-refused=%d paused=%d mras-sent=%d backlog-full=%d coalesced=%d mras-skipped=%d",
 			e.Received, e.Sent, e.Dropped, e.Unmatched, e.Retransmits, e.Responses, e.StaleRejects, e.RefusedREQs,
-			e.Timeouts, st.SendQueueFull, st.SendQueueRefused, st.Paused, st.MRAsSent, st.BacklogFull, st.Coalesced))
+			e.Timeouts, st.SendQueueFull, st.SendQueueRefused, st.Paused, st.MRAsSent, st.BacklogFull, st.Coalesced, st.MRAsSkipped))
 		_ = r.mgr.Close()
 	}
 	if r.sumDone != nil {
