@@ -166,7 +166,7 @@ var EveryStep = os.Getenv("IBCM_GRAPH_EVERY_STEP") == "1"
 var msgTypes = map[string]string{
 	"RecvREQ": "REQ", "RecvREQStale": "REQ", "RecvREQUnlisted": "REQ", "RecvREQRefused": "REQ",
 	"RecvREP": "REP", "RecvREPStale": "REP", "RecvMRA": "MRA", "RecvREJ": "REJ", "RecvREJStale": "REJ",
-	"RecvRTU": "RTU", "RecvDREQ": "DREQ", "RecvDREP": "DREP",
+	"RecvRTU": "RTU", "RecvDREQ": "DREQ", "RecvDREQOtherQPN": "DREQ", "RecvDREP": "DREP",
 }
 
 // candidates lists the parameterizations of an edge's action, likeliest

@@ -52,7 +52,7 @@ func TestGraph(t *testing.T) {
 		})
 	}
 	for _, a := range SpecActions() {
-		if total[a] == 0 {
+		if total[a] == 0 && TraceOnly[a] == "" {
 			t.Errorf("spec action %s is never exercised by the graphs of %v", a, GraphConfigs)
 		}
 	}

@@ -37,10 +37,18 @@ var ActionMap = []struct {
 	{"RecvREJ", []string{"RecvREJ"}, "Sim.Deliver of a REJ, reason not 10"},
 	{"RecvREJStale", []string{"RecvREJStale"}, "Sim.Deliver of a REJ, reason 10"},
 	{"RecvRTU", []string{"RecvRTU"}, "Sim.Deliver of an RTU"},
-	{"RecvDREQ", []string{"RecvDREQ"}, "Sim.Deliver of a DREQ (no event when its QPN is not the id's)"},
+	{"RecvDREQ", []string{"RecvDREQ"}, "Sim.Deliver of a DREQ"},
+	{"RecvDREQOtherQPN", []string{"RecvDREQOtherQPN"}, "Sim.Deliver of a DREQ naming another QPN than its id's"},
 	{"RecvDREP", []string{"RecvDREP"}, "Sim.Deliver of a DREP"},
 	{"Lose", nil, "Sim.Drop of every copy"},
 	{"Crash", nil, "Sim.Crash, then the server listens again"},
+}
+
+// TraceOnly are the spec actions no engine's own messages can drive, with
+// the reason: the state graphs cannot exercise them, the scenario traces
+// do (their messages are injected), and TestTraces requires that.
+var TraceOnly = map[string]string{
+	"RecvDREQOtherQPN": "no engine sends a DREQ naming another QPN than its peer's: a scenario injects one",
 }
 
 // SpecActions returns the spec's action names.

@@ -155,7 +155,7 @@ var modelEvents = map[string]string{
 	"RecvREQ": "RecvREQ", "RecvREQStale": "RecvREQStale", "RecvREQUnlisted": "RecvREQUnlisted",
 	"RecvREQRefused": "RecvREQRefused", "RecvREP": "RecvREP", "RecvREPStale": "RecvREPStale",
 	"RecvMRAForREQ": "RecvMRA", "RecvMRAForREP": "RecvMRA", "RecvREJ": "RecvREJ", "RecvREJStale": "RecvREJStale",
-	"RecvRTU": "RecvRTU", "RecvDREQ": "RecvDREQ", "RecvDREP": "RecvDREP", "Crash": "Crash",
+	"RecvRTU": "RecvRTU", "RecvDREQ": "RecvDREQ", "RecvDREQOtherQPN": "RecvDREQOtherQPN", "RecvDREP": "RecvDREP", "Crash": "Crash",
 }
 
 // convert maps one trace onto the model: one spec step per line, except

@@ -97,6 +97,7 @@ TStep ==
       [] Line.ev = "RecvREJStale"    -> TRecv(RecvREJStaleMsg)
       [] Line.ev = "RecvRTU"         -> TRecv(RecvRTUMsg)
       [] Line.ev = "RecvDREQ"        -> TRecv(RecvDREQMsg)
+      [] Line.ev = "RecvDREQOtherQPN" -> TRecv(RecvDREQOtherQPNMsg)
       [] Line.ev = "RecvDREP"        -> TRecv(RecvDREPMsg)
       [] Line.ev = "Crash"           -> CrashNode(Line.node)
       [] OTHER                       -> FALSE

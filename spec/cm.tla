@@ -119,23 +119,23 @@ Out(n, c, t, reason) ==
          [] t.send = "REQ"  -> {Mk("REQ", n, c.rnode, c.lid, 0, c.qpn, 0)}
          [] t.send = "REP"  -> {Mk("REP", n, c.rnode, c.lid, c.rid, c.qpn, 0)}
          [] t.send = "RTU"  -> {Mk("RTU", n, c.rnode, c.lid, c.rid, 0, 0)}
-         [] t.send = "MRA"  -> {Mk("MRA", n, c.rnode, c.lid, c.rid, 0,
-                                   IF c.state \in {"REQ_RCVD", "MRA_REQ_SENT"} THEN 0 ELSE 1)}
-         \* A REJ from REQ_RCVD names no local comm ID (Linux cm_format_rej).
-         [] t.send = "REJ"  -> {Mk("REJ", n, c.rnode, IF c.state = "REQ_RCVD" THEN 0 ELSE c.lid, c.rid, 0, rej)}
+         [] t.send = "MRA"  -> {Mk("MRA", n, c.rnode, c.lid, c.rid, 0, IF t.about = "REQ" THEN 0 ELSE 1)}
+         \* A REJ from a state whose comm ID the peer never heard names none.
+         [] t.send = "REJ"  -> {Mk("REJ", n, c.rnode, IF c.state \in UnannouncedStates THEN 0 ELSE c.lid, c.rid, 0, rej)}
          [] t.send = "DREQ" -> {Mk("DREQ", n, c.rnode, c.lid, c.rid, c.rqpn, 0)}
          [] t.send = "DREP" -> {Mk("DREP", n, c.rnode, c.lid, c.rid, 0, 0)}
 
-\* The states whose timer counts retries of a main-line message. ESTABLISHED
-\* runs a timer only for a LAP, which the model leaves out.
-RetryStates == TimerStates \ {"ESTABLISHED"}
+\* The states whose timer counts retries of a main-line message. A state
+\* that runs the alternate-path sub-state times a LAP, which the model leaves
+\* out.
+RetryStates == TimerStates \ LAPHostStates
 
 After(c, t, ev) ==
     IF "Free" \in t.effects THEN IdleConn
     ELSE [c EXCEPT !.state = t.next,
                    !.retries = CASE t.next \notin RetryStates -> 0   \* no timer: nothing to count
                                  [] "StartTimer" \in t.effects -> MaxRetries
-                                 [] ev = "Timeout" -> c.retries - 1
+                                 [] "Retry" \in t.effects -> c.retries - 1
                                  [] OTHER -> c.retries]
 
 RIDAfter(h, c, t, tab) ==
@@ -226,10 +226,12 @@ SendDREP(n, h)   == conn[n][h].state # "IDLE" /\ AppCall(n, h, "SendDREP", 0)
 CommEst(n, h)    == conn[n][h].state # "IDLE" /\ AppCall(n, h, "CommEst", 0)
 Destroy(n, h)    == conn[n][h].state # "IDLE" /\ AppCall(n, h, "Destroy", 0)
 
-(* Timers: nondeterministic, as the network's delay is.                     *)
-Timeout(n, h)        == conn[n][h].retries > 0 /\ AppCall(n, h, "Timeout", 0)
-TimeoutFinal(n, h)   == conn[n][h].retries = 0 /\ AppCall(n, h, "TimeoutFinal", 0)
-TimeWaitExpiry(n, h) == conn[n][h].state # "IDLE" /\ AppCall(n, h, "TimeWaitExpiry", 0)
+(* Timers: nondeterministic, as the network's delay is. Which event a      *)
+(* timer raises is the definition's TimerEvent.                            *)
+TimerIs(n, h, ev) == TimerEvent(conn[n][h].state, conn[n][h].retries > 0) = ev
+Timeout(n, h)        == TimerIs(n, h, "Timeout") /\ AppCall(n, h, "Timeout", 0)
+TimeoutFinal(n, h)   == TimerIs(n, h, "TimeoutFinal") /\ AppCall(n, h, "TimeoutFinal", 0)
+TimeWaitExpiry(n, h) == TimerIs(n, h, "TimeWaitExpiry") /\ AppCall(n, h, "TimeWaitExpiry", 0)
 
 -----------------------------------------------------------------------------
 (* Receiving. Each message is classified into one event for one id, as the  *)
@@ -241,7 +243,7 @@ TimeWaitExpiry(n, h) == conn[n][h].state # "IDLE" /\ AppCall(n, h, "TimeWaitExpi
 \* then match the peer's (once known). A REJ for a REQ we only know by the
 \* peer's comm ID (rid = 0) goes through the remote-ID table.
 Target(n, m) ==
-    LET byLID == {h \in Handles : conn[n][h].state \in HoldStates \ {"LISTEN"}
+    LET byLID == {h \in Handles : conn[n][h].state \in ReplyStates
                                   /\ m.rid # 0 /\ conn[n][h].lid = m.rid
                                   /\ (conn[n][h].rid = 0 \/ conn[n][h].rid = m.lid)
                                   /\ (m.type # "REP" \/ conn[n][h].rid = 0 \/ conn[n][h].rnode = m.src)}
@@ -311,7 +313,7 @@ RecvREQUnlistedMsg(m) == InNet(m, "REQ") /\ REQUnlistedAt(m.dst, m)
 
 \* A REP whose QPN another connected id already holds is stale (12.9.8.3.1).
 StaleREP(n, m, h) ==
-    IF StaleCheck /\ h # 0 /\ conn[n][h].state \in {"REQ_SENT", "MRA_REQ_RCVD"}
+    IF StaleCheck /\ h # 0 /\ conn[n][h].state \in LearnsREPStates
     THEN {e \in qpnTable[n] : e[1] = m.src /\ e[2] = m.qpn /\ e[3] # h} ELSE {}
 
 RepView(n, m, h) == [conn[n][h] EXCEPT !.rnode = m.src, !.rid = m.lid, !.rqpn = m.qpn]
@@ -319,7 +321,7 @@ RepView(n, m, h) == [conn[n][h] EXCEPT !.rnode = m.src, !.rid = m.lid, !.rqpn = 
 REPAt(n, m, h) ==
     /\ h = 0 \/ StaleREP(n, m, h) = {}
     /\ IF h = 0 THEN Deliver(n, m, "RecvREP")
-       ELSE LET c == IF conn[n][h].state \in {"REQ_SENT", "MRA_REQ_RCVD"} THEN RepView(n, m, h) ELSE conn[n][h]
+       ELSE LET c == IF conn[n][h].state \in LearnsREPStates THEN RepView(n, m, h) ELSE conn[n][h]
             IN Commit(n, Do(NodeView(n), n, h, c, "RecvREP", 0), {m}) /\ UNCHANGED <<nextLid, bogusStale>>
 
 RecvREPMsg(m) == InNet(m, "REP") /\ REPAt(m.dst, m, Target(m.dst, m))
@@ -339,13 +341,11 @@ RecvREJStaleMsg(m) == InNet(m, "REJ") /\ m.info = 10 /\ Deliver(m.dst, m, "RecvR
 RecvRTUMsg(m) == InNet(m, "RTU") /\ Deliver(m.dst, m, "RecvRTU")
 RecvDREPMsg(m) == InNet(m, "DREP") /\ Deliver(m.dst, m, "RecvDREP")
 
-\* A DREQ whose remote QPN is not the id's QPN is dropped before the table.
-DREQAt(n, m, h) ==
-    IF h # 0 /\ conn[n][h].qpn # m.qpn
-    THEN Commit(n, NodeView(n), {m}) /\ UNCHANGED <<nextLid, bogusStale>>
-    ELSE Deliver(n, m, "RecvDREQ")
+\* A DREQ naming another QPN than its id's is not for it (12.9.8.4).
+OtherQPN(n, m, h) == h # 0 /\ conn[n][h].qpn # m.qpn
 
-RecvDREQMsg(m) == InNet(m, "DREQ") /\ DREQAt(m.dst, m, Target(m.dst, m))
+RecvDREQMsg(m) == InNet(m, "DREQ") /\ ~OtherQPN(m.dst, m, Target(m.dst, m)) /\ Deliver(m.dst, m, "RecvDREQ")
+RecvDREQOtherQPNMsg(m) == InNet(m, "DREQ") /\ OtherQPN(m.dst, m, Target(m.dst, m)) /\ Deliver(m.dst, m, "RecvDREQOtherQPN")
 
 -----------------------------------------------------------------------------
 (* The environment.                                                         *)
@@ -383,6 +383,7 @@ RecvREJStale == \E m \in net : RecvREJStaleMsg(m)
 RecvRTU == \E m \in net : RecvRTUMsg(m)
 RecvDREP == \E m \in net : RecvDREPMsg(m)
 RecvDREQ == \E m \in net : RecvDREQMsg(m)
+RecvDREQOtherQPN == \E m \in net : RecvDREQOtherQPNMsg(m)
 Lose == \E m \in net : LoseMsg(m)
 
 Next ==
@@ -391,7 +392,7 @@ Next ==
           \/ Disconnect(n, h) \/ SendDREP(n, h) \/ CommEst(n, h) \/ Destroy(n, h)
           \/ Timeout(n, h) \/ TimeoutFinal(n, h) \/ TimeWaitExpiry(n, h)
     \/ RecvREQ \/ RecvREQStale \/ RecvREQUnlisted \/ RecvREQRefused \/ RecvREP \/ RecvREPStale
-    \/ RecvMRA \/ RecvREJ \/ RecvREJStale \/ RecvRTU \/ RecvDREQ \/ RecvDREP \/ Lose
+    \/ RecvMRA \/ RecvREJ \/ RecvREJStale \/ RecvRTU \/ RecvDREQ \/ RecvDREQOtherQPN \/ RecvDREP \/ Lose
     \/ \E n \in Nodes : Crash(n)
 
 \* The application answers, timers fire, TimeWait ends.
@@ -448,10 +449,7 @@ EstablishedAgree ==
          /\ cx.rnode = b /\ cx.rid = cy.lid /\ cy.rnode = a /\ cy.rid = cx.lid)
             => cx.rqpn = cy.qpn /\ cy.rqpn = cx.qpn
 
-(* Liveness under Fairness.                                                 *)
-AttemptStates == {"REQ_SENT", "MRA_REQ_RCVD", "REQ_RCVD", "MRA_REQ_SENT", "REP_SENT",
-                  "MRA_REP_RCVD", "REP_RCVD", "MRA_REP_SENT"}
-
+(* Liveness under Fairness (AttemptStates is the definition's).            *)
 AttemptsEnd == \A n \in Nodes, h \in Handles :
     conn[n][h].state \in AttemptStates ~> conn[n][h].state \in {"ESTABLISHED", "IDLE"}
 

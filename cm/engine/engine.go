@@ -335,14 +335,8 @@ func (e *Engine) Tick(now Time) {
 }
 
 func (e *Engine) fire(c *conn) {
-	in := input{}
-	switch {
-	case c.state == StateTimeWait:
-		in.ev = EvTimeWaitExpiry
-	case c.retries > 0:
-		in.ev = EvTimeout
-	default:
-		in.ev = EvTimeoutFinal
+	in := input{ev: c.state.TimerEvent(c.retries > 0)}
+	if in.ev == EvTimeoutFinal {
 		e.stats.Timeouts++
 	}
 	e.step(c, &in)
@@ -404,10 +398,13 @@ func (e *Engine) step(c *conn, in *input) error {
 		e.stateless(in, tr)
 		return nil
 	}
-	if tr.Send != MsgNONE {
-		e.send(c, in, tr.Send, tr.Reason, tr.Effects&EffResend != 0, false)
-	}
 	eff := tr.Effects
+	if eff&EffAdoptTID != 0 && in.m != nil {
+		c.tid = in.m.TID // before the step's message is built: it may answer this one
+	}
+	if tr.Send != MsgNONE {
+		e.send(c, in, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, eff&EffResend != 0, false)
+	}
 	var stale *conn
 	if eff&EffStopTimer != 0 {
 		e.stopTimer(c)
@@ -447,6 +444,9 @@ func (e *Engine) step(c *conn, in *input) error {
 	if eff&EffExtendTimer != 0 {
 		e.extend(c, in)
 	}
+	if eff&EffRetry != 0 {
+		e.retry(c)
+	}
 	if eff&EffEnterTimeWait != 0 {
 		e.enterTimeWait(c)
 		e.dropSent(c)
@@ -458,14 +458,17 @@ func (e *Engine) step(c *conn, in *input) error {
 			e.removeRemoteQPN(c)
 		}
 	}
-	// A timeout with retries left resent the message: wait again.
-	if in.ev == EvTimeout && tr.Next.Attr().Timer && tr.Next == from {
-		c.retries--
-		e.arm(c, e.now.Add(c.curTO))
+	if eff&EffExitLAP != 0 {
+		c.lap = LAPOff
+		e.putBuf(c.lapSent)
+		c.lapSent = nil
 	}
-	if halfOpen(from) != halfOpen(tr.Next) {
+	if eff&EffEnterLAP != 0 {
+		c.lap = LAPStart(c.flags&flagAlt != 0)
+	}
+	if h := from.Attr().HalfOpen; h != tr.Next.Attr().HalfOpen {
 		d := 1
-		if halfOpen(from) {
+		if h {
 			d = -1
 		}
 		e.halfOpen += d
@@ -476,17 +479,6 @@ func (e *Engine) step(c *conn, in *input) error {
 			} else {
 				delete(e.peerHalfOpen, k)
 			}
-		}
-	}
-	if tr.Next != StateEstablished && c.lap != LAPUninit {
-		c.lap = LAPUninit
-		e.putBuf(c.lapSent)
-		c.lapSent = nil
-	}
-	if tr.Next == StateEstablished && from != StateEstablished {
-		c.lap = LAPUninit
-		if c.flags&flagAlt != 0 {
-			c.lap = LAPIdle
 		}
 	}
 	c.state = tr.Next
@@ -522,10 +514,13 @@ func (e *Engine) stepLAP(c *conn, in *input) error {
 		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
 		return nil
 	}
-	if tr.Send != MsgNONE {
-		e.send(c, in, tr.Send, tr.Reason, tr.Effects&EffResend != 0, true)
-	}
 	eff := tr.Effects
+	if eff&EffAdoptTID != 0 && in.m != nil {
+		c.tid = in.m.TID
+	}
+	if tr.Send != MsgNONE {
+		e.send(c, in, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, eff&EffResend != 0, true)
+	}
 	if eff&EffStopTimer != 0 {
 		e.stopTimer(c)
 	}
@@ -537,9 +532,11 @@ func (e *Engine) stepLAP(c *conn, in *input) error {
 	if eff&EffExtendTimer != 0 {
 		e.extend(c, in)
 	}
-	if in.ev == EvTimeout && tr.Next == lfrom {
-		c.retries--
-		e.arm(c, e.now.Add(c.curTO))
+	if eff&EffRetry != 0 {
+		e.retry(c)
+	}
+	if eff&EffLoadAlt != 0 {
+		c.flags |= flagAlt
 	}
 	c.lap = tr.Next
 	if tr.Notice != NoticeNone {
@@ -558,6 +555,13 @@ func (e *Engine) extend(c *conn, in *input) {
 		svc = in.m.MRA.ServiceTimeout
 	}
 	c.curTO = e.capWait(wire.TimeoutDuration(svc) + wire.TimeoutDuration(c.ackTO))
+	e.arm(c, e.now.Add(c.curTO))
+}
+
+// retry counts one retry of the outstanding message, which the step
+// resent, and waits for it again.
+func (e *Engine) retry(c *conn) {
+	c.retries--
 	e.arm(c, e.now.Add(c.curTO))
 }
 

@@ -24,13 +24,16 @@ type IDInfo struct {
 	Deadline   Time   // when Timer
 	Retries    uint8  // retries left for the outstanding message
 	Addr       transport.Addr
+	// AltPath: an alternate path is loaded (the REQ carried one, or a LAP
+	// exchange whose APR accepted it ended).
+	AltPath bool
 }
 
 func (c *conn) info() IDInfo {
 	return IDInfo{ID: c.id, State: c.state, LAP: c.lap, Active: c.flags&flagActive != 0,
 		LocalQPN: c.qpn, RemoteGUID: c.rguid, RemoteID: c.rid, RemoteQPN: c.rqpn,
 		ServiceID: c.sid, Mask: c.mask, Listen: c.listen, Timer: c.heapIdx != timerNone, Deadline: c.deadline,
-		Retries: c.retries, Addr: c.addr}
+		Retries: c.retries, Addr: c.addr, AltPath: c.flags&flagAlt != 0}
 }
 
 // NumIDs returns the number of ids holding a local comm ID.
