@@ -379,23 +379,24 @@ type input struct {
 func (e *Engine) step(c *conn, in *input) error {
 	from := c.state
 	tr := Lookup(from, in.ev)
+	mark := len(e.out) // what the step queues goes into its trace
 	switch tr.Kind {
 	case KindDrop:
 		e.stats.Dropped++
-		e.trace(in.ev, c.id, from, from, KindDrop, nil)
+		e.trace(in.ev, c.id, from, from, KindDrop, nil, mark)
 		return nil
 	case KindInvalid:
 		if in.ev.Class() == ClassApp {
 			return &StateError{ID: c.id, State: from, Event: in.ev}
 		}
 		e.stats.InternalInvalid++
-		e.trace(in.ev, c.id, from, from, KindInvalid, nil)
+		e.trace(in.ev, c.id, from, from, KindInvalid, nil, mark)
 		return nil
 	case KindSub:
-		return e.stepLAP(c, in)
+		return e.stepLAP(c, in, mark)
 	case KindStateless:
 		// Only the IDLE row answers statelessly; classify calls stateless().
-		e.stateless(in, tr)
+		e.stateless(in, tr, mark)
 		return nil
 	}
 	eff := tr.Effects
@@ -489,7 +490,7 @@ func (e *Engine) step(c *conn, in *input) error {
 	if eff&EffFree != 0 && c.flags&flagRegistered != 0 {
 		e.release(c)
 	}
-	e.trace(in.ev, id, from, tr.Next, KindTransition, nil)
+	e.trace(in.ev, id, from, tr.Next, KindTransition, nil, mark)
 	if stale != nil {
 		e.step(stale, &input{ev: EvStale})
 	}
@@ -497,21 +498,21 @@ func (e *Engine) step(c *conn, in *input) error {
 }
 
 // stepLAP applies the alternate-path table to an ESTABLISHED id.
-func (e *Engine) stepLAP(c *conn, in *input) error {
+func (e *Engine) stepLAP(c *conn, in *input, mark int) error {
 	lfrom := c.lap
 	tr := LookupLAP(lfrom, in.ev)
 	sub := &lapStep{from: lfrom, to: tr.Next, kind: tr.Kind}
 	switch tr.Kind {
 	case KindDrop:
 		e.stats.Dropped++
-		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 		return nil
 	case KindInvalid:
 		if in.ev.Class() == ClassApp {
 			return &StateError{ID: c.id, State: c.state, LAP: lfrom, Sub: true, Event: in.ev}
 		}
 		e.stats.InternalInvalid++
-		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 		return nil
 	}
 	eff := tr.Effects
@@ -542,7 +543,7 @@ func (e *Engine) stepLAP(c *conn, in *input) error {
 	if tr.Notice != NoticeNone {
 		e.notify(c, tr.Notice, c.state, in, 0)
 	}
-	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 	return nil
 }
 
@@ -586,11 +587,11 @@ type lapStep struct {
 	kind     Kind
 }
 
-func (e *Engine) trace(ev Event, id CommID, from, to State, k Kind, sub *lapStep) {
+func (e *Engine) trace(ev Event, id CommID, from, to State, k Kind, sub *lapStep, mark int) {
 	if e.cfg.Trace == nil {
 		return
 	}
-	ts := TraceStep{Time: e.now, Event: ev, ID: id, From: from, To: to, Kind: k}
+	ts := TraceStep{Time: e.now, Event: ev, ID: id, From: from, To: to, Kind: k, Sent: len(e.out) - mark}
 	if sub != nil {
 		ts.LAPFrom, ts.LAPTo, ts.LAPKind = sub.from, sub.to, sub.kind
 	}

@@ -272,7 +272,7 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 
 // stateless answers a message that matched no id, from the message itself
 // (spec/cm.tla Reply), then raises Stale on the id it showed stale.
-func (e *Engine) stateless(in *input, tr Transition) {
+func (e *Engine) stateless(in *input, tr Transition, mark int) {
 	m := in.m
 	h := wire.Header{TID: m.TID}
 	var msg wire.Message
@@ -308,7 +308,7 @@ func (e *Engine) stateless(in *input, tr Transition) {
 	if msg != nil && wire.EncodeMAD(&e.txBuf, h, msg) == nil {
 		e.emit(in.from, &e.txBuf)
 	}
-	e.trace(in.ev, 0, StateIdle, StateIdle, KindStateless, nil)
+	e.trace(in.ev, 0, StateIdle, StateIdle, KindStateless, nil, mark)
 	if tr.Effects&EffStaleOther != 0 && in.stale != nil {
 		e.step(in.stale, &input{ev: EvStale})
 	}
