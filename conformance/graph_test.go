@@ -64,7 +64,7 @@ func TestGraph(t *testing.T) {
 }
 
 // GraphConfigs are the configs whose state graphs TestGraph replays.
-var GraphConfigs = []string{"cm_graph.cfg", "cm_graph_stale.cfg"}
+var GraphConfigs = []string{"cm_graph.cfg", "cm_graph_stale.cfg", "cm_graph_lap.cfg", "cm_graph_sidr.cfg"}
 
 func replayGraphFile(t *testing.T, dot, cfgPath string) *GraphReport {
 	start := time.Now()
@@ -109,7 +109,7 @@ func replayGraphFile(t *testing.T, dot, cfgPath string) *GraphReport {
 
 // GraphSpecFiles are the files the graphs depend on; testdata/graph.sha256
 // is the sha256 of their contents, concatenated in this order.
-var GraphSpecFiles = []string{"cm.tla", "CMTable.tla", "cm_graph.cfg", "cm_graph_stale.cfg"}
+var GraphSpecFiles = append([]string{"cm.tla", "CMTable.tla"}, GraphConfigs...)
 
 func specHash(t *testing.T) string {
 	h := sha256.New()
