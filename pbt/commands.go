@@ -611,6 +611,8 @@ func (c Dup) apply(s *System) (string, error) {
 	i := c.I % len(p)
 	s.note(s.describe(p[i]))
 	s.Sim.Dup(i)
+	p = s.Sim.Pending()
+	s.oblig.copied(p[i], p[len(p)-1])
 	return "", nil
 }
 func (c Dup) shrink() []commands.Command { return ints(c, func(x *Dup) *int { return &x.I }) }
@@ -680,7 +682,11 @@ type Crash struct {
 
 func (c Crash) apply(s *System) (string, error) {
 	i := c.Node % len(s.Nodes)
+	cfg := s.Nodes[i].Engine.Config()
 	s.Sim.Crash(s.Nodes[i])
+	if s.ReuseIDs {
+		s.Nodes[i].Engine = engine.NewEngine(cfg) // the old seed: the same comm-ID sequence
+	}
 	s.crashed(i)
 	return "", nil
 }
