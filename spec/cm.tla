@@ -552,10 +552,14 @@ REQDroppedAt(n, m) ==
 
 RecvREQDroppedMsg(m) == InNet(m, "REQ") /\ REQDroppedAt(m.dst, m)
 
+\* A cell with StaleOther raises Stale on the connected id the input showed
+\* stale (12.9.8.3.1: DREQ the old connection into TimeWait).
+StaleStep(nd, n, t, old) == IF "StaleOther" \in t.effects THEN Do(nd, n, old, conn[n][old], "Stale", 0, NoMsg) ELSE nd
+
 \* 12.9.8.3.1: REJ(10) the REQ, then DREQ the old connection into TimeWait.
 REQStaleAt(n, m) ==
     LET old == (CHOOSE e \in StaleREQ(n, m) : TRUE)[3]
-        nd  == Do(Reply(NodeView(n), n, m, "RecvREQStale", 0), n, old, conn[n][old], "Stale", 0, NoMsg)
+        nd  == StaleStep(Reply(NodeView(n), n, m, "RecvREQStale", 0), n, Table["IDLE"]["RecvREQStale"], old)
     IN /\ DupREQ(n, m) = {}
        /\ StaleREQ(n, m) # {}
        /\ Commit(n, nd, {m})
@@ -598,7 +602,8 @@ RecvREPMsg(m) == InNet(m, "REP") /\ REPAt(m.dst, m, Target(m.dst, m))
 
 REPStaleAt(n, m, h) ==
     LET old == (CHOOSE e \in StaleREP(n, m, h) : TRUE)[3]
-        nd  == Do(Do(NodeView(n), n, h, RepView(n, m, h), "RecvREPStale", 0, m), n, old, conn[n][old], "Stale", 0, NoMsg)
+        nd  == StaleStep(Do(NodeView(n), n, h, RepView(n, m, h), "RecvREPStale", 0, m), n,
+                         Table[conn[n][h].state]["RecvREPStale"], old)
     IN /\ h # 0 /\ StaleREP(n, m, h) # {}
        /\ Commit(n, nd, {m})
        /\ UNCHANGED <<nextLid, inc>>
