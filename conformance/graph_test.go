@@ -20,7 +20,7 @@ import (
 // tools/conformance.sh has TLC dump the graphs at test time and points
 // IBCM_GRAPH_DIR at them; without it the test reads the copies in
 // testdata/, which tools/conformance.sh --update-cache refreshes. Under the
-// race detector (make unit), which slows the replay about tenfold, the
+// race detector (make unit), which slows the replay about threefold, the
 // test replays the first graph only: tools/conformance.sh, also part of
 // make test, replays all of them and checks every action is exercised.
 func TestGraph(t *testing.T) {
