@@ -161,6 +161,7 @@ func main() {
 	list := flag.Bool("list", false, "print the catalogue")
 	keep := flag.Bool("keep", false, "keep the scratch copy")
 	timeout := flag.Duration("timeout", 15*time.Minute, "per layer and mutant")
+	noBaseline := flag.Bool("nobaseline", false, "skip the run of every layer on the unmutated copy")
 	flag.Parse()
 	if *list {
 		for _, m := range catalogue {
@@ -196,10 +197,18 @@ func main() {
 		fatal(err)
 	}
 	fmt.Printf("mutants: %d mutants, layers %s, scratch copy %s\n", len(mutants), *layers, scratch)
+	start := time.Now()
 	// The unmutated copy must pass every layer, or a "caught" means nothing.
+	if !*noBaseline {
+		t0 := time.Now()
+		res := runLayers(scratch, true, want, *timeout)
+		if s := summary(res); s != "caught by nothing" {
+			fatal(fmt.Errorf("the unmutated copy fails a layer (%s; run that layer by hand to see why)\n%s", s, details(res)))
+		}
+		fmt.Printf("mutants: baseline (unmutated): every layer passes (%s)\n", time.Since(t0).Round(time.Second))
+	}
 	results := map[string]map[string]result{}
 	failed := false
-	start := time.Now()
 	for i, m := range mutants {
 		t0 := time.Now()
 		res, err := runMutant(scratch, m, want, *timeout)
@@ -328,18 +337,25 @@ func runMutant(dir string, m mutant, want map[string]bool, timeout time.Duration
 	if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.Old), []byte(m.New), 1), 0o644); err != nil {
 		return nil, err
 	}
-	res := map[string]result{}
 	if m.def() {
-		if want["build"] {
-			out, err := sh(dir, timeout, "go", "run", "./gen", "-root", filepath.Join(dir, ".mutant-build"))
-			res["build"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`definition: ([A-Za-z]+):`))}
-			_ = os.RemoveAll(filepath.Join(dir, ".mutant-build"))
-		}
 		if out, err := sh(dir, timeout, "go", "run", "./gen", "-root", ".", "-unchecked"); err != nil {
 			return nil, fmt.Errorf("the mutant breaks the table's structure, not an obligation (fix the catalogue):\n%s", out)
 		}
 	}
-	if want["tlc"] && m.def() { // the spec cannot see the engine's code: n/a for engine mutants
+	return runLayers(dir, m.def(), want, timeout), nil
+}
+
+// runLayers runs the wanted layers on the scratch copy dir; build and tlc
+// only for a definition mutant (the spec cannot see the engine's code) and
+// for the unmutated baseline.
+func runLayers(dir string, def bool, want map[string]bool, timeout time.Duration) map[string]result {
+	res := map[string]result{}
+	if want["build"] && def {
+		out, err := sh(dir, timeout, "go", "run", "./gen", "-root", filepath.Join(dir, ".mutant-build"))
+		res["build"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`definition: ([A-Za-z]+):`))}
+		_ = os.RemoveAll(filepath.Join(dir, ".mutant-build"))
+	}
+	if want["tlc"] && def {
 		res["tlc"] = tlc(dir, timeout)
 	}
 	if want["pbt"] {
@@ -355,7 +371,17 @@ func runMutant(dir string, m mutant, want map[string]bool, timeout time.Duration
 		_, err := sh(dir, timeout, "go", "test", "-count=1", "-run", "^TestScenarios$", "./cm/engine/")
 		res["golden"] = result{caught: err != nil}
 	}
-	return res, nil
+	return res
+}
+
+func details(res map[string]result) string {
+	var b strings.Builder
+	for _, l := range layerNames {
+		if r, ok := res[l]; ok && r.caught {
+			fmt.Fprintf(&b, "  %s: %s\n", l, r.detail)
+		}
+	}
+	return b.String()
 }
 
 var violated = regexp.MustCompile(`Error: (?:Invariant|Action property) ([A-Za-z]+) is violated|Temporal properties were violated`)
