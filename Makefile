@@ -3,7 +3,7 @@ GO      ?= go
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all deps generate check-generate build vet model model-test sim test unit interop interop-bench bench fuzz-short pbt-long conformance clean
+.PHONY: all deps generate check-generate build vet model model-test model-cluster mutants sim test unit interop interop-bench bench fuzz-short pbt-long conformance clean
 
 all: deps check-generate build model sim
 
@@ -27,9 +27,20 @@ vet:
 model:
 	tools/model.sh spec/cm.cfg
 
-# Every config in spec/manifest.tsv: expected outcome and distinct states.
+# Every config in spec/manifest.tsv: expected outcome and state count; the
+# sequence chart of cm_legacy.cfg's counterexample (docs/cm-legacy.svg).
 model-test:
 	tools/model.sh --manifest spec/manifest.tsv
+
+# spec/cm_cluster.cfg, all of it, with TLC's distributed mode (one local
+# worker; more, on other hosts too: docs/model.md).
+model-cluster:
+	tools/model-cluster.sh cm_cluster.cfg $(or $(WORKERS),1)
+
+# Mutants of gen/def and the engine, each caught by TLC or the gopter
+# suite (docs/mutants.md; about an hour on 2 cores, not part of make test).
+mutants:
+	$(GO) run ./tools/mutants
 
 # The seed's workload: QPs opened and closed fast, each QPN reused right after
 # DREQ/DREP. The spec-correct engine, then the pre-fix Linux behaviour.

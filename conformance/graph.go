@@ -164,9 +164,12 @@ var EveryStep = os.Getenv("IBCM_GRAPH_EVERY_STEP") == "1"
 
 // msgTypes is the message type each receive action takes.
 var msgTypes = map[string]string{
-	"RecvREQ": "REQ", "RecvREQStale": "REQ", "RecvREQUnlisted": "REQ", "RecvREQRefused": "REQ",
+	"RecvREQ": "REQ", "RecvREQStale": "REQ", "RecvREQUnlisted": "REQ", "RecvREQRefused": "REQ", "RecvREQDropped": "REQ",
 	"RecvREP": "REP", "RecvREPStale": "REP", "RecvMRA": "MRA", "RecvREJ": "REJ", "RecvREJStale": "REJ",
-	"RecvRTU": "RTU", "RecvDREQ": "DREQ", "RecvDREP": "DREP",
+	"RecvRTU": "RTU", "RecvDREQ": "DREQ", "RecvDREQOtherQPN": "DREQ", "RecvDREP": "DREP",
+	"RecvLAP": "LAP", "RecvAPR": "APR", "RecvAPRRejected": "APR",
+	"RecvSIDRREQ": "SIDR_REQ", "RecvSIDRREQUnlisted": "SIDR_REQ", "RecvSIDRREQDropped": "SIDR_REQ", "RecvSIDRREP": "SIDR_REP",
+	"RecvClassPortInfoGet": "GET", "RecvGetResp": "GETRESP",
 }
 
 // candidates lists the parameterizations of an edge's action, likeliest
@@ -178,6 +181,14 @@ func candidates(g *Graph, e Edge, cfg *ModelConfig) []Step {
 	case e.Action == "Crash":
 		for _, n := range cfg.Nodes {
 			out = append(out, Step{Action: "Crash", N: n})
+		}
+	case e.Action == "QueryPortInfo":
+		// A new Get, or (a step that leaves the state as it was) one
+		// already in flight.
+		for _, m := range t["net"].Elems {
+			if m.Get("type").Str == "GET" && (e.From == e.To || !slices.ContainsFunc(s["net"].Elems, m.Equal)) {
+				out = append(out, Step{Action: e.Action, N: int(m.Get("src").Int), R: int(m.Get("dst").Int)})
+			}
 		}
 	case e.Action == "Lose":
 		for _, m := range s["net"].Elems {
@@ -209,13 +220,27 @@ func candidates(g *Graph, e Edge, cfg *ModelConfig) []Step {
 				switch e.Action {
 				case "Connect":
 					st.Q, st.R = int(ct.Get("qpn").Int), int(ct.Get("rnode").Int)
+					st.SID, st.K, st.Alt = int(ct.Get("sid").Int), int(ct.Get("maxr").Int), ct.Get("alt").Int != 0
+				case "SIDRRequest":
+					st.R, st.SID, st.K = int(ct.Get("rnode").Int), int(ct.Get("sid").Int), int(ct.Get("maxr").Int)
+				case "Listen":
+					st.SID, st.Mask = int(ct.Get("sid").Int), int(ct.Get("mask").Int)
 				case "Accept":
 					st.Q = int(ct.Get("qpn").Int)
 				}
+				var sts []Step
+				if e.Action == "SIDRReply" {
+					for _, x := range []int{0, 2} {
+						st.X = x
+						sts = append(sts, st)
+					}
+				} else {
+					sts = []Step{st}
+				}
 				if !cs.Equal(ct) {
-					changed = append(changed, st)
+					changed = append(changed, sts...)
 				} else if cs.Get("state").Str != "IDLE" {
-					others = append(others, st)
+					others = append(others, sts...)
 				}
 			}
 		}

@@ -8,21 +8,32 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// ServiceID is the service every model server listens on.
-const ServiceID = 0x1000
+// SIDBase is the engine service ID standing for model service ID 0: model
+// service ID s is SIDBase + s, model mask m the engine mask with every bit
+// above the model's SIDBits set and m below (EngineSID, EngineMask).
+const SIDBase = 0x1000
+
+// ServiceID is the service the model servers listen on by default (model
+// service ID 0).
+const ServiceID = SIDBase
 
 // ModelConfig is the part of a TLC configuration the replay needs.
 type ModelConfig struct {
-	Nodes, Clients, Servers, Handles, QPNs []int
-	MaxCommID, MaxRetries, MaxCrashes      int
-	Loss, Duplicate                        bool
-	LegacyTimeWaitQPN, StaleCheck          bool
+	Nodes, Clients, Servers, Handles, QPNs       []int
+	ServedIDs, Listeners, ListenIDs, ListenMasks []int
+	ServiceIDs, SIDRClients, Retries             []int
+	SIDBits                                      int
+	MaxCommID, MaxCrashes                        int
+	MaxHalfOpen, MaxHalfOpenPerPeer              int
+	Loss, Duplicate, LAP, PortInfo, DropExcess   bool
+	LegacyTimeWaitQPN, StaleCheck, FreshCommIDs  bool
 }
 
 var cfgConst = regexp.MustCompile(`(?m)^\s*([A-Za-z]+)\s*=\s*(.+?)\s*$`)
@@ -50,21 +61,22 @@ func ReadModelConfig(path string) (*ModelConfig, error) {
 		return out
 	}
 	c := &ModelConfig{Nodes: ints("Nodes"), Clients: ints("Clients"), Servers: ints("Servers"),
-		Handles: ints("Handles"), QPNs: ints("QPNs"),
-		MaxCommID: int(vals["MaxCommID"].Int), MaxRetries: int(vals["MaxRetries"].Int),
-		MaxCrashes: int(vals["MaxCrashes"].Int),
-		Loss:       vals["Loss"].Int != 0, Duplicate: vals["Duplicate"].Int != 0,
-		LegacyTimeWaitQPN: vals["LegacyTimeWaitQPN"].Int != 0, StaleCheck: vals["StaleCheck"].Int != 0}
+		Handles: ints("Handles"), QPNs: ints("QPNs"), ServedIDs: ints("ServedIDs"), Listeners: ints("Listeners"),
+		ListenIDs: ints("ListenIDs"), ListenMasks: ints("ListenMasks"), ServiceIDs: ints("ServiceIDs"),
+		SIDRClients: ints("SIDRClients"), Retries: ints("Retries"), SIDBits: int(vals["SIDBits"].Int),
+		MaxCommID: int(vals["MaxCommID"].Int), MaxCrashes: int(vals["MaxCrashes"].Int),
+		MaxHalfOpen: int(vals["MaxHalfOpen"].Int), MaxHalfOpenPerPeer: int(vals["MaxHalfOpenPerPeer"].Int),
+		Loss: vals["Loss"].Int != 0, Duplicate: vals["Duplicate"].Int != 0, LAP: vals["LAP"].Int != 0,
+		PortInfo: vals["PortInfo"].Int != 0, DropExcess: vals["DropExcessREQ"].Int != 0,
+		LegacyTimeWaitQPN: vals["LegacyTimeWaitQPN"].Int != 0, StaleCheck: vals["StaleCheck"].Int != 0,
+		FreshCommIDs: vals["FreshCommIDs"].Int != 0}
 	if len(c.Nodes) == 0 || len(c.Handles) == 0 {
 		return nil, fmt.Errorf("%s: no Nodes or Handles", path)
 	}
+	if !c.FreshCommIDs {
+		return nil, fmt.Errorf("%s: the replay's engines always draw a fresh allocator start", path)
+	}
 	return c, nil
-}
-
-// retryStates are spec/cm.tla's RetryStates: a main-line timer counts
-// retries there. Elsewhere the model's retries is 0.
-func retryState(s engine.State) bool {
-	return s.Attr().Timer && s != engine.StateEstablished
 }
 
 // EngineQPN is the engine QPN standing for model QPN q (0: none).
@@ -83,6 +95,15 @@ func ModelQPN(v uint32) int {
 	return int(v - 0x100)
 }
 
+func (c *ModelConfig) sidMask() uint64 { return 1<<c.SIDBits - 1 }
+
+// EngineSID and EngineMask are the engine's service ID and mask for the
+// model's; ModelSID and ModelMask the inverses.
+func (c *ModelConfig) EngineSID(s int) uint64   { return SIDBase + uint64(s) }
+func (c *ModelConfig) EngineMask(m int) uint64  { return ^c.sidMask() | uint64(m) }
+func (c *ModelConfig) ModelSID(v uint64) int64  { return int64(v - SIDBase) }
+func (c *ModelConfig) ModelMask(v uint64) int64 { return int64(v & c.sidMask()) }
+
 // Step is one action of the model with its parameters, as the replay
 // applies it to the engines.
 type Step struct {
@@ -90,7 +111,12 @@ type Step struct {
 	N, H   int   // node and handle (app calls, timers, Crash)
 	Msg    Value // receive actions and Lose
 	Keep   bool  // the network keeps a copy of Msg (duplication)
-	Q, R   int   // Connect: QPN and server; Accept: QPN
+	Q, R   int   // Connect: QPN and peer; Accept: QPN; SIDRRequest, QueryPortInfo: peer
+	SID    int   // Connect, SIDRRequest, Listen: the service ID
+	Mask   int   // Listen
+	K      int   // Connect, SIDRRequest: Max CM Retries
+	Alt    bool  // Connect: the REQ carries an alternate path
+	X      int   // SIDRReply: the status
 }
 
 func (s Step) String() string {
@@ -104,9 +130,17 @@ func (s Step) String() string {
 	case s.Action == "Crash":
 		return fmt.Sprintf("Crash(%d)", s.N)
 	case s.Action == "Connect":
-		return fmt.Sprintf("Connect(%d, %d) qpn=%d to=%d", s.N, s.H, s.Q, s.R)
+		return fmt.Sprintf("Connect(%d, %d) qpn=%d to=%d sid=%d retries=%d alt=%v", s.N, s.H, s.Q, s.R, s.SID, s.K, s.Alt)
+	case s.Action == "SIDRRequest":
+		return fmt.Sprintf("SIDRRequest(%d, %d) to=%d sid=%d retries=%d", s.N, s.H, s.R, s.SID, s.K)
+	case s.Action == "Listen":
+		return fmt.Sprintf("Listen(%d, %d) sid=%d mask=%d", s.N, s.H, s.SID, s.Mask)
 	case s.Action == "Accept":
 		return fmt.Sprintf("Accept(%d, %d) qpn=%d", s.N, s.H, s.Q)
+	case s.Action == "SIDRReply":
+		return fmt.Sprintf("SIDRReply(%d, %d) status=%d", s.N, s.H, s.X)
+	case s.Action == "QueryPortInfo":
+		return fmt.Sprintf("QueryPortInfo(%d, %d)", s.N, s.R)
 	}
 	return fmt.Sprintf("%s(%d, %d)", s.Action, s.N, s.H)
 }
@@ -115,7 +149,8 @@ func (s Step) String() string {
 // running timer at any time; the engine fires them in deadline order. So a
 // path that fires timers out of the order they were armed needs timeouts
 // that make it so: Profile[i] is the choice for the i-th Connect (the REQ's
-// timeouts, which set both ends' waits and TimeWait) and the i-th SendMRA.
+// timeouts, which set both ends' waits and TimeWait), the i-th SendMRA and
+// the i-th SIDRRequest.
 type Timing []int
 
 // connectProfiles are the REQ timeouts the search tries: Local ACK
@@ -142,6 +177,8 @@ var connectProfiles = func() [][3]uint8 {
 
 var mraProfiles = []uint8{10, 4, 16}
 
+var sidrProfiles = []time.Duration{4 * time.Millisecond, 64 * time.Microsecond, 256 * time.Millisecond}
+
 func absd(a, b uint8) uint8 {
 	if a > b {
 		return a - b
@@ -160,62 +197,113 @@ type World struct {
 	Sim     *simnet.Sim
 	nodes   map[int]*simnet.Node
 	byGUID  map[uint64]int
+	byLID   map[uint16]int
 	handle  map[int]map[int]engine.CommID // model node -> handle -> engine id
+	known   map[int]map[engine.CommID]bool
 	lid     map[int]map[engine.CommID]int // model node -> engine id -> model comm ID (every epoch)
+	rinc    map[int]map[engine.CommID]int // model node -> engine id -> the incarnation of the peer it is bound to
 	alloc   map[int]int                   // comm IDs allocated: the model's nextLid - 1
+	epoch   map[int]int                   // crashes of each node
 	crashes int
 	clock   map[int]engine.Time
 	timing  Timing
 	choice  int   // choices of timing consumed
 	options []int // options of each choice consumed
+	out     map[int][]*pendingStep
+	inc     map[uint64]int // by packet Seq: the incarnation each MAD was sent from
+	env     []Value        // Get(ClassPortInfo) messages the environment has in flight
+	getTID  uint64
+	last    Value // the message the step delivered, if any
 	// Trace, when set, is given to every engine (and to the engines a
 	// crash makes).
 	Trace func(n *simnet.Node) engine.Tracer
 }
 
+// pendingStep is an engine step whose MADs are not all routed yet.
+type pendingStep struct {
+	stateless bool
+	left      int
+}
+
 // NewWorld builds the model's nodes: LID and GID n, GUID 0x1000+n; the
-// servers listen on ServiceID; MaxIDs is Handles (plus the listen), so the
-// engine refuses a REQ exactly when the model has no free handle.
+// servers listen on ServedIDs; MaxIDs is Handles, so the engine refuses a
+// REQ exactly when the model has no free handle; the half-open bounds and
+// DropExcessREQ are the model's.
 func NewWorld(cfg *ModelConfig, timing Timing, trace func(n *simnet.Node) engine.Tracer) *World {
 	w := &World{cfg: cfg, Sim: simnet.New(simnet.Config{Seed: 1, Manual: true}), nodes: map[int]*simnet.Node{},
-		byGUID: map[uint64]int{}, handle: map[int]map[int]engine.CommID{}, lid: map[int]map[engine.CommID]int{},
-		alloc: map[int]int{}, clock: map[int]engine.Time{}, timing: timing, Trace: trace}
+		byGUID: map[uint64]int{}, byLID: map[uint16]int{}, handle: map[int]map[int]engine.CommID{},
+		known: map[int]map[engine.CommID]bool{}, lid: map[int]map[engine.CommID]int{}, rinc: map[int]map[engine.CommID]int{},
+		alloc: map[int]int{}, epoch: map[int]int{}, clock: map[int]engine.Time{}, timing: timing, Trace: trace,
+		out: map[int][]*pendingStep{}, inc: map[uint64]int{}}
 	for _, n := range cfg.Nodes {
 		for len(w.Sim.Nodes()) < n {
-			maxIDs := len(cfg.Handles)
-			if slices.Contains(cfg.Servers, n) {
-				maxIDs++
-			}
-			ccfg := engine.Config{Seed: uint64(n), MaxIDs: maxIDs, LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
-				DisableStaleCheck: !cfg.StaleCheck}
-			nd := w.Sim.AddNode(fmt.Sprintf("n%d", len(w.Sim.Nodes())+1), ccfg)
-			if w.Trace != nil {
-				// AddNode wrapped the config's tracer; a crash keeps it.
-				_ = nd
-			}
+			idx := len(w.Sim.Nodes()) + 1
+			ccfg := engine.Config{Seed: uint64(idx), MaxIDs: len(cfg.Handles), MaxHalfOpen: cfg.MaxHalfOpen,
+				MaxHalfOpenPerPeer: cfg.MaxHalfOpenPerPeer, DropExcessREQ: cfg.DropExcess,
+				LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN, DisableStaleCheck: !cfg.StaleCheck,
+				Trace: w.tracer(idx)}
+			w.Sim.AddNode(fmt.Sprintf("n%d", idx), ccfg)
 		}
 	}
+	w.Sim.OnSend = w.onSend
 	for _, n := range cfg.Nodes {
 		nd := w.Sim.Nodes()[n-1]
 		w.nodes[n] = nd
 		w.byGUID[nd.GUID] = n
+		w.byLID[nd.Addr.LID] = n
 		w.handle[n] = map[int]engine.CommID{}
+		w.known[n] = map[engine.CommID]bool{}
 		w.lid[n] = map[engine.CommID]int{}
+		w.rinc[n] = map[engine.CommID]int{}
+	}
+	for _, n := range cfg.Nodes {
 		w.listen(n)
 	}
 	return w
 }
 
-// listen makes a server listen (at start and after a crash).
+// tracer records each step's MAD count, which attributes the MADs the Sim
+// routes (in order) to their steps: a stateless answer speaks for no id.
+func (w *World) tracer(n int) engine.Tracer {
+	return func(ts engine.TraceStep) {
+		if ts.Sent > 0 {
+			w.out[n] = append(w.out[n], &pendingStep{stateless: ts.Kind == engine.KindStateless, left: ts.Sent})
+		}
+		if w.Trace != nil {
+			if tr := w.Trace(w.nodes[n]); tr != nil {
+				tr(ts)
+			}
+		}
+	}
+}
+
+func (w *World) onSend(p *simnet.Packet) {
+	from := w.byGUID[p.From.GUID]
+	inc := w.epoch[from] + 1
+	if q := w.out[from]; len(q) > 0 {
+		if q[0].stateless {
+			inc = 0
+		}
+		if q[0].left--; q[0].left == 0 {
+			w.out[from] = q[1:]
+		}
+	}
+	w.inc[p.Seq] = inc
+}
+
+// listen makes a server listen on its ServedIDs (at start and after a
+// crash), in the model's order of slots.
 func (w *World) listen(n int) {
 	if !slices.Contains(w.cfg.Servers, n) {
 		return
 	}
-	nd := w.nodes[n]
-	if _, err := nd.Engine.Listen(w.clock[n], ServiceID, engine.ExactMask); err != nil {
-		panic(err)
+	for _, s := range w.cfg.ServedIDs {
+		if _, err := w.nodes[n].Engine.Listen(w.clock[n], w.cfg.EngineSID(s), engine.ExactMask); err != nil {
+			panic(err)
+		}
+		w.Sim.Flush()
+		w.sync()
 	}
-	w.Sim.Flush()
 }
 
 // Node returns the simulated node standing for model node n.
@@ -253,10 +341,22 @@ func (w *World) nextChoice(nopts int) int {
 
 // Apply performs one model step on the engines.
 func (w *World) Apply(s Step) error {
+	w.last = Value{}
 	err := w.apply(s)
 	w.Sim.Flush()
 	w.sync()
 	return err
+}
+
+func (w *World) reqTemplate(from, to int, s Step, p [3]uint8) wire.REQ {
+	r := wire.REQ{ServiceID: w.cfg.EngineSID(s.SID), LocalQPN: EngineQPN(s.Q), MaxCMRetries: uint8(s.K),
+		PrimaryLocalAckTimeout: p[0], RemoteCMResponseTimeout: p[1], LocalCMResponseTimeout: p[2]}
+	if s.Alt {
+		r.AlternateLocalPortLID = w.nodes[from].Addr.LID + 100
+		r.AlternateRemotePortLID = w.nodes[to].Addr.LID + 100
+		r.AlternateLocalAckTimeout = p[0]
+	}
+	return r
 }
 
 func (w *World) apply(s Step) error {
@@ -265,21 +365,24 @@ func (w *World) apply(s Step) error {
 	case "Connect":
 		nd := w.nodes[s.N]
 		p := connectProfiles[w.nextChoice(len(connectProfiles))]
-		id, err := nd.Engine.Connect(now(s.N), &engine.ConnectParams{To: w.nodes[s.R].Addr, REQ: wire.REQ{
-			ServiceID: ServiceID, LocalQPN: EngineQPN(s.Q), MaxCMRetries: uint8(w.cfg.MaxRetries),
-			PrimaryLocalAckTimeout: p[0], RemoteCMResponseTimeout: p[1], LocalCMResponseTimeout: p[2]}})
-		if err != nil {
-			return err
-		}
-		w.handle[s.N][s.H] = id
-		return nil
+		_, err := nd.Engine.Connect(now(s.N), &engine.ConnectParams{To: w.nodes[s.R].Addr, REQ: w.reqTemplate(s.N, s.R, s, p)})
+		return err
+	case "Listen":
+		_, err := w.nodes[s.N].Engine.Listen(now(s.N), w.cfg.EngineSID(s.SID), w.cfg.EngineMask(s.Mask))
+		return err
+	case "SIDRRequest":
+		to := sidrProfiles[w.nextChoice(len(sidrProfiles))]
+		_, err := w.nodes[s.N].Engine.SIDRRequest(now(s.N), &engine.SIDRParams{To: w.nodes[s.R].Addr,
+			ServiceID: w.cfg.EngineSID(s.SID), Timeout: to, MaxRetries: uint8(s.K)})
+		return err
 	case "Accept":
 		id, err := w.id(s.N, s.H)
 		if err != nil {
 			return err
 		}
 		return w.nodes[s.N].Engine.Accept(now(s.N), id, &wire.REP{LocalQPN: EngineQPN(s.Q)})
-	case "SendMRA", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "Destroy":
+	case "SendMRA", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "Destroy",
+		"LoadAltPath", "AnswerLAP", "RejectLAP", "SIDRReply":
 		id, err := w.id(s.N, s.H)
 		if err != nil {
 			return err
@@ -301,6 +404,14 @@ func (w *World) apply(s Step) error {
 			return e.CommEst(t, id)
 		case "Destroy":
 			return e.Destroy(t, id)
+		case "LoadAltPath":
+			return e.LoadAltPath(t, id, &wire.LAP{AlternateLocalPortLID: w.nodes[s.N].Addr.LID + 200, AlternateRemotePortLID: 300})
+		case "AnswerLAP":
+			return e.AnswerLAP(t, id, wire.APRSuccess, nil, nil)
+		case "RejectLAP":
+			return e.AnswerLAP(t, id, wire.APRReject, nil, nil)
+		case "SIDRReply":
+			return e.SIDRReply(t, id, &engine.SIDRReplyParams{Status: wire.SIDRStatus(s.X)})
 		}
 	case "Timeout", "TimeoutFinal", "TimeWaitExpiry":
 		id, err := w.id(s.N, s.H)
@@ -323,9 +434,18 @@ func (w *World) apply(s Step) error {
 	case "Crash":
 		w.Sim.Crash(w.nodes[s.N])
 		w.crashes++
+		w.epoch[s.N]++
+		w.out[s.N] = nil
 		clear(w.handle[s.N])
+		clear(w.known[s.N])
 		w.clock[s.N] = 0
 		w.listen(s.N)
+		return nil
+	case "QueryPortInfo":
+		m := w.getMsg(s.N, s.R)
+		if !slices.ContainsFunc(w.env, m.Equal) {
+			w.env = append(w.env, m)
+		}
 		return nil
 	case "Lose":
 		found := false
@@ -335,9 +455,31 @@ func (w *World) apply(s Step) error {
 				found = true
 			}
 		}
+		if i := slices.IndexFunc(w.env, s.Msg.Equal); i >= 0 {
+			w.env = slices.Delete(w.env, i, i+1)
+			found = true
+		}
 		if !found {
 			return fmt.Errorf("%s: not in flight", s)
 		}
+		return nil
+	case "RecvClassPortInfoGet":
+		i := slices.IndexFunc(w.env, s.Msg.Equal)
+		if i < 0 {
+			return fmt.Errorf("%s: not in flight", s)
+		}
+		if !s.Keep {
+			w.env = slices.Delete(w.env, i, i+1)
+		}
+		src, dst := int(s.Msg.Get("src").Int), int(s.Msg.Get("dst").Int)
+		var mad [wire.MADSize]byte
+		w.getTID++
+		if err := wire.EncodeMAD(&mad, wire.Header{TID: w.getTID}, &wire.ClassPortInfo{}); err != nil {
+			return err
+		}
+		w.tick(dst)
+		w.last = s.Msg
+		w.Sim.Inject(w.nodes[src], w.nodes[dst], &mad)
 		return nil
 	default:
 		if !strings.HasPrefix(s.Action, "Recv") {
@@ -354,6 +496,8 @@ func (w *World) apply(s Step) error {
 		}
 		if s.Keep && len(copies) == 1 {
 			w.Sim.Dup(copies[0])
+			p := w.Sim.Pending()
+			w.inc[p[len(p)-1].Seq] = w.inc[p[copies[0]].Seq]
 		}
 		if !s.Keep {
 			for _, i := range slices.Backward(copies[1:]) {
@@ -361,44 +505,50 @@ func (w *World) apply(s Step) error {
 			}
 		}
 		w.tick(int(s.Msg.Get("dst").Int))
+		w.last = s.Msg
 		w.Sim.Deliver(copies[0])
 		return nil
 	}
 	return nil
 }
 
-// sync learns the ids the last step created (the model's comm IDs are
-// handed out in allocation order, which is what the engine's cyclic
-// allocator does from its seeded start) and forgets the ones it freed.
+// getMsg is the model's Get(ClassPortInfo) from n to r.
+func (w *World) getMsg(n, r int) Value {
+	return msgRecord("GET", n, r, 0, 0, 0, 0, 0, 0, 0, false, 0)
+}
+
+// sync learns the ids the last step created (a new id takes the lowest free
+// slot; the model's comm IDs are handed out in allocation order, which is
+// what the engine's cyclic allocator does from its seeded start, listens
+// aside) and forgets the ones it freed. An id bound to its peer in this
+// step (a passive id by its REQ or SIDR_REQ, an active one by the REP)
+// records the incarnation of the message that bound it.
 func (w *World) sync() {
 	for _, n := range w.cfg.Nodes {
 		e := w.nodes[n].Engine
 		for h, id := range w.handle[n] {
 			if _, ok := e.Info(id); !ok {
 				delete(w.handle[n], h)
+				delete(w.known[n], id)
 			}
 		}
 		for info := range e.IDs() {
-			if info.State == engine.StateListen {
-				continue
-			}
-			if _, known := w.lid[n][info.ID]; known {
-				continue
-			}
-			w.alloc[n]++
-			w.lid[n][info.ID] = w.alloc[n]
-			held := false
-			for _, id := range w.handle[n] {
-				held = held || id == info.ID
-			}
-			if !held {
-				// A passive id: the model takes the lowest free handle.
+			if !w.known[n][info.ID] {
+				w.known[n][info.ID] = true
 				for _, h := range w.cfg.Handles {
 					if _, used := w.handle[n][h]; !used {
 						w.handle[n][h] = info.ID
 						break
 					}
 				}
+				if info.State != engine.StateListen {
+					w.alloc[n]++
+					w.lid[n][info.ID] = w.alloc[n]
+				}
+			}
+			if _, bound := w.rinc[n][info.ID]; !bound && info.RemoteID != 0 && w.last.Kind == KindRecord &&
+				int(w.last.Get("dst").Int) == n {
+				w.rinc[n][info.ID] = int(w.last.Get("inc").Int)
 			}
 		}
 	}
@@ -416,53 +566,48 @@ func (w *World) commID(n int, v uint32) int64 {
 }
 
 // abstract is the model's message for a pending packet (spec/cm.tla
-// Message): lid is the sender's comm ID, rid the receiver's, qpn the
-// sender's QPN (REQ, REP) or the receiver's (DREQ), info the REJ reason
-// (10 or 0) or the message MRAed.
+// Message).
 func (w *World) abstract(p *simnet.Packet) Value {
 	src, dst := w.byGUID[p.From.GUID], w.byGUID[p.To.GUID]
 	var m wire.MAD
 	if err := wire.DecodeMAD(p.MAD[:], &m); err != nil {
 		return Record(Field{"type", Str("malformed")})
 	}
-	return AbstractMessage(&m, src, dst, func(node int, v uint32) int64 { return w.commID(node, v) },
+	return AbstractMessage(&m, src, dst, w.inc[p.Seq], w.cfg,
+		func(node int, v uint32) int64 { return w.commID(node, v) },
 		func(node int, v uint32) int64 { return int64(ModelQPN(v)) })
 }
 
-// AbstractMessage is spec/cm.tla's Message for a decoded MAD from src to
-// dst; commID and qpn map engine values of a node to the model's.
-func AbstractMessage(m *wire.MAD, src, dst int, commID, qpn func(node int, v uint32) int64) Value {
-	typ, lid, rid, q, info := "", uint32(0), uint32(0), int64(0), int64(0)
-	switch m.AttrID {
-	case wire.AttrREQ:
-		typ, lid, q = "REQ", m.REQ.LocalCommID, qpn(src, m.REQ.LocalQPN)
-	case wire.AttrMRA:
-		typ, lid, rid, info = "MRA", m.MRA.LocalCommID, m.MRA.RemoteCommID, int64(m.MRA.MessageMRAed)
-	case wire.AttrREJ:
-		typ, lid, rid = "REJ", m.REJ.LocalCommID, m.REJ.RemoteCommID
-		if m.REJ.Reason == wire.RejectStaleConn {
-			info = 10
-		}
-	case wire.AttrREP:
-		typ, lid, rid, q = "REP", m.REP.LocalCommID, m.REP.RemoteCommID, qpn(src, m.REP.LocalQPN)
-	case wire.AttrRTU:
-		typ, lid, rid = "RTU", m.RTU.LocalCommID, m.RTU.RemoteCommID
-	case wire.AttrDREQ:
-		typ, lid, rid, q = "DREQ", m.DREQ.LocalCommID, m.DREQ.RemoteCommID, qpn(dst, m.DREQ.RemoteQPNEECN)
-	case wire.AttrDREP:
-		typ, lid, rid = "DREP", m.DREP.LocalCommID, m.DREP.RemoteCommID
-	default:
-		typ = m.AttrID.String()
-	}
+func msgRecord(typ string, src, dst int, lid, rid, q, info, what, sid int64, retries int, alt bool, inc int) Value {
 	return Record(Field{"type", Str(typ)}, Field{"src", Int(int64(src))}, Field{"dst", Int(int64(dst))},
-		Field{"lid", Int(commID(src, lid))}, Field{"rid", Int(commID(dst, rid))},
-		Field{"qpn", Int(q)}, Field{"info", Int(info)})
+		Field{"lid", Int(lid)}, Field{"rid", Int(rid)}, Field{"qpn", Int(q)}, Field{"info", Int(info)},
+		Field{"what", Int(what)}, Field{"sid", Int(sid)}, Field{"retries", Int(int64(retries))},
+		Field{"alt", Bool(alt)}, Field{"inc", Int(int64(inc))})
+}
+
+// AbstractMessage is spec/cm.tla's Message for a decoded MAD from src to
+// dst, sent from incarnation inc; commID and qpn map engine values of a
+// node to the model's.
+func AbstractMessage(m *wire.MAD, src, dst, inc int, cfg *ModelConfig, commID, qpn func(node int, v uint32) int64) Value {
+	x := MsgOf(m, src, dst)
+	var q, sid int64
+	switch x.Type {
+	case "REQ", "REP":
+		q = qpn(src, x.QPN)
+	case "DREQ", "LAP":
+		q = qpn(dst, x.QPN)
+	}
+	if x.Type == "REQ" || x.Type == "SIDR_REQ" {
+		sid = cfg.ModelSID(x.SID)
+	}
+	return msgRecord(x.Type, src, dst, commID(src, x.LID), commID(dst, x.RID), q, int64(x.Info), int64(x.What), sid,
+		x.Retries, x.Alt, inc)
 }
 
 // Project returns the engines' state as the model's variables.
 func (w *World) Project() map[string]Value {
-	idle := connRecord("IDLE", 0, 0, 0, 0, 0, 0)
-	var conns, rids, qpns, next []Value
+	idle := connRecord(Post{State: "IDLE"}, 0, 0, 0, 0, 0, 0, 0, false, [2]int64{})
+	var conns, rids, qpns, lsns, sidrs, next, incs []Value
 	for _, n := range w.cfg.Nodes {
 		e := w.nodes[n].Engine
 		var row []Value
@@ -475,16 +620,14 @@ func (w *World) Project() map[string]Value {
 				continue
 			}
 			handleOf[id] = h
+			p := PostOf(info)
 			rnode := int(info.Addr.LID) // the peer's port: known from Connect on, unlike its GUID
-			retries := 0
-			if retryState(info.State) {
-				retries = int(info.Retries)
-			}
-			row = append(row, connRecord(info.State.String(), w.commID(n, uint32(info.ID)), ModelQPN(info.LocalQPN),
-				rnode, w.commID(rnode, uint32(info.RemoteID)), ModelQPN(info.RemoteQPN), retries))
+			row = append(row, connRecord(*p, w.commID(n, uint32(info.ID)), ModelQPN(info.LocalQPN), rnode,
+				w.commID(rnode, uint32(info.RemoteID)), ModelQPN(info.RemoteQPN), int(info.MaxRetries),
+				w.rinc[n][info.ID], info.Active, w.cfg.modelService(info)))
 		}
 		conns = append(conns, Tuple(row...))
-		var rs, qs []Value
+		var rs, qs, ls, ss []Value
 		for k, id := range e.RemoteIDTable() {
 			peer := w.byGUID[k.GUID]
 			rs = append(rs, Tuple(Int(int64(peer)), Int(w.commID(peer, uint32(k.RemoteID))), Int(int64(handleOf[id]))))
@@ -493,25 +636,59 @@ func (w *World) Project() map[string]Value {
 			peer := w.byGUID[k.GUID]
 			qs = append(qs, Tuple(Int(int64(peer)), Int(int64(ModelQPN(k.QPN))), Int(int64(handleOf[id]))))
 		}
+		for k, id := range e.ListenTable() {
+			ls = append(ls, Tuple(Int(w.cfg.ModelSID(k.ServiceID)), Int(w.cfg.ModelMask(k.Mask)), Int(int64(handleOf[id]))))
+		}
+		for k, id := range e.SIDRTable() {
+			peer := w.byLID[k.LID]
+			ss = append(ss, Tuple(Int(int64(peer)), Int(w.commID(peer, k.RequestID)), Int(int64(handleOf[id]))))
+		}
 		rids = append(rids, Set(rs...))
 		qpns = append(qpns, Set(qs...))
+		lsns = append(lsns, Set(ls...))
+		sidrs = append(sidrs, Set(ss...))
 		next = append(next, Int(int64(w.alloc[n]+1)))
+		incs = append(incs, Int(int64(w.epoch[n]+1)))
 	}
 	var net []Value
 	for _, p := range w.Sim.Pending() {
 		net = append(net, w.abstract(p))
 	}
+	net = append(net, w.env...)
 	return map[string]Value{
 		"conn": Tuple(conns...), "ridTable": Tuple(rids...), "qpnTable": Tuple(qpns...),
-		"net": Set(net...), "nextLid": Tuple(next...), "crashes": Int(int64(w.crashes)),
-		"bogusStale": Bool(w.Sim.Stats().BogusStaleRejects > 0),
+		"lsnTable": Tuple(lsns...), "sidrTable": Tuple(sidrs...),
+		"net": Set(net...), "nextLid": Tuple(next...), "inc": Tuple(incs...), "crashes": Int(int64(w.crashes)),
+		"bogusStale": Bool(w.Sim.Stats().BogusStaleRejects > 0), "broken": Set(),
 	}
 }
 
-func connRecord(state string, lid int64, qpn, rnode int, rid int64, rqpn, retries int) Value {
-	return Record(Field{"state", Str(state)}, Field{"lid", Int(lid)}, Field{"qpn", Int(int64(qpn))},
+// modelService is an id's service ID and mask in the model (a listen's
+// mask; 0 for the others).
+func (c *ModelConfig) modelService(info engine.IDInfo) [2]int64 {
+	if info.State == engine.StateIdle {
+		return [2]int64{}
+	}
+	mask := int64(0)
+	if info.State == engine.StateListen {
+		mask = c.ModelMask(info.Mask)
+	}
+	return [2]int64{c.ModelSID(info.ServiceID), mask}
+}
+
+func connRecord(p Post, lid int64, qpn, rnode int, rid int64, rqpn, maxr, rinc int, active bool, svc [2]int64) Value {
+	if p.State == "IDLE" || p.State == "LISTEN" {
+		lid, qpn, rnode, rid, rqpn, maxr, rinc, active = 0, 0, 0, 0, 0, 0, 0, false
+		p.Retries, p.Alt = 0, false
+	}
+	if p.LAP == "" {
+		p.LAP = "LAP_UNINIT"
+	}
+	return Record(Field{"state", Str(p.State)}, Field{"lid", Int(lid)}, Field{"qpn", Int(int64(qpn))},
 		Field{"rnode", Int(int64(rnode))}, Field{"rid", Int(rid)}, Field{"rqpn", Int(int64(rqpn))},
-		Field{"retries", Int(int64(retries))})
+		Field{"retries", Int(int64(p.Retries))}, Field{"maxr", Int(int64(maxr))}, Field{"lap", Str(p.LAP)},
+		Field{"alt", Bool(p.Alt)}, Field{"active", Bool(active)}, Field{"sid", Int(svc[0])}, Field{"mask", Int(svc[1])},
+		Field{"rinc", Int(int64(rinc))})
 }
 
 // Diff lists the variables on which got differs from want.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // NamedTrace is a recorded trace and what TLC must say about it.
@@ -15,8 +17,8 @@ type NamedTrace struct {
 	Reject bool // must-fail: the spec must not accept it
 }
 
-// ErrOutOfScope marks a trace with steps the model does not describe
-// (LAP, SIDR, a listen that stops, engine limits): it is not validated.
+// ErrOutOfScope marks a trace with steps the model does not describe (the
+// engine's GID checks, say): it is not validated.
 var ErrOutOfScope = errors.New("outside the model")
 
 // TraceInfo is one trace as converted: its index in TraceData's Traces.
@@ -26,27 +28,83 @@ type TraceInfo struct {
 	Len    int // lines after merging (the spec's steps)
 	Events int // engine trace lines
 	Reject bool
+	// BogusAt is, for a must-fail trace, the spec step that sends the bogus
+	// REJ 10 (a stale reject no connected id justifies): the step the spec
+	// must refuse. 0 when the trace has none.
+	BogusAt int
 }
 
 // traceConsts are the constants a trace needs.
 type traceConsts struct {
-	nodes            int
-	clients, servers []int
-	maxRetries       int
-	handles, commIDs int
-	qpns, crashes    int
-	noStale          bool
+	nodes, handles, commIDs, qpns, crashes int
+	retries                                []int
+	listenIDs, listenMasks                 []int
+	noStale                                bool
+	maxIDs, halfOpen, perPeer              int // 0: unbounded (the engine's defaults)
+	dropExcess                             bool
 }
 
+// key: traces whose constants cannot share a TLC run differ in it.
 func (c traceConsts) key() string {
-	return fmt.Sprintf("n%d-c%v-s%v-r%d-nostale%v", c.nodes, c.clients, c.servers, c.maxRetries, c.noStale)
+	return fmt.Sprintf("nostale%v-ids%d-half%d-peer%d-drop%v", c.noStale, c.maxIDs, c.halfOpen, c.perPeer, c.dropExcess)
 }
 
 // converted is one trace mapped onto the model.
 type converted struct {
-	t      NamedTrace
-	lines  []Value
-	consts traceConsts
+	t       NamedTrace
+	lines   []Value
+	consts  traceConsts
+	bogusAt int
+}
+
+// sidMap maps the engine's 64-bit service IDs and masks onto the model's
+// SIDBits-bit ones: each model bit stands for a class of engine bits that
+// every service ID and mask of the traces sets alike, and weighs as many
+// bits (spec/cm.tla BitWeight), so matching and specificity are the
+// engine's.
+type sidMap struct {
+	classes [][]int // model bit -> engine bit positions
+}
+
+func newSIDMap(values []uint64) *sidMap {
+	byPattern := map[string][]int{}
+	var order []string
+	for b := range 64 {
+		var p strings.Builder
+		for _, v := range values {
+			p.WriteByte('0' + byte(v>>b&1))
+		}
+		k := p.String()
+		if _, ok := byPattern[k]; !ok {
+			order = append(order, k)
+		}
+		byPattern[k] = append(byPattern[k], b)
+	}
+	m := &sidMap{}
+	for _, k := range order {
+		m.classes = append(m.classes, byPattern[k])
+	}
+	return m
+}
+
+func (m *sidMap) bits() int { return len(m.classes) }
+
+func (m *sidMap) weights() []int {
+	var w []int
+	for _, c := range m.classes {
+		w = append(w, len(c))
+	}
+	return w
+}
+
+// model maps an engine value (a service ID or a mask seen when the map was
+// made) onto the model's.
+func (m *sidMap) model(v uint64) int64 {
+	var out int64
+	for i, c := range m.classes {
+		out |= int64(v>>c[0]&1) << i
+	}
+	return out
 }
 
 // mapper renumbers one trace's engine values to the model's.
@@ -55,26 +113,29 @@ type mapper struct {
 	lid    map[int][]map[uint32]int // node -> epoch -> engine comm ID -> model comm ID
 	alloc  map[int]int              // node -> comm IDs allocated
 	qpn    map[int]map[uint32]int   // node -> engine QPN -> model QPN
-	listen map[int]map[uint32]bool  // node -> listen ids (current epoch)
+	listen map[int]map[uint32]Post  // node -> listen ids (current epoch) -> their service ID and mask
 	unkn   map[uint32]int           // unknown comm IDs: distinct values no model ID equals
+	sid    *sidMap
 	cons   traceConsts
 	live   map[int]map[uint32]bool   // node -> held ids
 	holds  map[int]map[uint32]uint32 // node -> id -> the QPN it holds (spec/cm.tla FreeQPNs)
+	conn   map[int]map[uint32]*Post  // node -> id -> its state after its last step
 }
 
-func newMapper() *mapper {
+func newMapper(sid *sidMap) *mapper {
 	return &mapper{epoch: map[int]int{}, lid: map[int][]map[uint32]int{}, alloc: map[int]int{},
-		qpn: map[int]map[uint32]int{}, listen: map[int]map[uint32]bool{}, unkn: map[uint32]int{},
-		live: map[int]map[uint32]bool{}, holds: map[int]map[uint32]uint32{}}
+		qpn: map[int]map[uint32]int{}, listen: map[int]map[uint32]Post{}, unkn: map[uint32]int{}, sid: sid,
+		live: map[int]map[uint32]bool{}, holds: map[int]map[uint32]uint32{}, conn: map[int]map[uint32]*Post{}}
 }
 
 func (m *mapper) node(n int) {
 	if m.lid[n] == nil {
 		m.lid[n] = []map[uint32]int{{}}
 		m.qpn[n] = map[uint32]int{}
-		m.listen[n] = map[uint32]bool{}
+		m.listen[n] = map[uint32]Post{}
 		m.live[n] = map[uint32]bool{}
 		m.holds[n] = map[uint32]uint32{}
+		m.conn[n] = map[uint32]*Post{}
 		m.cons.nodes = max(m.cons.nodes, n)
 	}
 }
@@ -117,79 +178,102 @@ func (m *mapper) qpnOf(n int, v uint32) int64 {
 	return int64(q)
 }
 
+func (m *mapper) retries(r int) {
+	if !slices.Contains(m.cons.retries, r) {
+		m.cons.retries = append(m.cons.retries, r)
+	}
+}
+
+// msgTypeOf: the model's message type (spec/cm.tla MsgTypes).
+var modelMsgTypes = map[string]bool{"REQ": true, "MRA": true, "REJ": true, "REP": true, "RTU": true, "DREQ": true,
+	"DREP": true, "LAP": true, "APR": true, "SIDR_REQ": true, "SIDR_REP": true, "GET": true, "GETRESP": true}
+
 func (m *mapper) msg(x *Msg) Value {
 	q := int64(0)
 	switch x.Type {
 	case "REQ", "REP":
 		q = m.qpnOf(x.Src, x.QPN)
-	case "DREQ":
+	case "DREQ", "LAP":
 		q = m.qpnOf(x.Dst, x.QPN)
 	}
-	info := int64(x.Info)
-	if x.Type == "REJ" {
-		if x.Info == 10 {
-			info = 10
-		} else {
-			info = 0
-		}
+	sid := int64(0)
+	if x.Type == "REQ" || x.Type == "SIDR_REQ" {
+		sid = m.sid.model(x.SID)
 	}
+	if x.Type == "REQ" {
+		m.retries(x.Retries)
+	}
+	lid, rid := m.commID(x.Src, x.LID), m.commID(x.Dst, x.RID)
 	return Record(Field{"type", Str(x.Type)}, Field{"src", Int(int64(x.Src))}, Field{"dst", Int(int64(x.Dst))},
-		Field{"lid", Int(m.commID(x.Src, x.LID))}, Field{"rid", Int(m.commID(x.Dst, x.RID))},
-		Field{"qpn", Int(q)}, Field{"info", Int(info)})
+		Field{"lid", Int(lid)}, Field{"rid", Int(rid)}, Field{"qpn", Int(q)}, Field{"info", Int(int64(x.Info))},
+		Field{"what", Int(int64(x.What))}, Field{"sid", Int(sid)}, Field{"retries", Int(int64(x.Retries))},
+		Field{"alt", Bool(x.Alt)}, Field{"inc", Int(int64(x.Inc))})
 }
 
 func (m *mapper) post(n int, p *Post) Value {
 	if p.State == "IDLE" {
 		return Record(Field{"state", Str("IDLE")})
 	}
+	lap := p.LAP
+	if lap == "" {
+		lap = "LAP_UNINIT"
+	}
 	return Record(Field{"state", Str(p.State)}, Field{"qpn", Int(m.qpnOf(n, p.QPN))},
 		Field{"rnode", Int(int64(p.RNode))}, Field{"rid", Int(m.commID(p.RNode, p.RID))},
-		Field{"rqpn", Int(m.qpnOf(p.RNode, p.RQPN))}, Field{"retries", Int(int64(p.Retries))})
+		Field{"rqpn", Int(m.qpnOf(p.RNode, p.RQPN))}, Field{"retries", Int(int64(p.Retries))},
+		Field{"lap", Str(lap)}, Field{"alt", Bool(p.Alt)})
 }
 
 // modelEvents are the engine events with a spec action (mapping.go).
-var modelEvents = map[string]string{
-	"Connect": "Connect", "Accept": "Accept", "SendMRA": "SendMRA", "SendRTU": "SendRTU", "Reject": "Reject",
-	"Disconnect": "Disconnect", "SendDREP": "SendDREP", "CommEst": "CommEst", "Destroy": "Destroy",
-	"Timeout": "Timeout", "TimeoutFinal": "TimeoutFinal", "TimeWaitExpiry": "TimeWaitExpiry",
-	"RecvREQ": "RecvREQ", "RecvREQStale": "RecvREQStale", "RecvREQUnlisted": "RecvREQUnlisted",
-	"RecvREQRefused": "RecvREQRefused", "RecvREP": "RecvREP", "RecvREPStale": "RecvREPStale",
-	"RecvMRAForREQ": "RecvMRA", "RecvMRAForREP": "RecvMRA", "RecvREJ": "RecvREJ", "RecvREJStale": "RecvREJStale",
-	"RecvRTU": "RecvRTU", "RecvDREQ": "RecvDREQ", "RecvDREP": "RecvDREP", "Crash": "Crash",
-}
+var modelEvents = func() map[string]string {
+	m := map[string]string{"Crash": "Crash", "Inject": "Inject"}
+	for _, a := range ActionMap {
+		for _, ev := range a.Events {
+			if ev != "Stale" {
+				m[ev] = a.Action
+			}
+		}
+	}
+	return m
+}()
+
+// stepFields are the fields of a converted trace line, in order, with
+// their defaults.
+var stepFields = []Field{{"ev", Str("")}, {"node", Int(0)}, {"lid", Int(0)}, {"listen", Bool(false)},
+	{"sid", Int(0)}, {"mask", Int(0)}, {"peer", Int(0)}, {"q", Int(0)}, {"retries", Int(0)}, {"alt", Bool(false)},
+	{"x", Int(0)}, {"msg", Record(Field{"type", Str("none")})}, {"sent", Set()}, {"ids", Set()}}
 
 // convert maps one trace onto the model: one spec step per line, except
-// that the Stale step an input raises on another id joins the input's.
-func convert(t NamedTrace) (*converted, error) {
-	m := newMapper()
+// that the Stale step an input raises on another id joins the input's, and
+// a message a test injected enters the network in a step of its own.
+func convert(t NamedTrace, sid *sidMap) (*converted, error) {
+	m := newMapper(sid)
 	out := &converted{t: t}
 	var steps []map[string]Value
-	clients := map[int]bool{}
-	servers := map[int]bool{}
+	limits := map[string]NodeConfig{}
 	for _, ln := range t.Lines {
 		n := ln.Node
 		m.node(n)
 		where := fmt.Sprintf("%s line %d (%s)", t.Name, ln.Seq, ln.Ev)
 		switch {
 		case ln.Ev == "Node":
-			if ln.Config.Limits {
-				return nil, fmt.Errorf("%s: node %d has engine limits: %w", t.Name, n, ErrOutOfScope)
+			if ln.Config.Other {
+				return nil, fmt.Errorf("%s: node %d has engine checks or limits the model lacks (GIDs, MaxNotifications, a MaxRetries cap): %w",
+					t.Name, n, ErrOutOfScope)
 			}
 			m.cons.noStale = m.cons.noStale || ln.Config.NoStale
 			out.t.Reject = out.t.Reject || ln.Config.Legacy
+			limits[fmt.Sprint(n)] = *ln.Config
 			continue
 		case ln.Ev == "Destroy" && ln.From == "IDLE":
 			continue // an id already gone: nothing happens (a stuttering step)
-		case ln.Ev == "Listen":
-			servers[n] = true
-			m.listen[n][ln.ID] = true
-			continue
 		case ln.Ev == "Crash":
 			m.epoch[n]++
 			m.lid[n] = append(m.lid[n], map[uint32]int{})
-			m.listen[n] = map[uint32]bool{}
+			m.listen[n] = map[uint32]Post{}
 			clear(m.live[n])
 			clear(m.holds[n])
+			clear(m.conn[n])
 			m.cons.crashes++
 			steps = append(steps, map[string]Value{"ev": Str("Crash"), "node": Int(int64(n))})
 			continue
@@ -205,50 +289,69 @@ func convert(t NamedTrace) (*converted, error) {
 			m.addSent(prev, ln)
 			m.track(n, ln)
 			continue
-		case ln.Kind == "Sub":
-			return nil, fmt.Errorf("%s: an alternate-path step: %w", where, ErrOutOfScope)
 		case modelEvents[ln.Ev] == "":
-			return nil, fmt.Errorf("%s: %w", where, ErrOutOfScope)
-		case m.listen[n][ln.ID] && ln.ID != 0:
-			return nil, fmt.Errorf("%s: a step of a listen (the model's listeners are static): %w", where, ErrOutOfScope)
+			return nil, fmt.Errorf("%s: no spec action for event %s: %w", where, ln.Ev, ErrOutOfScope)
 		}
-		if ln.Injected {
-			return nil, fmt.Errorf("%s: a message the test injected, no engine sent: %w", where, ErrOutOfScope)
-		}
-		if (ln.Ev == "Connect" || ln.Ev == "Accept") && ln.Post != nil {
-			for id, q := range m.holds[n] {
-				if id != ln.ID && q == ln.Post.QPN {
-					return nil, fmt.Errorf("%s: the application takes QPN %#x, which a live id holds (the spec's FreeQPNs): %w",
-						where, q, ErrOutOfScope)
-				}
-			}
-		}
-		if (ln.Ev == "Connect" || ln.Ev == "RecvREQ") && ln.From == "IDLE" && ln.Kind == "Transition" && ln.ID != 0 {
+		allocates := ln.From == "IDLE" && ln.Kind == "Transition" && ln.ID != 0 &&
+			(ln.Ev == "Connect" || ln.Ev == "RecvREQ" || ln.Ev == "SIDRRequest" || ln.Ev == "RecvSIDRREQ")
+		if allocates {
 			m.allocate(n, ln.ID)
 		}
-		if ln.Ev == "Connect" {
-			clients[n] = true
-			if ln.Post != nil && ln.Post.State == "REQ_SENT" {
-				if m.cons.maxRetries != 0 && m.cons.maxRetries != ln.Post.Retries {
-					return nil, fmt.Errorf("%s: Max CM Retries %d differs from the trace's %d (the model has one): %w", where, ln.Post.Retries, m.cons.maxRetries, ErrOutOfScope)
-				}
-				m.cons.maxRetries = ln.Post.Retries
-			}
-		}
-		st := map[string]Value{"ev": Str(modelEvents[ln.Ev]), "node": Int(int64(n)),
-			"lid": Int(m.commID(n, ln.ID)), "peer": Int(0), "q": Int(0),
-			"msg": Record(Field{"type", Str("none")}), "sent": Set(), "ids": Set()}
+		st := map[string]Value{"ev": Str(modelEvents[ln.Ev]), "node": Int(int64(n)), "lid": Int(m.commID(n, ln.ID))}
 		if ln.ID == 0 {
 			st["lid"] = Int(0)
 		}
-		if ln.Post != nil && (ln.Ev == "Connect" || ln.Ev == "Accept") {
-			st["peer"] = Int(int64(ln.Post.RNode))
-			st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
+		if l, ok := m.listen[n][ln.ID]; ok && ln.ID != 0 || ln.Ev == "Listen" {
+			if ln.Ev == "Listen" && ln.Post != nil {
+				l = *ln.Post
+				m.listen[n][ln.ID] = l
+				m.listenParams(l)
+			}
+			st["lid"], st["listen"] = Int(0), Bool(true)
+			st["sid"], st["mask"] = Int(m.sid.model(l.SID)), Int(m.sid.model(l.Mask))
+		}
+		switch ln.Ev {
+		case "Connect", "SIDRRequest":
+			if ln.Post != nil {
+				st["peer"] = Int(int64(ln.Post.RNode))
+				st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
+			}
+			for _, s := range ln.Sent {
+				if s.Type == "REQ" || s.Type == "SIDR_REQ" {
+					st["sid"] = Int(m.sid.model(s.SID))
+					st["retries"], st["alt"] = Int(int64(s.Retries)), Bool(s.Alt)
+				}
+			}
+			if ln.Ev == "SIDRRequest" && ln.Post != nil {
+				st["retries"] = Int(int64(ln.Post.Retries))
+			}
+			m.retries(int(st["retries"].Int))
+		case "Accept":
+			if ln.Post != nil {
+				st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
+			}
+		case "Reject", "RejectLAP", "SIDRReply":
+			st["x"] = Int(28)
+			for _, s := range ln.Sent {
+				if s.Type == "REJ" || s.Type == "APR" || s.Type == "SIDR_REP" {
+					st["x"] = Int(int64(s.Info))
+				}
+			}
 		}
 		if ln.Msg != nil {
+			if ln.Injected {
+				if !modelMsgTypes[ln.Msg.Type] {
+					return nil, fmt.Errorf("%s: an injected %s: %w", where, ln.Msg.Type, ErrOutOfScope)
+				}
+				steps = append(steps, map[string]Value{"ev": Str("Inject"), "node": Int(int64(n)), "msg": m.msg(ln.Msg)})
+			}
 			st["msg"] = m.msg(ln.Msg)
 		} else if strings.HasPrefix(ln.Ev, "Recv") {
 			return nil, fmt.Errorf("%s: a receive with no message", where)
+		}
+		if out.t.Reject && out.bogusAt == 0 && (ln.Ev == "RecvREQStale" || ln.Ev == "RecvREPStale") && ln.Msg != nil &&
+			!m.connectedTo(n, ln.Msg.Src, ln.Msg.QPN) {
+			out.bogusAt = len(steps) + 1
 		}
 		m.addIDs(st, n, ln)
 		m.addSent(st, ln)
@@ -257,29 +360,60 @@ func convert(t NamedTrace) (*converted, error) {
 	}
 	for _, st := range steps {
 		var fs []Field
-		for _, k := range []string{"ev", "node", "lid", "peer", "q", "msg", "sent", "ids"} {
-			v, ok := st[k]
+		for _, f := range stepFields {
+			v, ok := st[f.Name]
 			if !ok {
-				v = map[string]Value{"lid": Int(0), "peer": Int(0), "q": Int(0),
-					"msg": Record(Field{"type", Str("none")}), "sent": Set(), "ids": Set()}[k]
+				v = f.Val
 			}
-			fs = append(fs, Field{k, v})
+			fs = append(fs, Field{f.Name, v})
 		}
 		out.lines = append(out.lines, Record(fs...))
 	}
-	for n := range clients {
-		out.consts.clients = append(out.consts.clients, n)
-	}
-	for n := range servers {
-		out.consts.servers = append(out.consts.servers, n)
-	}
-	sort.Ints(out.consts.clients)
-	sort.Ints(out.consts.servers)
 	c := &out.consts
-	c.nodes, c.maxRetries, c.handles, c.commIDs, c.qpns, c.crashes, c.noStale =
-		m.cons.nodes, m.cons.maxRetries, max(m.cons.handles, 1), max(m.cons.commIDs, 1), max(m.cons.qpns, 1), m.cons.crashes,
-		m.cons.noStale
+	*c = m.cons
+	c.handles, c.commIDs, c.qpns = max(m.cons.handles, 1), max(m.cons.commIDs, 1), max(m.cons.qpns, 1)
+	// The bounds of the nodes that take REQs (the model has one of each).
+	lower := func(cur, v, def int) int {
+		if v >= def || cur != 0 && cur <= v {
+			return cur
+		}
+		return v
+	}
+	for _, nc := range limits {
+		c.maxIDs = lower(c.maxIDs, nc.MaxIDs, 1<<20)
+		c.halfOpen = lower(c.halfOpen, nc.MaxHalfOpen, 4096)
+		c.perPeer = lower(c.perPeer, nc.MaxHalfOpenPerPeer, 4096)
+		c.dropExcess = c.dropExcess || nc.DropExcess
+	}
+	if c.maxIDs > 0 {
+		if c.handles > c.maxIDs {
+			return nil, fmt.Errorf("%s: a node holds %d ids, another is bounded at %d (the model's Handles are both): %w",
+				t.Name, c.handles, c.maxIDs, ErrOutOfScope)
+		}
+		c.handles = c.maxIDs
+	}
 	return out, nil
+}
+
+func (m *mapper) listenParams(l Post) {
+	sid, mask := int(m.sid.model(l.SID)), int(m.sid.model(l.Mask))
+	if !slices.Contains(m.cons.listenIDs, sid) {
+		m.cons.listenIDs = append(m.cons.listenIDs, sid)
+	}
+	if !slices.Contains(m.cons.listenMasks, mask) {
+		m.cons.listenMasks = append(m.cons.listenMasks, mask)
+	}
+}
+
+// connectedTo: spec/cm.tla ConnectedMatch before the line: does node n
+// hold a connected id for QPN qpn of node src?
+func (m *mapper) connectedTo(n, src int, qpn uint32) bool {
+	for _, p := range m.conn[n] {
+		if p.RNode == src && p.RQPN == qpn && connected(p.State) {
+			return true
+		}
+	}
+	return false
 }
 
 // track follows which ids are live and which QPNs they hold.
@@ -294,8 +428,11 @@ func (m *mapper) track(n int, ln *Line) {
 	}
 	if ln.Post.State == "IDLE" {
 		delete(m.live[n], ln.ID)
+		delete(m.conn[n], ln.ID)
+		delete(m.listen[n], ln.ID)
 	} else {
 		m.live[n][ln.ID] = true
+		m.conn[n][ln.ID] = ln.Post
 		m.cons.handles = max(m.cons.handles, len(m.live[n]))
 	}
 }
@@ -304,8 +441,16 @@ func (m *mapper) addIDs(st map[string]Value, n int, ln *Line) {
 	if ln.ID == 0 || ln.Post == nil {
 		return
 	}
+	x := []Field{{"lid", Int(m.commID(n, ln.ID))}, {"listen", Bool(false)}, {"sid", Int(0)}, {"mask", Int(0)}, {"post", m.post(n, ln.Post)}}
+	if l, ok := m.listen[n][ln.ID]; ok || ln.Ev == "Listen" {
+		if ln.Ev == "Listen" {
+			l = *ln.Post
+		}
+		x = []Field{{"lid", Int(0)}, {"listen", Bool(true)}, {"sid", Int(m.sid.model(l.SID))},
+			{"mask", Int(m.sid.model(l.Mask))}, {"post", Record(Field{"state", Str(ln.Post.State)})}}
+	}
 	ids := st["ids"]
-	ids.Elems = append(slices.Clone(ids.Elems), Record(Field{"lid", Int(m.commID(n, ln.ID))}, Field{"post", m.post(n, ln.Post)}))
+	ids.Elems = append(slices.Clone(ids.Elems), Record(x...))
 	st["ids"] = Set(ids.Elems...)
 }
 
@@ -320,15 +465,51 @@ func (m *mapper) addSent(st map[string]Value, ln *Line) {
 	st["sent"] = Set(sent...)
 }
 
-var modelMsgTypes = map[string]bool{"REQ": true, "MRA": true, "REJ": true, "REP": true, "RTU": true, "DREQ": true, "DREP": true}
-
-// TraceGroup is the traces that share one TLC run: the same nodes,
-// clients, servers and Max CM Retries.
+// TraceGroup is the traces that share one TLC run: the same stale check
+// and engine bounds.
 type TraceGroup struct {
 	Name   string
 	Module string // TraceData.tla
 	Config string // Tracecm.cfg
 	Traces []TraceInfo
+
+	actions map[int][]string // per trace (Index): the spec actions its steps take
+}
+
+// serviceValues lists every service ID and mask the traces name.
+func serviceValues(traces []NamedTrace) []uint64 {
+	seen := map[uint64]bool{}
+	var out []uint64
+	add := func(v uint64) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	add(0)
+	add(^uint64(0))
+	for _, t := range traces {
+		for _, ln := range t.Lines {
+			if ln.Ev == "Listen" && ln.Post != nil {
+				add(ln.Post.SID)
+				add(ln.Post.Mask)
+			}
+			for _, m := range append(slices.Clone(ln.Sent), derefMsg(ln.Msg)...) {
+				if m.Type == "REQ" || m.Type == "SIDR_REQ" {
+					add(m.SID)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func derefMsg(m *Msg) []Msg {
+	if m == nil {
+		return nil
+	}
+	return []Msg{*m}
 }
 
 // ToTLA converts traces into TLC runs of spec/Tracecm.tla: one TraceData
@@ -337,11 +518,12 @@ type TraceGroup struct {
 // Traces outside the model's scope are left out and returned in skipped
 // with the reason; any other conversion error fails.
 func ToTLA(traces []NamedTrace) (groups []*TraceGroup, skipped map[string]error, err error) {
+	sid := newSIDMap(serviceValues(traces))
 	byKey := map[string][]*converted{}
 	skipped = map[string]error{}
 	var keys []string
 	for _, t := range traces {
-		c, err := convert(t)
+		c, err := convert(t, sid)
 		if errors.Is(err, ErrOutOfScope) {
 			skipped[t.Name] = err
 			continue
@@ -355,13 +537,33 @@ func ToTLA(traces []NamedTrace) (groups []*TraceGroup, skipped map[string]error,
 		}
 		byKey[k] = append(byKey[k], c)
 	}
+	set := func(xs []int) string {
+		var s []string
+		for _, x := range xs {
+			s = append(s, fmt.Sprint(x))
+		}
+		return "{" + strings.Join(s, ", ") + "}"
+	}
+	rng := func(n int) string {
+		var xs []int
+		for i := 1; i <= n; i++ {
+			xs = append(xs, i)
+		}
+		return set(xs)
+	}
+	var weights []string
+	for _, w := range sid.weights() {
+		weights = append(weights, fmt.Sprint(w))
+	}
 	for gi, k := range keys {
 		cs := byKey[k]
-		g := &TraceGroup{Name: fmt.Sprintf("group%d", gi+1)}
+		g := &TraceGroup{Name: fmt.Sprintf("group%d", gi+1), actions: map[int][]string{}}
 		var b strings.Builder
-		b.WriteString("----------------------------- MODULE TraceData -----------------------------\n")
+		b.WriteString("----------------------------- MODULE TraceData -----------------------------\nEXTENDS Naturals\n")
 		b.WriteString("\\* Code generated by conformance.ToTLA from NDJSON engine traces; DO NOT EDIT.\n")
 		b.WriteString("\\* Values are the model's: see conformance/mapping.go.\n")
+		fmt.Fprintf(&b, "\\* The engine bits each model service-ID bit stands for.\nTraceBitWeight(i) == <<%s>>[i + 1]\n\n",
+			strings.Join(weights, ", "))
 		b.WriteString("Traces == <<\n")
 		tot := cs[0].consts
 		for i, c := range cs {
@@ -371,7 +573,11 @@ func ToTLA(traces []NamedTrace) (groups []*TraceGroup, skipped map[string]error,
 					events++
 				}
 			}
-			g.Traces = append(g.Traces, TraceInfo{Index: i + 1, Name: c.t.Name, Len: len(c.lines), Events: events, Reject: c.t.Reject})
+			g.Traces = append(g.Traces, TraceInfo{Index: i + 1, Name: c.t.Name, Len: len(c.lines), Events: events,
+				Reject: c.t.Reject, BogusAt: c.bogusAt})
+			for _, l := range c.lines {
+				g.actions[i+1] = append(g.actions[i+1], l.Get("ev").Str)
+			}
 			fmt.Fprintf(&b, "\\* %d: %s (%d steps)\n<<\n", i+1, c.t.Name, len(c.lines))
 			for j, l := range c.lines {
 				sep := ","
@@ -385,26 +591,40 @@ func ToTLA(traces []NamedTrace) (groups []*TraceGroup, skipped map[string]error,
 			} else {
 				b.WriteString(">>\n")
 			}
+			tot.nodes = max(tot.nodes, c.consts.nodes)
 			tot.handles = max(tot.handles, c.consts.handles)
 			tot.commIDs = max(tot.commIDs, c.consts.commIDs)
 			tot.qpns = max(tot.qpns, c.consts.qpns)
 			tot.crashes = max(tot.crashes, c.consts.crashes)
+			for _, r := range c.consts.retries {
+				if !slices.Contains(tot.retries, r) {
+					tot.retries = append(tot.retries, r)
+				}
+			}
+			for _, x := range c.consts.listenIDs {
+				if !slices.Contains(tot.listenIDs, x) {
+					tot.listenIDs = append(tot.listenIDs, x)
+				}
+			}
+			for _, x := range c.consts.listenMasks {
+				if !slices.Contains(tot.listenMasks, x) {
+					tot.listenMasks = append(tot.listenMasks, x)
+				}
+			}
 		}
 		b.WriteString(">>\n=============================================================================\n")
 		g.Module = b.String()
-		set := func(xs []int) string {
-			var s []string
-			for _, x := range xs {
-				s = append(s, fmt.Sprint(x))
-			}
-			return "{" + strings.Join(s, ", ") + "}"
+		sort.Ints(tot.retries)
+		sort.Ints(tot.listenIDs)
+		sort.Ints(tot.listenMasks)
+		if len(tot.retries) == 0 {
+			tot.retries = []int{0}
 		}
-		rng := func(n int) string {
-			var xs []int
-			for i := 1; i <= n; i++ {
-				xs = append(xs, i)
+		bound := func(v int) int {
+			if v == 0 {
+				return 1 << 20
 			}
-			return set(xs)
+			return v
 		}
 		g.Config = fmt.Sprintf(`\* Code generated by conformance.ToTLA; DO NOT EDIT.
 \* Trace validation of %d traces: spec/Tracecm.tla over TraceData.tla.
@@ -412,17 +632,32 @@ SPECIFICATION TraceSpec
 CONSTANTS
     Nodes = %s
     Clients = %s
-    Servers = %s
+    Servers = {}
+    ServedIDs = {}
+    Listeners = %s
+    ListenIDs = %s
+    ListenMasks = %s
+    SIDBits = %d
+    BitWeight <- TraceBitWeight
+    ServiceIDs = {}
+    SIDRClients = %s
     Handles = %s
     MaxCommID = %d
     QPNs = %s
-    MaxRetries = %d
+    Retries = %s
+    AltPaths = {FALSE, TRUE}
+    LAP = TRUE
+    PortInfo = TRUE
+    MaxHalfOpen = %d
+    MaxHalfOpenPerPeer = %d
+    DropExcessREQ = %s
     MaxCrashes = %d
     MaxNet = 0
     Loss = TRUE
     Duplicate = TRUE
     LegacyTimeWaitQPN = FALSE
     StaleCheck = %s
+    FreshCommIDs = TRUE
     MaxDepth = 0
 CONSTRAINT TraceReport
 INVARIANTS
@@ -431,9 +666,28 @@ INVARIANTS
     TablesMatchStates
     UniqueLocalCommID
     EstablishedAgree
-`, len(cs), rng(tot.nodes), set(tot.clients), set(tot.servers), rng(tot.handles), tot.commIDs, rng(tot.qpns),
-			tot.maxRetries, tot.crashes, map[bool]string{false: "TRUE", true: "FALSE"}[tot.noStale])
+    HalfOpenBounded
+    StaleTearsDown
+    DuplicateAnswered
+    IgnoredChangesNothing
+    RejectJustified
+    AltPathAgreed
+    NoCrossIncarnation
+`, len(cs), rng(tot.nodes), rng(tot.nodes), rng(tot.nodes), set(tot.listenIDs), set(tot.listenMasks), sid.bits(),
+			rng(tot.nodes), rng(tot.handles), tot.commIDs, rng(tot.qpns), set(tot.retries),
+			bound(tot.halfOpen), bound(tot.perPeer), map[bool]string{false: "FALSE", true: "TRUE"}[tot.dropExcess],
+			tot.crashes, map[bool]string{false: "TRUE", true: "FALSE"}[tot.noStale])
 		groups = append(groups, g)
 	}
 	return groups, skipped, nil
+}
+
+// connected: the definition's connected states, by name.
+func connected(state string) bool {
+	for s := engine.State(0); s < engine.NumStates; s++ {
+		if s.String() == state {
+			return s.Attr().Connected
+		}
+	}
+	return false
 }

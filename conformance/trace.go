@@ -31,6 +31,9 @@ type Line struct {
 	From string `json:"from"`
 	To   string `json:"to"`
 	Kind string `json:"kind"` // Transition, Drop, Stateless, Invalid, Sub
+	// LAPFrom and LAPTo are the alternate-path sub-step (Kind Sub).
+	LAPFrom string `json:"lap_from,omitempty"`
+	LAPTo   string `json:"lap_to,omitempty"`
 	// Msg is the message received (receive events).
 	Msg *Msg `json:"msg,omitempty"`
 	// Injected: Msg was made by the test (simnet.Sim.Inject), not sent by
@@ -42,6 +45,8 @@ type Line struct {
 	Sent []Msg `json:"sent,omitempty"`
 	// Node lines (ev "Node") describe a node's engine configuration.
 	Config *NodeConfig `json:"config,omitempty"`
+
+	left int // messages of the step not yet routed
 }
 
 // NodeConfig is what a trace needs to know of a node's engine.Config.
@@ -49,22 +54,32 @@ type NodeConfig struct {
 	GUID    uint64 `json:"guid"`
 	Legacy  bool   `json:"legacy,omitempty"`  // LegacyTimeWaitQPN
 	NoStale bool   `json:"nostale,omitempty"` // DisableStaleCheck
-	// Limits and checks the model has no counterpart for (MaxIDs,
-	// MaxHalfOpen, MaxHalfOpenPerPeer, DropExcessREQ, LocalGID, AltGIDs,
-	// MaxNotifications, a MaxRetries cap) away from their defaults: the
-	// engine may refuse or drop a REQ, or count retries, otherwise.
-	Limits bool `json:"limits,omitempty"`
+	// The bounds the model has as constants (spec/cm.tla Handles,
+	// MaxHalfOpen, MaxHalfOpenPerPeer, DropExcessREQ), as configured.
+	MaxIDs             int  `json:"max_ids"`
+	MaxHalfOpen        int  `json:"max_half_open"`
+	MaxHalfOpenPerPeer int  `json:"max_half_open_per_peer"`
+	DropExcess         bool `json:"drop_excess,omitempty"`
+	// Other: checks and limits the model has no counterpart for (LocalGID,
+	// AltGIDs, MaxNotifications, a MaxRetries cap) away from their
+	// defaults: the engine may refuse a REQ, or count retries, otherwise.
+	Other bool `json:"other,omitempty"`
 }
 
 // Msg is a CM message as the model sees it, with the engine's values.
 type Msg struct {
-	Type string `json:"type"`
-	Src  int    `json:"src"`
-	Dst  int    `json:"dst"`
-	LID  uint32 `json:"lid"`  // Local Comm ID
-	RID  uint32 `json:"rid"`  // Remote Comm ID
-	QPN  uint32 `json:"qpn"`  // REQ/REP Local QPN, DREQ Remote QPN
-	Info int    `json:"info"` // REJ reason, MRA message MRAed
+	Type    string `json:"type"`
+	Src     int    `json:"src"`
+	Dst     int    `json:"dst"`
+	LID     uint32 `json:"lid"`           // Local Comm ID (SIDR_REQ: request ID)
+	RID     uint32 `json:"rid"`           // Remote Comm ID (SIDR_REP: request ID)
+	QPN     uint32 `json:"qpn"`           // REQ/REP Local QPN, DREQ/LAP Remote QPN
+	Info    int    `json:"info"`          // REJ reason, APR status, SIDR_REP status
+	What    int    `json:"what"`          // MRA Message MRAed, REJ Message REJected
+	SID     uint64 `json:"sid,omitempty"` // REQ, SIDR_REQ service ID
+	Retries int    `json:"retries"`       // REQ Max CM Retries
+	Alt     bool   `json:"alt,omitempty"` // REQ with an alternate path
+	Inc     int    `json:"inc"`           // the sender's incarnation (1 + its crashes); 0 for a stateless answer
 }
 
 // Post is an id after a step.
@@ -75,18 +90,25 @@ type Post struct {
 	RID     uint32 `json:"rid"`
 	RQPN    uint32 `json:"rqpn"`
 	Retries int    `json:"retries"`
+	LAP     string `json:"lap,omitempty"`
+	Alt     bool   `json:"alt,omitempty"`
+	SID     uint64 `json:"sid,omitempty"`
+	Mask    uint64 `json:"mask,omitempty"`
 }
 
-// MsgOf reads a MAD's model fields.
+// MsgOf reads a MAD's model fields (Inc aside).
 func MsgOf(m *wire.MAD, src, dst int) Msg {
 	out := Msg{Src: src, Dst: dst}
 	switch m.AttrID {
 	case wire.AttrREQ:
-		out.Type, out.LID, out.QPN = "REQ", m.REQ.LocalCommID, m.REQ.LocalQPN
+		out.Type, out.LID, out.QPN, out.SID = "REQ", m.REQ.LocalCommID, m.REQ.LocalQPN, m.REQ.ServiceID
+		out.Retries = int(m.REQ.MaxCMRetries)
+		out.Alt = m.REQ.AlternateLocalPortLID != 0 || m.REQ.AlternateLocalPortGID != wire.GID{}
 	case wire.AttrMRA:
-		out.Type, out.LID, out.RID, out.Info = "MRA", m.MRA.LocalCommID, m.MRA.RemoteCommID, int(m.MRA.MessageMRAed)
+		out.Type, out.LID, out.RID, out.What = "MRA", m.MRA.LocalCommID, m.MRA.RemoteCommID, int(m.MRA.MessageMRAed)
 	case wire.AttrREJ:
 		out.Type, out.LID, out.RID, out.Info = "REJ", m.REJ.LocalCommID, m.REJ.RemoteCommID, int(m.REJ.Reason)
+		out.What = int(m.REJ.MessageRejected)
 	case wire.AttrREP:
 		out.Type, out.LID, out.RID, out.QPN = "REP", m.REP.LocalCommID, m.REP.RemoteCommID, m.REP.LocalQPN
 	case wire.AttrRTU:
@@ -95,10 +117,45 @@ func MsgOf(m *wire.MAD, src, dst int) Msg {
 		out.Type, out.LID, out.RID, out.QPN = "DREQ", m.DREQ.LocalCommID, m.DREQ.RemoteCommID, m.DREQ.RemoteQPNEECN
 	case wire.AttrDREP:
 		out.Type, out.LID, out.RID = "DREP", m.DREP.LocalCommID, m.DREP.RemoteCommID
+	case wire.AttrLAP:
+		out.Type, out.LID, out.RID, out.QPN = "LAP", m.LAP.LocalCommID, m.LAP.RemoteCommID, m.LAP.RemoteQPNEECN
+	case wire.AttrAPR:
+		out.Type, out.LID, out.RID, out.Info = "APR", m.APR.LocalCommID, m.APR.RemoteCommID, int(m.APR.ARStatus)
+	case wire.AttrSIDRReq:
+		out.Type, out.LID, out.SID = "SIDR_REQ", m.SIDRReq.RequestID, m.SIDRReq.ServiceID
+	case wire.AttrSIDRRep:
+		out.Type, out.RID, out.Info = "SIDR_REP", m.SIDRRep.RequestID, int(m.SIDRRep.Status)
+	case wire.AttrClassPortInfo:
+		out.Type = "GET"
+		if m.Method == wire.MethodGetResp {
+			out.Type = "GETRESP"
+		}
 	default:
 		out.Type = m.AttrID.String()
 	}
 	return out
+}
+
+// TimerRuns is spec/cm.tla's TimerRuns: a timer runs, and counts retries,
+// in the definition's timer states; in ESTABLISHED, which runs the
+// alternate-path sub-state, while a LAP awaits its APR. The model's
+// retries are 0 elsewhere.
+func TimerRuns(s engine.State, l engine.LAPState) bool {
+	if s.Attr().LAP {
+		return l.Timer()
+	}
+	return s.Attr().Timer
+}
+
+// PostOf is an id's Post.
+func PostOf(info engine.IDInfo) *Post {
+	retries := 0
+	if TimerRuns(info.State, info.LAP) {
+		retries = int(info.Retries)
+	}
+	return &Post{State: info.State.String(), QPN: info.LocalQPN, RNode: int(info.Addr.LID),
+		RID: uint32(info.RemoteID), RQPN: info.RemoteQPN, Retries: retries, LAP: info.LAP.String(),
+		Alt: info.AltPath, SID: info.ServiceID, Mask: info.Mask}
 }
 
 // Recorder records the trace of the engines of one simnet.Sim. Give each
@@ -109,16 +166,18 @@ type Recorder struct {
 	lines   []*Line
 	cur     *Msg // the message being delivered
 	curTo   int
-	batch   map[int][]*Line // lines of each node since its output was last routed
-	sending map[int]bool    // the node's output is being routed
-	sentSeq map[uint64]bool // packets an engine sent
 	curInj  bool            // the packet being delivered was injected
+	out     map[int][]*Line // per node: the steps whose messages are not all routed yet, in order
+	epoch   map[int]int     // per node: crashes so far
+	inc     map[uint64]int  // by packet Seq: the incarnation each MAD was sent from
+	mads    map[uint64][wire.MADSize]byte
+	sentSeq map[uint64]bool // packets an engine sent
 }
 
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{index: map[*simnet.Node]int{}, batch: map[int][]*Line{}, sending: map[int]bool{},
-		sentSeq: map[uint64]bool{}}
+	return &Recorder{index: map[*simnet.Node]int{}, out: map[int][]*Line{}, epoch: map[int]int{},
+		inc: map[uint64]int{}, mads: map[uint64][wire.MADSize]byte{}, sentSeq: map[uint64]bool{}}
 }
 
 // Tracer returns the hook for node number n (1-based, the order of
@@ -126,7 +185,10 @@ func NewRecorder() *Recorder {
 func (r *Recorder) Tracer(n int) engine.Tracer {
 	return func(ts engine.TraceStep) {
 		l := &Line{Seq: len(r.lines) + 1, T: int64(ts.Time), Node: n, Ev: ts.Event.String(), ID: uint32(ts.ID),
-			From: ts.From.String(), To: ts.To.String(), Kind: ts.Kind.String()}
+			From: ts.From.String(), To: ts.To.String(), Kind: ts.Kind.String(), left: ts.Sent}
+		if ts.Kind == engine.KindSub {
+			l.LAPFrom, l.LAPTo = ts.LAPFrom.String(), ts.LAPTo.String()
+		}
 		if ts.Event.Class() == engine.ClassRecv && r.cur != nil && r.curTo == n {
 			m := *r.cur
 			l.Msg = &m
@@ -137,22 +199,15 @@ func (r *Recorder) Tracer(n int) engine.Tracer {
 			// calls back into the engine's state machine.
 			nd := r.sim.Nodes()[n-1]
 			if info, ok := nd.Engine.Info(ts.ID); ok {
-				retries := 0
-				if retryState(info.State) {
-					retries = int(info.Retries)
-				}
-				l.Post = &Post{State: info.State.String(), QPN: info.LocalQPN, RNode: int(info.Addr.LID),
-					RID: uint32(info.RemoteID), RQPN: info.RemoteQPN, Retries: retries}
+				l.Post = PostOf(info)
 			} else {
 				l.Post = &Post{State: "IDLE"}
 			}
 		}
 		r.lines = append(r.lines, l)
-		if r.sending[n] {
-			r.sending[n] = false
-			r.batch[n] = r.batch[n][:0]
+		if l.left > 0 {
+			r.out[n] = append(r.out[n], l)
 		}
-		r.batch[n] = append(r.batch[n], l)
 	}
 }
 
@@ -167,9 +222,16 @@ func (r *Recorder) Attach(s *simnet.Sim) {
 	s.OnDeliver = func(p *simnet.Packet) {
 		var m wire.MAD
 		if err := wire.DecodeMAD(p.MAD[:], &m); err == nil {
-			msg := MsgOf(&m, r.index[p.From], r.index[p.To])
-			r.cur, r.curTo = &msg, r.index[p.To]
+			from := r.index[p.From]
+			msg := MsgOf(&m, from, r.index[p.To])
 			r.curInj = !p.Copy && !r.sentSeq[p.Seq]
+			msg.Inc = r.epoch[from] + 1 // a test's message speaks for its sender as it is now
+			if inc, ok := r.inc[p.Seq]; ok {
+				msg.Inc = inc
+			} else if p.Copy {
+				msg.Inc = r.copyInc(p)
+			}
+			r.cur, r.curTo = &msg, r.index[p.To]
 		} else {
 			r.cur = nil
 		}
@@ -181,32 +243,43 @@ func (r *Recorder) Attach(s *simnet.Sim) {
 	s.OnSend = func(p *simnet.Packet) {
 		var m wire.MAD
 		from := r.index[p.From]
-		r.sending[from] = true
 		r.sentSeq[p.Seq] = true
-		if err := wire.DecodeMAD(p.MAD[:], &m); err == nil && p.To != nil {
+		// The step that sent it: the engine queues each step's messages
+		// after the previous step's (TraceStep.Sent), and the Sim routes
+		// them in that order.
+		var owner *Line
+		if q := r.out[from]; len(q) > 0 {
+			owner = q[0]
+			if owner.left--; owner.left == 0 {
+				r.out[from] = q[1:]
+			}
+		}
+		inc := r.epoch[from] + 1
+		if owner != nil && owner.Kind == engine.KindStateless.String() {
+			inc = 0 // a stateless answer speaks for no id
+		}
+		r.inc[p.Seq] = inc
+		r.mads[p.Seq] = p.MAD
+		if err := wire.DecodeMAD(p.MAD[:], &m); err == nil && p.To != nil && owner != nil {
 			msg := MsgOf(&m, from, r.index[p.To])
-			// The step that sent it: the latest of the sender's steps
-			// since its output was last routed on the message's id, else
-			// the latest.
-			b := r.batch[from]
-			var owner *Line
-			for i := len(b) - 1; i >= 0; i-- {
-				if b[i].ID == msg.LID && msg.LID != 0 {
-					owner = b[i]
-					break
-				}
-			}
-			if owner == nil && len(b) > 0 {
-				owner = b[len(b)-1]
-			}
-			if owner != nil {
-				owner.Sent = append(owner.Sent, msg)
-			}
+			msg.Inc = inc
+			owner.Sent = append(owner.Sent, msg)
 		}
 		if prevSend != nil {
 			prevSend(p)
 		}
 	}
+}
+
+// copyInc is the incarnation of a copy the network made: of the packet it
+// copies, the latest one sent before it with the same bytes.
+func (r *Recorder) copyInc(p *simnet.Packet) int {
+	for seq := p.Seq; seq > 0; seq-- {
+		if m, ok := r.mads[seq-1]; ok && m == p.MAD {
+			return r.inc[seq-1]
+		}
+	}
+	return 0
 }
 
 // Watch records a node's configuration and its crashes; Attach watches the
@@ -221,13 +294,13 @@ func (r *Recorder) Watch(n *simnet.Node) {
 	c := n.Engine.Config()
 	r.lines = append(r.lines, &Line{Seq: len(r.lines) + 1, Node: idx, Ev: "Node", Config: &NodeConfig{
 		GUID: c.LocalGUID, Legacy: c.LegacyTimeWaitQPN, NoStale: c.DisableStaleCheck,
-		Limits: c.MaxIDs != 1<<20 || c.MaxHalfOpen != 4096 || c.MaxHalfOpenPerPeer != c.MaxHalfOpen ||
-			c.DropExcessREQ || c.LocalGID != (wire.GID{}) || len(c.AltGIDs) > 0 ||
-			c.MaxNotifications != 65536 || c.MaxRetries != 255}})
+		MaxIDs: c.MaxIDs, MaxHalfOpen: c.MaxHalfOpen, MaxHalfOpenPerPeer: c.MaxHalfOpenPerPeer, DropExcess: c.DropExcessREQ,
+		Other: c.LocalGID != (wire.GID{}) || len(c.AltGIDs) > 0 || c.MaxNotifications != 65536 || c.MaxRetries != 255}})
 	prev := n.OnCrash
 	n.OnCrash = func(nd *simnet.Node) {
 		r.lines = append(r.lines, &Line{Seq: len(r.lines) + 1, T: int64(n.Sim().Now()), Node: idx, Ev: "Crash"})
-		r.batch[idx] = nil
+		r.out[idx] = nil
+		r.epoch[idx]++
 		if prev != nil {
 			prev(nd)
 		}

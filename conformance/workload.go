@@ -68,8 +68,8 @@ func RunWorkload(c WorkloadConfig) *Recorder {
 		}
 	}
 	server.OnCrash = listen
-	listen(server)
 	rec.Attach(sim)
+	listen(server)
 
 	// later runs fn after a random delay of up to max, unless the node
 	// crashed in between (its engine is new: the application is gone).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	. "github.com/dave/jennifer/jen"
@@ -180,29 +181,45 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Func().Id("_").Params().Block(eg...)
 	f.Line()
 
-	// Per-state table membership.
-	f.Comment("StateAttr says which tables and timers a state is registered in.")
-	f.Type().Id("StateAttr").Struct(
-		Id("RemoteID").Bool().Comment("(remote comm ID, remote CA GUID) is in the remote-ID table"),
-		Id("Connected").Bool().Comment("(remote QPN, remote CA GUID) is in the remote-QPN table: stale detection matches it"),
-		Id("Listen").Bool(),
-		Id("SIDR").Bool(),
-		Id("TimeWait").Bool(),
-		Id("Timer").Bool().Comment("a response timer may run"),
-		Id("Holds").Bool().Comment("the id holds its local comm ID"),
-		Id("QPInit").Bool().Comment("the connection gives its QP's INIT attributes"),
-		Id("QPRTR").Bool().Comment("the connection gives its QP's RTR attributes"),
-		Id("QPRTS").Bool().Comment("the connection gives its QP's RTS attributes"),
-	)
+	// Per-state table membership and the other state sets.
+	attrFields := []struct {
+		name, doc string
+		get       func(def.State) bool
+	}{
+		{"RemoteID", "(remote comm ID, remote CA GUID) is in the remote-ID table", func(s def.State) bool { return s.RemoteID }},
+		{"Connected", "(remote QPN, remote CA GUID) is in the remote-QPN table: stale detection matches it", func(s def.State) bool { return s.Connected }},
+		{"Listen", "", func(s def.State) bool { return s.Listen }},
+		{"SIDR", "", func(s def.State) bool { return s.SIDR }},
+		{"TimeWait", "", func(s def.State) bool { return s.TimeWait }},
+		{"Timer", "a response timer may run", func(s def.State) bool { return s.Timer }},
+		{"Holds", "the id holds its local comm ID", func(s def.State) bool { return s.Holds }},
+		{"HalfOpen", "a passive attempt not yet established: counted against MaxHalfOpen", func(s def.State) bool { return s.HalfOpen }},
+		{"Attempt", "a connection attempt under way", func(s def.State) bool { return s.Attempt }},
+		{"Replies", "a reply naming the id's comm ID is for it", func(s def.State) bool { return s.Replies }},
+		{"LearnsREP", "a REP answers the id's REQ: stale-checked, the id learns the peer's fields from it", func(s def.State) bool { return s.LearnsREP }},
+		{"Unannounced", "the peer does not know the id's comm ID: a REJ names none", func(s def.State) bool { return s.Unannounced }},
+		{"LAP", "the alternate-path sub-state machine runs here", func(s def.State) bool { return s.LAP }},
+		{"QPInit", "the connection gives its QP's INIT attributes", func(s def.State) bool { return s.QPInit }},
+		{"QPRTR", "the connection gives its QP's RTR attributes", func(s def.State) bool { return s.QPRTR }},
+		{"QPRTS", "the connection gives its QP's RTS attributes", func(s def.State) bool { return s.QPRTS }},
+	}
+	var fields []Code
+	for _, a := range attrFields {
+		c := Id(a.name).Bool()
+		if a.doc != "" {
+			c = c.Comment(a.doc)
+		}
+		fields = append(fields, c)
+	}
+	f.Comment("StateAttr says which tables and timers a state is registered in, and the other state sets it belongs to.")
+	f.Type().Id("StateAttr").Struct(fields...)
 	f.Line()
 	var attrs []Code
 	for _, s := range def.States {
 		d := Dict{}
-		for k, v := range map[string]bool{"RemoteID": s.RemoteID, "Connected": s.Connected, "Listen": s.Listen,
-			"SIDR": s.SIDR, "TimeWait": s.TimeWait, "Timer": s.Timer, "Holds": s.Holds,
-			"QPInit": s.QPInit, "QPRTR": s.QPRTR, "QPRTS": s.QPRTS} {
-			if v {
-				d[Id(k)] = True()
+		for _, a := range attrFields {
+			if a.get(s) {
+				d[Id(a.name)] = True()
 			}
 		}
 		attrs = append(attrs, Id(stateID(s.Name)).Op(":").Values(d))
@@ -211,6 +228,87 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Line()
 	f.Comment("Attr returns the table membership of a state.")
 	f.Func().Params(Id("s").Id("State")).Id("Attr").Params().Id("StateAttr").Block(Return(Id("stateAttrs").Index(Id("s"))))
+	f.Line()
+
+	// The event an id's timer raises.
+	var cases []Code
+	for _, s := range def.States {
+		if s.Expiry != "" {
+			cases = append(cases, Case(Id(stateID(s.Name))).Block(Return(Id(eventID(s.Expiry)))))
+		}
+	}
+	f.Comment("TimerEvent is the event an id's timer raises in state s: the state's expiry, or")
+	f.Commentf("for a response timer %s while retries are left and %s after.", eventID(def.RetryEvent), eventID(def.GiveUpEvent))
+	f.Func().Params(Id("s").Id("State")).Id("TimerEvent").Params(Id("retriesLeft").Bool()).Id("Event").Block(
+		Switch(Id("s")).Block(cases...),
+		If(Id("retriesLeft")).Block(Return(Id(eventID(def.RetryEvent)))),
+		Return(Id(eventID(def.GiveUpEvent))),
+	)
+	f.Line()
+
+	// Alternate-path sub-states.
+	var lapTimers []Code
+	var start, startNo, off string
+	for _, l := range def.LAPStates {
+		if l.Timer {
+			lapTimers = append(lapTimers, Id(lapID(l.Name)).Op(":").True())
+		}
+		if l.StartAlt {
+			start = lapID(l.Name)
+		}
+		if l.StartNoAlt {
+			startNo = lapID(l.Name)
+		}
+		if l.Off {
+			off = lapID(l.Name)
+		}
+	}
+	f.Var().Id("lapTimers").Op("=").Index(Id("NumLAPStates")).Bool().Values(lapTimers...)
+	f.Line()
+	f.Comment("Timer reports whether a LAP awaits its APR in this sub-state.")
+	f.Func().Params(Id("s").Id("LAPState")).Id("Timer").Params().Bool().Block(Return(Id("lapTimers").Index(Id("s"))))
+	f.Line()
+	f.Comment("LAPStart is the sub-state an id enters ESTABLISHED in (EffEnterLAP): with an")
+	f.Comment("alternate path loaded, and without.")
+	f.Func().Id("LAPStart").Params(Id("alt").Bool()).Id("LAPState").Block(
+		If(Id("alt")).Block(Return(Id(start))),
+		Return(Id(startNo)),
+	)
+	f.Line()
+	f.Comment("LAPOff is the sub-state of every id outside ESTABLISHED (EffExitLAP).")
+	f.Const().Id("LAPOff").Id("LAPState").Op("=").Id(off)
+	f.Line()
+
+	// Per-message rules.
+	kept := map[def.Msg]bool{}
+	for _, tab := range [][][]def.Entry{t.Main, t.LAP} {
+		for _, row := range tab {
+			for _, e := range row {
+				if e.Has(def.Resend) {
+					kept[e.Send] = true
+				}
+			}
+		}
+	}
+	var starts, keeps []Code
+	for _, m := range def.Msgs {
+		if slices.Contains(def.Starts, m) {
+			starts = append(starts, Id(msgID(m)).Op(":").True())
+		}
+		if kept[m] {
+			keeps = append(keeps, Id(msgID(m)).Op(":").True())
+		}
+	}
+	f.Var().Id("msgStarts").Op("=").Index(Id("NumMsgs")).Bool().Values(starts...)
+	f.Line()
+	f.Comment("StartsTransaction reports the messages that carry their sender's own TID;")
+	f.Comment("every other message carries the TID of what it answers.")
+	f.Func().Params(Id("m").Id("Msg")).Id("StartsTransaction").Params().Bool().Block(Return(Id("msgStarts").Index(Id("m"))))
+	f.Line()
+	f.Var().Id("msgKept").Op("=").Index(Id("NumMsgs")).Bool().Values(keeps...)
+	f.Line()
+	f.Comment("Kept reports the messages some cell resends (EffResend): an id keeps its last copy.")
+	f.Func().Params(Id("m").Id("Msg")).Id("Kept").Params().Bool().Block(Return(Id("msgKept").Index(Id("m"))))
 	f.Line()
 
 	var classes []Code
@@ -240,6 +338,7 @@ func emitGo(t *def.Table) ([]byte, error) {
 			Id("Next").Id(next),
 			Id("Kind").Id("Kind"),
 			Id("Send").Id("Msg").Comment("message to send, or MsgNone"),
+			Id("About").Id("Msg").Comment("what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)"),
 			Id("Reason").Uint16().Comment("REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it"),
 			Id("Notice").Id("Notice"),
 			Id("Effects").Id("Effect"),
@@ -253,6 +352,9 @@ func emitGo(t *def.Table) ([]byte, error) {
 		d := Dict{Id("Next"): next, Id("Kind"): Id(kindID(e.Kind))}
 		if e.Send != def.None {
 			d[Id("Send")] = Id(msgID(e.Send))
+		}
+		if e.About != def.None {
+			d[Id("About")] = Id(msgID(e.About))
 		}
 		if e.Reason != 0 {
 			d[Id("Reason")] = Lit(e.Reason)

@@ -43,8 +43,8 @@ func tlaEntry(e def.Entry) string {
 			effs = append(effs, string(want))
 		}
 	}
-	return fmt.Sprintf("[next |-> %q, kind |-> %q, send |-> %q, reason |-> %d, notice |-> %q, effects |-> %s]",
-		e.Next, def.KindNames[e.Kind], string(e.Send), e.Reason, string(e.Notice), tlaSet(effs))
+	return fmt.Sprintf("[next |-> %q, kind |-> %q, send |-> %q, about |-> %q, reason |-> %d, notice |-> %q, effects |-> %s]",
+		e.Next, def.KindNames[e.Kind], string(e.Send), string(e.About), e.Reason, string(e.Notice), tlaSet(effs))
 }
 
 // emitTLA writes the table as TLA+ records: Table[state][event] is a record
@@ -79,6 +79,56 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("TimeWaitStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.TimeWait })))
 	w("TimerStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Timer })))
 	w("HoldStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Holds })))
+	w("\\* The other state sets of the definition (gen/def State).\n")
+	w("HalfOpenStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.HalfOpen })))
+	w("AttemptStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Attempt })))
+	w("ReplyStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Replies })))
+	w("LearnsREPStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.LearnsREP })))
+	w("UnannouncedStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Unannounced })))
+	w("LAPHostStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.LAP })))
+	w("\\* The event an id's timer raises in state s: the state's expiry, or for a\n")
+	w("\\* response timer %q while retries are left and %q after.\n", def.RetryEvent, def.GiveUpEvent)
+	w("TimerEvent(s, retriesLeft) ==\n    CASE ")
+	first := true
+	for _, st := range def.States {
+		if st.Expiry == "" {
+			continue
+		}
+		if !first {
+			w("\n      [] ")
+		}
+		first = false
+		w("s = %q -> %q", st.Name, st.Expiry)
+	}
+	w("\n      [] retriesLeft -> %q\n      [] OTHER -> %q\n\n", def.RetryEvent, def.GiveUpEvent)
+	var lapTimers []string
+	var start, startNo, off string
+	for _, l := range def.LAPStates {
+		if l.Timer {
+			lapTimers = append(lapTimers, l.Name)
+		}
+		if l.StartAlt {
+			start = l.Name
+		}
+		if l.StartNoAlt {
+			startNo = l.Name
+		}
+		if l.Off {
+			off = l.Name
+		}
+	}
+	w("\\* Alternate-path sub-states: those in which a LAP awaits its APR, the one an\n")
+	w("\\* id enters ESTABLISHED in (EnterLAP), with an alternate path and without, and\n")
+	w("\\* the one of every id outside ESTABLISHED (ExitLAP).\n")
+	w("LAPTimerStates == %s\n\n", tlaSet(lapTimers))
+	w("LAPStart(alt) == IF alt THEN %q ELSE %q\n\n", start, startNo)
+	w("LAPOff == %q\n\n", off)
+	var starts []string
+	for _, m := range def.Starts {
+		starts = append(starts, string(m))
+	}
+	w("\\* The messages that carry their sender's own TID; the others answer one.\n")
+	w("StartMsgs == %s\n\n", tlaSet(starts))
 	w("\\* The states in which a connection gives its QP's INIT, RTR and RTS attributes.\n")
 	w("QPInitStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.QPInit })))
 	w("QPRTRStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.QPRTR })))

@@ -146,7 +146,7 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	target := func(rid, lid uint32) (engine.IDInfo, bool) {
 		if rid != 0 {
 			for _, id := range ids {
-				if id.State != engine.StateListen && uint32(id.ID) == rid &&
+				if id.State.Attr().Replies && uint32(id.ID) == rid &&
 					(id.RemoteID == 0 || uint32(id.RemoteID) == lid) &&
 					(m.AttrID != wire.AttrREP || id.RemoteID == 0 || id.RemoteGUID == src) {
 					return id, true
@@ -220,16 +220,18 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	case wire.AttrRTU:
 		return reply(engine.EvRecvRTU, m.RTU.RemoteCommID, m.RTU.LocalCommID)
 	case wire.AttrDREQ:
-		x := reply(engine.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
 		if id, ok := target(m.DREQ.RemoteCommID, m.DREQ.LocalCommID); ok && id.LocalQPN != m.DREQ.RemoteQPNEECN {
-			return expectation{what: what + " (for another QP)", none: true}
+			return expectation{what: what + " (for another QP)", ev: engine.EvRecvDREQOtherQPN, id: id.ID}
 		}
-		return x
+		return reply(engine.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
 	case wire.AttrDREP:
 		return reply(engine.EvRecvDREP, m.DREP.RemoteCommID, m.DREP.LocalCommID)
 	case wire.AttrLAP:
 		return reply(engine.EvRecvLAP, m.LAP.RemoteCommID, m.LAP.LocalCommID)
 	case wire.AttrAPR:
+		if m.APR.ARStatus != wire.APRSuccess {
+			return reply(engine.EvRecvAPRRejected, m.APR.RemoteCommID, m.APR.LocalCommID)
+		}
 		return reply(engine.EvRecvAPR, m.APR.RemoteCommID, m.APR.LocalCommID)
 	case wire.AttrSIDRReq:
 		r := &m.SIDRReq
@@ -247,7 +249,7 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 		return expectation{what: what + " (new)", ev: engine.EvRecvSIDRREQ, newID: true}
 	case wire.AttrSIDRRep:
 		for _, id := range ids {
-			if id.State == engine.StateSidrReqSent && uint32(id.ID) == m.SIDRRep.RequestID {
+			if id.State.Attr().Replies && uint32(id.ID) == m.SIDRRep.RequestID {
 				return expectation{what: what, ev: engine.EvRecvSIDRREP, id: id.ID}
 			}
 		}

@@ -258,9 +258,9 @@ func (s *System) call(t target, ev engine.Event, arg int, pd []byte) error {
 		return e.CommEst(now, id)
 	case engine.EvLoadAltPath:
 		return e.LoadAltPath(now, id, lapTemplate(n))
-	case engine.EvAnswerLAP:
+	case engine.EvAnswerLAP, engine.EvRejectLAP:
 		st := wire.APRSuccess
-		if arg%2 == 1 {
+		if arg%2 == 1 || ev == engine.EvRejectLAP {
 			st = wire.APRReject
 		}
 		return e.AnswerLAP(now, id, st, nil, pd)
@@ -396,7 +396,7 @@ func (c SIDRReply) shrink() []commands.Command {
 
 // probeOps are the calls Probe tries.
 var probeOps = [...]engine.Event{engine.EvDestroy, engine.EvAccept, engine.EvReject, engine.EvSendMRA, engine.EvSendRTU, engine.EvDisconnect,
-	engine.EvSendDREP, engine.EvCommEst, engine.EvLoadAltPath, engine.EvAnswerLAP, engine.EvSIDRReply}
+	engine.EvSendDREP, engine.EvCommEst, engine.EvLoadAltPath, engine.EvAnswerLAP, engine.EvRejectLAP, engine.EvSIDRReply}
 
 // Probe makes application call Op on the K-th id of all, whatever its
 // state (with Valid, of those the table lets the call move); with Gone on
@@ -419,7 +419,7 @@ type Probe struct {
 // takesPD reports the calls with private data.
 func takesPD(ev engine.Event) bool {
 	switch ev {
-	case engine.EvReject, engine.EvSendMRA, engine.EvSendRTU, engine.EvDisconnect, engine.EvSendDREP, engine.EvAnswerLAP, engine.EvSIDRReply:
+	case engine.EvReject, engine.EvSendMRA, engine.EvSendRTU, engine.EvDisconnect, engine.EvSendDREP, engine.EvAnswerLAP, engine.EvRejectLAP, engine.EvSIDRReply:
 		return true
 	}
 	return false
@@ -611,6 +611,8 @@ func (c Dup) apply(s *System) (string, error) {
 	i := c.I % len(p)
 	s.note(s.describe(p[i]))
 	s.Sim.Dup(i)
+	p = s.Sim.Pending()
+	s.oblig.copied(p[i], p[len(p)-1])
 	return "", nil
 }
 func (c Dup) shrink() []commands.Command { return ints(c, func(x *Dup) *int { return &x.I }) }
@@ -680,7 +682,11 @@ type Crash struct {
 
 func (c Crash) apply(s *System) (string, error) {
 	i := c.Node % len(s.Nodes)
+	cfg := s.Nodes[i].Engine.Config()
 	s.Sim.Crash(s.Nodes[i])
+	if s.ReuseIDs {
+		s.Nodes[i].Engine = engine.NewEngine(cfg) // the old seed: the same comm-ID sequence
+	}
 	s.crashed(i)
 	return "", nil
 }

@@ -197,8 +197,7 @@ func tablesMatch(n *simnet.Node, legacy bool) error {
 	halfOpen := 0
 	for id := range e.IDs() {
 		ids[id.ID] = id
-		switch id.State {
-		case engine.StateReqRcvd, engine.StateMraReqSent, engine.StateRepSent, engine.StateMraRepRcvd:
+		if id.State.Attr().HalfOpen {
 			halfOpen++
 		}
 	}
@@ -285,7 +284,7 @@ func tablesMatch(n *simnet.Node, legacy bool) error {
 func awaits(id engine.IDInfo) bool {
 	switch id.State {
 	case engine.StateEstablished:
-		return id.LAP == engine.LAPSent || id.LAP == engine.LAPMraRcvd
+		return id.LAP.Timer()
 	case engine.StateTimeWait:
 		return true
 	}

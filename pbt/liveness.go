@@ -2,7 +2,6 @@ package pbt
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/ibcm/ibcm/cm/engine"
 )
@@ -36,11 +35,8 @@ import (
 // be empty but the listens; destroying those leaves nothing at all
 // (ClosedTablesEmpty).
 
-// AttemptStates is spec/cm.tla's AttemptStates.
-var AttemptStates = []engine.State{engine.StateReqSent, engine.StateMraReqRcvd, engine.StateReqRcvd, engine.StateMraReqSent,
-	engine.StateRepSent, engine.StateMraRepRcvd, engine.StateRepRcvd, engine.StateMraRepSent}
-
-func isAttempt(s engine.State) bool { return slices.Contains(AttemptStates, s) }
+// isAttempt is spec/cm.tla's AttemptStates (generated: State.Attr().Attempt).
+func isAttempt(s engine.State) bool { return s.Attr().Attempt }
 
 type watched struct {
 	node  int

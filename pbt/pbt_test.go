@@ -65,7 +65,12 @@ func TestProperty(t *testing.T) {
 			t.Logf("%d sequences, %d commands, %s", runs, cov.Commands, time.Since(start).Round(time.Second))
 		}
 	}
-	res := st.Property().Check(Parameters(sd, n, maxLen))
+	params := Parameters(sd, n, maxLen)
+	noShrink := os.Getenv("IBCM_PBT_NOSHRINK") == "1" // tools/mutants: a failure is enough, not its shortest form
+	if noShrink {
+		params.MaxShrinkCount = 0
+	}
+	res := st.Property().Check(params)
 	took := time.Since(start)
 	hit, total := cov.TransitionCells()
 	t.Logf("%s in %s (%.0f sequences/s)", res.Status, took.Round(time.Millisecond), float64(cov.Sequences)/took.Seconds())
@@ -76,6 +81,9 @@ func TestProperty(t *testing.T) {
 	}
 	if res.Passed() {
 		return
+	}
+	if noShrink {
+		t.Fatalf("the property failed with IBCM_PBT_SEED=%d; labels: %v", sd, res.Labels)
 	}
 	report(t, st, res, "")
 	if st.Last != nil {
@@ -189,4 +197,24 @@ func TestNoStaleCheckFails(t *testing.T) {
 	report(t, st, res, "StaleDetected")
 	require.Equal(t, "StaleDetected", Invariant(st.Last.Err), "another property broke first: %v", st.Last.Err)
 	require.LessOrEqual(t, len(st.Last.Commands), 12)
+}
+
+// The must-fail configuration spec/cm_restart.cfg: a CM that restarts its
+// comm-ID sequence after a crash (the engine's old default: a fixed
+// allocator seed). A peer still holding a connection of the old life
+// takes the new life's messages for its own: NoCrossIncarnation breaks.
+func TestRestartReuseFails(t *testing.T) {
+	sd := seed(t)
+	st := &Suite{Variant: Variant{ReuseIDs: true}}
+	res := st.Property().Check(Parameters(sd, defaultSequences, defaultMaxLen))
+	require.False(t, res.Passed(), "a CM that reuses its comm IDs after a restart passed: NoCrossIncarnation does not bite")
+	require.NotNil(t, st.Last)
+	report(t, st, res, "NoCrossIncarnation")
+	require.Equal(t, "NoCrossIncarnation", Invariant(st.Last.Err), "another property broke first: %v", st.Last.Err)
+	require.LessOrEqual(t, len(st.Last.Commands), 12)
+
+	sc := st.Last.Scenario("NoCrossIncarnation")
+	require.Equal(t, "NoCrossIncarnation", Invariant(sc.Replay(nil)))
+	sc.ReuseIDs = false
+	require.NoError(t, sc.Replay(nil), "the real engine fails the restart counterexample")
 }

@@ -22,6 +22,7 @@ import (
 //	limits                      (optional: engines with small resource bounds)
 //	auto                        (optional: the handler answers REPs and DREQs)
 //	nostale                     (optional: engines with DisableStaleCheck)
+//	reuse                       (optional: a crashed engine restarts its comm-ID sequence)
 //	expect pass                 (or: expect fail <InvariantName>)
 //	----
 //	listen node=b sid=0
@@ -199,6 +200,8 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 				sc.Legacy = true
 			case words[0] == "nostale" && len(words) == 1:
 				sc.NoStale = true
+			case words[0] == "reuse" && len(words) == 1:
+				sc.ReuseIDs = true
 			case words[0] == "limits" && len(words) == 1:
 				sc.Model.Limits = true
 			case words[0] == "auto" && len(words) == 1:
@@ -238,6 +241,9 @@ func (sc *Scenario) String() string {
 	fmt.Fprintf(&b, "nodes %d\nseed %d\n", sc.Model.Nodes, sc.Model.Seed)
 	if sc.Legacy {
 		b.WriteString("legacy\n")
+	}
+	if sc.ReuseIDs {
+		b.WriteString("reuse\n")
 	}
 	if sc.NoStale {
 		b.WriteString("nostale\n")

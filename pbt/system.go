@@ -71,6 +71,7 @@ type System struct {
 	per      []*nodeApp
 	oracle   staleOracle
 	classify classifier
+	oblig    obligations
 	cov      *Coverage
 	watch    bool // during a settle: the tracer records ids reaching ESTABLISHED or IDLE
 	ran      []op
@@ -114,11 +115,16 @@ func NewSystem(m Model, v Variant, cov *Coverage) *System {
 	s := &System{Variant: v, cov: cov}
 	s.Sim = simnet.New(simnet.Config{Seed: m.Seed, Manual: true})
 	s.oracle.sys, s.classify.sys = s, s
+	s.oblig = newObligations(s, m.Nodes)
 	s.Sim.OnDeliver = func(p *simnet.Packet) {
 		s.classify.onDeliver(p)
 		s.oracle.onDeliver(p)
+		s.oblig.onDeliver(p)
 	}
-	s.Sim.OnSend = s.oracle.onSend
+	s.Sim.OnSend = func(p *simnet.Packet) {
+		s.oracle.onSend(p)
+		s.oblig.onSend(p)
+	}
 	for i := range m.Nodes {
 		cfg := engine.Config{LegacyTimeWaitQPN: v.Legacy, DisableStaleCheck: v.NoStale, Trace: func(ts engine.TraceStep) { s.trace(i, ts) }}
 		// simnet.AddNode: LID index+1, GID fe80::<LID>.
@@ -177,6 +183,7 @@ func (s *System) flushLine() {
 
 func (s *System) trace(i int, ts engine.TraceStep) {
 	s.classify.step(s.Nodes[i], ts)
+	s.oblig.step(i, ts)
 	if s.cov != nil {
 		s.cov.step(ts)
 	}
@@ -188,8 +195,9 @@ func (s *System) trace(i int, ts engine.TraceStep) {
 // Variant selects engines with one of the configurations that spec/
 // manifest.tsv expects to fail: they show the properties are not vacuous.
 type Variant struct {
-	Legacy  bool // engine.Config.LegacyTimeWaitQPN: the Linux seed bug (spec/cm_legacy.cfg)
-	NoStale bool // engine.Config.DisableStaleCheck (spec/cm_nostale.cfg)
+	Legacy   bool // engine.Config.LegacyTimeWaitQPN: the Linux seed bug (spec/cm_legacy.cfg)
+	NoStale  bool // engine.Config.DisableStaleCheck (spec/cm_nostale.cfg)
+	ReuseIDs bool // a crashed engine restarts its comm-ID sequence (its old seed: spec/cm_restart.cfg)
 }
 
 // autoAnswer is the handler of the nodes of an m.Auto model.
@@ -257,6 +265,12 @@ func (s *System) check() error {
 	if s.classify.violation != nil {
 		return s.classify.violation
 	}
+	if s.oblig.violation != nil {
+		return s.oblig.violation
+	}
+	if err := HalfOpenBounded(s.Nodes); err != nil {
+		return err
+	}
 	if s.appErr != nil {
 		return s.appErr
 	}
@@ -314,6 +328,7 @@ func holdsQPN(id engine.IDInfo) bool {
 // crashed resets the application's view of node i after a crash: its QPs
 // and comm IDs are gone, and the new engine starts a new allocator.
 func (s *System) crashed(i int) {
+	s.oblig.crashed(i)
 	p := s.per[i]
 	p.holding = nil
 	p.live = map[engine.CommID]bool{}
@@ -493,6 +508,7 @@ func (s *System) deliver(i int) {
 func (s *System) delivered() {
 	s.oracle.done()
 	s.classify.done()
+	s.oblig.done()
 }
 
 // reqTemplate is the REQ of a Connect from node i to node j.

@@ -41,15 +41,39 @@ func MatchesDefinition(t Table) error {
 			return fmt.Errorf("state %d: generated %s, defined %s", i, s, ds.Name)
 		}
 		want := engine.StateAttr{RemoteID: ds.RemoteID, Connected: ds.Connected, Listen: ds.Listen, SIDR: ds.SIDR,
-			TimeWait: ds.TimeWait, Timer: ds.Timer, Holds: ds.Holds,
+			TimeWait: ds.TimeWait, Timer: ds.Timer, Holds: ds.Holds, HalfOpen: ds.HalfOpen, Attempt: ds.Attempt,
+			Replies: ds.Replies, LearnsREP: ds.LearnsREP, Unannounced: ds.Unannounced, LAP: ds.LAP,
 			QPInit: ds.QPInit, QPRTR: ds.QPRTR, QPRTS: ds.QPRTS}
 		if a != want {
 			return fmt.Errorf("%s: attributes %+v, defined %+v", s, a, want)
 		}
+		for _, left := range []bool{true, false} {
+			want := def.GiveUpEvent
+			switch {
+			case ds.Expiry != "":
+				want = ds.Expiry
+			case left:
+				want = def.RetryEvent
+			}
+			if got := s.TimerEvent(left); got.String() != want {
+				return fmt.Errorf("%s: its timer raises %s (retries left: %v), defined %s", s, got, left, want)
+			}
+		}
 	}
 	for i, dl := range def.LAPStates {
-		if l := engine.LAPState(i); l.String() != dl.Name {
+		l := engine.LAPState(i)
+		switch {
+		case l.String() != dl.Name:
 			return fmt.Errorf("LAP state %d: generated %s, defined %s", i, l, dl.Name)
+		case l.Timer() != dl.Timer:
+			return fmt.Errorf("%s: timer %v, defined %v", l, l.Timer(), dl.Timer)
+		case (engine.LAPStart(true) == l) != dl.StartAlt || (engine.LAPStart(false) == l) != dl.StartNoAlt || (engine.LAPOff == l) != dl.Off:
+			return fmt.Errorf("%s: the generated start and off sub-states differ from the definition", l)
+		}
+	}
+	for i, dm := range def.Msgs {
+		if m := engine.Msg(i); m.StartsTransaction() != slices.Contains(def.Starts, dm) {
+			return fmt.Errorf("%s: starts a transaction: %v", m, m.StartsTransaction())
 		}
 	}
 	for i, de := range def.Events {
@@ -62,7 +86,7 @@ func MatchesDefinition(t Table) error {
 	for si := range def.States {
 		for ei := range def.Events {
 			tr := t.Main(engine.State(si), engine.Event(ei))
-			if err := sameCell(d.Main[si][ei], tr.Next.String(), tr.Kind, tr.Send, tr.Reason, tr.Notice, tr.Effects); err != nil {
+			if err := sameCell(d.Main[si][ei], tr.Next.String(), tr.Kind, tr.Send, tr.About, tr.Reason, tr.Notice, tr.Effects); err != nil {
 				return fmt.Errorf("(%s, %s): %w", engine.State(si), engine.Event(ei), err)
 			}
 		}
@@ -73,7 +97,7 @@ func MatchesDefinition(t Table) error {
 				continue
 			}
 			tr := t.LAP(engine.LAPState(li), engine.Event(ei))
-			if err := sameCell(d.LAP[li][ei], tr.Next.String(), tr.Kind, tr.Send, tr.Reason, tr.Notice, tr.Effects); err != nil {
+			if err := sameCell(d.LAP[li][ei], tr.Next.String(), tr.Kind, tr.Send, tr.About, tr.Reason, tr.Notice, tr.Effects); err != nil {
 				return fmt.Errorf("(ESTABLISHED/%s, %s): %w", engine.LAPState(li), engine.Event(ei), err)
 			}
 		}
@@ -81,7 +105,7 @@ func MatchesDefinition(t Table) error {
 	return nil
 }
 
-func sameCell(want def.Entry, next string, kind engine.Kind, send engine.Msg, reason uint16, notice engine.Notice, effs engine.Effect) error {
+func sameCell(want def.Entry, next string, kind engine.Kind, send, about engine.Msg, reason uint16, notice engine.Notice, effs engine.Effect) error {
 	var got []string
 	for i := range engine.NumEffects {
 		if f := engine.Effect(1) << i; effs&f != 0 {
@@ -101,6 +125,8 @@ func sameCell(want def.Entry, next string, kind engine.Kind, send engine.Msg, re
 		return fmt.Errorf("kind %s, defined %s", kind, def.KindNames[want.Kind])
 	case send.String() != string(want.Send):
 		return fmt.Errorf("sends %s, defined %s", send, want.Send)
+	case about.String() != string(want.About):
+		return fmt.Errorf("about %s, defined %s", about, want.About)
 	case int(reason) != want.Reason:
 		return fmt.Errorf("reason %d, defined %d", reason, want.Reason)
 	case notice.String() != string(want.Notice):
@@ -223,7 +249,7 @@ func TimeWaitOnlyExpires(t Table) error {
 			}
 		case tr.Kind == engine.KindTransition && tr.Next != engine.StateTimeWait:
 			return fmt.Errorf("(TIMEWAIT, %s) leaves TIMEWAIT for %s", ev, tr.Next)
-		case tr.Kind == engine.KindTransition && tr.Effects&^engine.EffResend != 0:
+		case tr.Kind == engine.KindTransition && tr.Effects&^(engine.EffResend|engine.EffAdoptTID) != 0:
 			return fmt.Errorf("(TIMEWAIT, %s) stays but has effects %s", ev, tr.Effects)
 		case tr.Kind == engine.KindSub || tr.Kind == engine.KindStateless:
 			return fmt.Errorf("(TIMEWAIT, %s) is %s", ev, tr.Kind)

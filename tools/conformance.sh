@@ -3,15 +3,16 @@
 # spec/cm.tla.
 #
 #  1. Model-based testing: TLC dumps the reachable state graph of
-#     spec/cm_graph.cfg and spec/cm_graph_stale.cfg (-dump dot,actionlabels)
-#     and conformance.TestGraph replays every edge on the engines over the
+#     spec/cm_graph*.cfg (-dump dot,actionlabels): the core protocol, stale
+#     REPs, alternate paths, SIDR with listens and bounds; and
+#     conformance.TestGraph replays every edge on the engines over the
 #     simulated fabric, comparing the engines' projected state with the
 #     spec's.
 #  2. Trace validation: the scenario tests and random simulations with
 #     loss, duplication and crashes record NDJSON traces; conformance
 #     .TestTraces turns them into TLA+ and TLC checks each is a behaviour of
 #     the spec (spec/Tracecm.tla), and that the legacy-TimeWait traces are
-#     not.
+#     not, at the step of their bogus REJ 10.
 #
 #   tools/conformance.sh                  both, into a temp dir (kept with -k)
 #   tools/conformance.sh --update-cache   also refresh conformance/testdata/
@@ -41,7 +42,8 @@ go=${GO:-go}
 
 # 1. The state graphs, dumped by TLC (one worker: DepthBound counts BFS levels).
 mkdir -p "$work/graph"
-for cfg in cm_graph.cfg cm_graph_stale.cfg; do
+graphs=(cm_graph.cfg cm_graph_stale.cfg cm_graph_lap.cfg cm_graph_sidr.cfg)
+for cfg in "${graphs[@]}"; do
 	base=${cfg%.cfg}
 	t0=$(date +%s)
 	if ! (cd spec && "$root/tools/tlc.sh" -workers 1 -deadlock -metadir "$work/graph/$base.states" \
@@ -58,7 +60,7 @@ for cfg in cm_graph.cfg cm_graph_stale.cfg; do
 	fi
 done
 if [ $update = 1 ]; then
-	(cd spec && cat cm.tla CMTable.tla cm_graph.cfg cm_graph_stale.cfg) | sha256sum | awk '{print $1}' >conformance/testdata/graph.sha256
+	(cd spec && cat cm.tla CMTable.tla "${graphs[@]}") | sha256sum | awk '{print $1}' >conformance/testdata/graph.sha256
 fi
 IBCM_GRAPH_DIR=$work/graph $go test -count=1 -timeout 20m -run '^TestGraph$' -v ./conformance |
 	grep -E '^\s+graph_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'

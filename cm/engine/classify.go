@@ -83,13 +83,9 @@ func (e *Engine) dispatch(in *input) {
 	case wire.AttrDREQ:
 		in.ev = EvRecvDREQ
 		c := e.target(CommID(m.DREQ.RemoteCommID), CommID(m.DREQ.LocalCommID))
-		if c != nil {
-			// 12.9.8.4: a DREQ naming another QPN is not for this id.
-			if c.qpn != m.DREQ.RemoteQPNEECN {
-				e.stats.DREQQPNMismatch++
-				return
-			}
-			c.tid = m.TID
+		if c != nil && c.qpn != m.DREQ.RemoteQPNEECN {
+			in.ev = EvRecvDREQOtherQPN // 12.9.8.4: not for this id
+			e.stats.DREQQPNMismatch++
 		}
 		e.deliver(c, in)
 	case wire.AttrDREP:
@@ -97,23 +93,19 @@ func (e *Engine) dispatch(in *input) {
 		e.deliver(e.target(CommID(m.DREP.RemoteCommID), CommID(m.DREP.LocalCommID)), in)
 	case wire.AttrLAP:
 		in.ev = EvRecvLAP
-		c := e.target(CommID(m.LAP.RemoteCommID), CommID(m.LAP.LocalCommID))
-		if c != nil && c.state == StateEstablished && (c.lap == LAPUninit || c.lap == LAPIdle) {
-			c.tid = m.TID
-		}
-		e.deliver(c, in)
+		e.deliver(e.target(CommID(m.LAP.RemoteCommID), CommID(m.LAP.LocalCommID)), in)
 	case wire.AttrAPR:
 		in.ev = EvRecvAPR
+		if m.APR.ARStatus != wire.APRSuccess {
+			in.ev = EvRecvAPRRejected
+		}
 		e.deliver(e.target(CommID(m.APR.RemoteCommID), CommID(m.APR.LocalCommID)), in)
 	case wire.AttrSIDRReq:
 		e.recvSIDRReq(in)
 	case wire.AttrSIDRRep:
+		// The request ID is the requester's comm ID.
 		in.ev = EvRecvSIDRREP
-		var c *conn
-		if x := e.ids.get(CommID(m.SIDRRep.RequestID)); x != nil && x.state == StateSidrReqSent {
-			c = x
-		}
-		e.deliver(c, in)
+		e.deliver(e.addressed(CommID(m.SIDRRep.RequestID)), in)
 	}
 }
 
@@ -132,20 +124,25 @@ func (e *Engine) deliver(c *conn, in *input) {
 
 // target finds the id a reply is addressed to (spec/cm.tla Target, by
 // local comm ID): our comm ID in the message's Remote Comm ID, and the
-// sender's comm ID matching the id's remote comm ID once known. Listens
-// take no replies.
+// sender's comm ID matching the id's remote comm ID once known.
 func (e *Engine) target(local, remote CommID) *conn {
-	if local == 0 {
-		return nil
-	}
-	c := e.ids.get(local)
-	if c == nil || c.state == StateListen {
-		return nil
-	}
-	if c.rid != 0 && c.rid != remote {
+	c := e.addressed(local)
+	if c != nil && c.rid != 0 && c.rid != remote {
 		return nil
 	}
 	return c
+}
+
+// addressed returns the id holding comm ID local if its state takes
+// replies (State.Attr().Replies), else nil.
+func (e *Engine) addressed(local CommID) *conn {
+	if local == 0 {
+		return nil
+	}
+	if c := e.ids.get(local); c != nil && c.state.Attr().Replies {
+		return c
+	}
+	return nil
 }
 
 // rejTarget finds the id a REJ is for. A REJ that names our comm ID goes by
@@ -215,7 +212,6 @@ func (e *Engine) recvREQ(in *input) {
 	c.addr = *in.from
 	c.sid = r.ServiceID
 	c.listen = l.id
-	c.tid = in.m.TID
 	c.maxRetry = e.capRetries(r.MaxCMRetries)
 	c.ackTO = r.PrimaryLocalAckTimeout
 	c.respTO = e.capWait(wire.TimeoutDuration(r.LocalCMResponseTimeout))
@@ -268,7 +264,7 @@ func (e *Engine) recvREP(in *input) {
 		e.deliver(nil, in)
 		return
 	}
-	if c.state == StateReqSent || c.state == StateMraReqRcvd {
+	if c.state.Attr().LearnsREP {
 		if !e.cfg.DisableStaleCheck {
 			if old := e.remoteQPN[RemoteQPNKey{r.LocalQPN, r.LocalCAGUID}]; old != nil && old != c {
 				in.ev = EvRecvREPStale
@@ -308,7 +304,6 @@ func (e *Engine) recvSIDRReq(in *input) {
 	c.sid = r.ServiceID
 	c.pkey = r.PartitionKey
 	c.listen = l.id
-	c.tid = in.m.TID
 	e.register(c, id)
 	in.ev = EvRecvSIDRREQ
 	e.step(c, in)

@@ -335,14 +335,8 @@ func (e *Engine) Tick(now Time) {
 }
 
 func (e *Engine) fire(c *conn) {
-	in := input{}
-	switch {
-	case c.state == StateTimeWait:
-		in.ev = EvTimeWaitExpiry
-	case c.retries > 0:
-		in.ev = EvTimeout
-	default:
-		in.ev = EvTimeoutFinal
+	in := input{ev: c.state.TimerEvent(c.retries > 0)}
+	if in.ev == EvTimeoutFinal {
 		e.stats.Timeouts++
 	}
 	e.step(c, &in)
@@ -385,29 +379,33 @@ type input struct {
 func (e *Engine) step(c *conn, in *input) error {
 	from := c.state
 	tr := Lookup(from, in.ev)
+	mark := len(e.out) // what the step queues goes into its trace
 	switch tr.Kind {
 	case KindDrop:
 		e.stats.Dropped++
-		e.trace(in.ev, c.id, from, from, KindDrop, nil)
+		e.trace(in.ev, c.id, from, from, KindDrop, nil, mark)
 		return nil
 	case KindInvalid:
 		if in.ev.Class() == ClassApp {
 			return &StateError{ID: c.id, State: from, Event: in.ev}
 		}
 		e.stats.InternalInvalid++
-		e.trace(in.ev, c.id, from, from, KindInvalid, nil)
+		e.trace(in.ev, c.id, from, from, KindInvalid, nil, mark)
 		return nil
 	case KindSub:
-		return e.stepLAP(c, in)
+		return e.stepLAP(c, in, mark)
 	case KindStateless:
 		// Only the IDLE row answers statelessly; classify calls stateless().
-		e.stateless(in, tr)
+		e.stateless(in, tr, mark)
 		return nil
 	}
-	if tr.Send != MsgNONE {
-		e.send(c, in, tr.Send, tr.Reason, tr.Effects&EffResend != 0, false)
-	}
 	eff := tr.Effects
+	if eff&EffAdoptTID != 0 && in.m != nil {
+		c.tid = in.m.TID // before the step's message is built: it may answer this one
+	}
+	if tr.Send != MsgNONE {
+		e.send(c, in, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, eff&EffResend != 0, false)
+	}
 	var stale *conn
 	if eff&EffStopTimer != 0 {
 		e.stopTimer(c)
@@ -447,6 +445,9 @@ func (e *Engine) step(c *conn, in *input) error {
 	if eff&EffExtendTimer != 0 {
 		e.extend(c, in)
 	}
+	if eff&EffRetry != 0 {
+		e.retry(c)
+	}
 	if eff&EffEnterTimeWait != 0 {
 		e.enterTimeWait(c)
 		e.dropSent(c)
@@ -458,14 +459,17 @@ func (e *Engine) step(c *conn, in *input) error {
 			e.removeRemoteQPN(c)
 		}
 	}
-	// A timeout with retries left resent the message: wait again.
-	if in.ev == EvTimeout && tr.Next.Attr().Timer && tr.Next == from {
-		c.retries--
-		e.arm(c, e.now.Add(c.curTO))
+	if eff&EffExitLAP != 0 {
+		c.lap = LAPOff
+		e.putBuf(c.lapSent)
+		c.lapSent = nil
 	}
-	if halfOpen(from) != halfOpen(tr.Next) {
+	if eff&EffEnterLAP != 0 {
+		c.lap = LAPStart(c.flags&flagAlt != 0)
+	}
+	if h := from.Attr().HalfOpen; h != tr.Next.Attr().HalfOpen {
 		d := 1
-		if halfOpen(from) {
+		if h {
 			d = -1
 		}
 		e.halfOpen += d
@@ -478,17 +482,6 @@ func (e *Engine) step(c *conn, in *input) error {
 			}
 		}
 	}
-	if tr.Next != StateEstablished && c.lap != LAPUninit {
-		c.lap = LAPUninit
-		e.putBuf(c.lapSent)
-		c.lapSent = nil
-	}
-	if tr.Next == StateEstablished && from != StateEstablished {
-		c.lap = LAPUninit
-		if c.flags&flagAlt != 0 {
-			c.lap = LAPIdle
-		}
-	}
 	c.state = tr.Next
 	id := c.id
 	if tr.Notice != NoticeNone {
@@ -497,7 +490,7 @@ func (e *Engine) step(c *conn, in *input) error {
 	if eff&EffFree != 0 && c.flags&flagRegistered != 0 {
 		e.release(c)
 	}
-	e.trace(in.ev, id, from, tr.Next, KindTransition, nil)
+	e.trace(in.ev, id, from, tr.Next, KindTransition, nil, mark)
 	if stale != nil {
 		e.step(stale, &input{ev: EvStale})
 	}
@@ -505,27 +498,30 @@ func (e *Engine) step(c *conn, in *input) error {
 }
 
 // stepLAP applies the alternate-path table to an ESTABLISHED id.
-func (e *Engine) stepLAP(c *conn, in *input) error {
+func (e *Engine) stepLAP(c *conn, in *input, mark int) error {
 	lfrom := c.lap
 	tr := LookupLAP(lfrom, in.ev)
 	sub := &lapStep{from: lfrom, to: tr.Next, kind: tr.Kind}
 	switch tr.Kind {
 	case KindDrop:
 		e.stats.Dropped++
-		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 		return nil
 	case KindInvalid:
 		if in.ev.Class() == ClassApp {
 			return &StateError{ID: c.id, State: c.state, LAP: lfrom, Sub: true, Event: in.ev}
 		}
 		e.stats.InternalInvalid++
-		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+		e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 		return nil
 	}
-	if tr.Send != MsgNONE {
-		e.send(c, in, tr.Send, tr.Reason, tr.Effects&EffResend != 0, true)
-	}
 	eff := tr.Effects
+	if eff&EffAdoptTID != 0 && in.m != nil {
+		c.tid = in.m.TID
+	}
+	if tr.Send != MsgNONE {
+		e.send(c, in, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, eff&EffResend != 0, true)
+	}
 	if eff&EffStopTimer != 0 {
 		e.stopTimer(c)
 	}
@@ -537,15 +533,17 @@ func (e *Engine) stepLAP(c *conn, in *input) error {
 	if eff&EffExtendTimer != 0 {
 		e.extend(c, in)
 	}
-	if in.ev == EvTimeout && tr.Next == lfrom {
-		c.retries--
-		e.arm(c, e.now.Add(c.curTO))
+	if eff&EffRetry != 0 {
+		e.retry(c)
+	}
+	if eff&EffLoadAlt != 0 {
+		c.flags |= flagAlt
 	}
 	c.lap = tr.Next
 	if tr.Notice != NoticeNone {
 		e.notify(c, tr.Notice, c.state, in, 0)
 	}
-	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub)
+	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 	return nil
 }
 
@@ -558,6 +556,13 @@ func (e *Engine) extend(c *conn, in *input) {
 		svc = in.m.MRA.ServiceTimeout
 	}
 	c.curTO = e.capWait(wire.TimeoutDuration(svc) + wire.TimeoutDuration(c.ackTO))
+	e.arm(c, e.now.Add(c.curTO))
+}
+
+// retry counts one retry of the outstanding message, which the step
+// resent, and waits for it again.
+func (e *Engine) retry(c *conn) {
+	c.retries--
 	e.arm(c, e.now.Add(c.curTO))
 }
 
@@ -582,11 +587,11 @@ type lapStep struct {
 	kind     Kind
 }
 
-func (e *Engine) trace(ev Event, id CommID, from, to State, k Kind, sub *lapStep) {
+func (e *Engine) trace(ev Event, id CommID, from, to State, k Kind, sub *lapStep, mark int) {
 	if e.cfg.Trace == nil {
 		return
 	}
-	ts := TraceStep{Time: e.now, Event: ev, ID: id, From: from, To: to, Kind: k}
+	ts := TraceStep{Time: e.now, Event: ev, ID: id, From: from, To: to, Kind: k, Sent: len(e.out) - mark}
 	if sub != nil {
 		ts.LAPFrom, ts.LAPTo, ts.LAPKind = sub.from, sub.to, sub.kind
 	}

@@ -61,19 +61,19 @@ func (e *Engine) lookupOrIdle(id CommID) *conn {
 // before any state changes.
 func (e *Engine) prepare(c *conn, in *input) error {
 	tr := Lookup(c.state, in.ev)
-	kind, send, reason, resend := tr.Kind, tr.Send, tr.Reason, tr.Effects&EffResend != 0
+	kind, sp, resend := tr.Kind, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, tr.Effects&EffResend != 0
 	if kind == KindSub {
 		l := LookupLAP(c.lap, in.ev)
 		if l.Kind == KindInvalid {
 			return &StateError{ID: c.id, State: c.state, LAP: c.lap, Sub: true, Event: in.ev}
 		}
-		kind, send, reason, resend = l.Kind, l.Send, l.Reason, l.Effects&EffResend != 0
+		kind, sp, resend = l.Kind, sendSpec{msg: l.Send, about: l.About, reason: l.Reason}, l.Effects&EffResend != 0
 	}
 	if kind == KindInvalid {
 		return &StateError{ID: c.id, State: c.state, Event: in.ev}
 	}
-	if kind == KindTransition && send != MsgNONE && !resend {
-		if err := e.build(c, in, send, reason, &e.txBuf); err != nil {
+	if kind == KindTransition && sp.msg != MsgNONE && !resend {
+		if err := e.build(c, in, sp, &e.txBuf); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrBadParam, in.ev, err)
 		}
 		in.pre = &e.txBuf
@@ -227,9 +227,15 @@ func (e *Engine) LoadAltPath(now Time, id CommID, lap *wire.LAP) error {
 	return e.call(now, id, &input{ev: EvLoadAltPath, lap: lap})
 }
 
-// AnswerLAP answers a received LAP with an APR.
+// AnswerLAP answers a received LAP with an APR: status success loads the
+// alternate path (on both sides, once the APR arrives), any other status
+// rejects it.
 func (e *Engine) AnswerLAP(now Time, id CommID, status wire.APRStatus, info, privateData []byte) error {
-	return e.call(now, id, &input{ev: EvAnswerLAP, status: uint8(status), ari: info, pd: privateData})
+	ev := EvAnswerLAP
+	if status != wire.APRSuccess {
+		ev = EvRejectLAP
+	}
+	return e.call(now, id, &input{ev: ev, status: uint8(status), ari: info, pd: privateData})
 }
 
 // SIDRReply answers a SIDR_REQ (SIDR_REQ_RCVD → IDLE).

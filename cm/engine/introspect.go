@@ -23,14 +23,18 @@ type IDInfo struct {
 	Timer      bool   // a timer runs
 	Deadline   Time   // when Timer
 	Retries    uint8  // retries left for the outstanding message
+	MaxRetries uint8  // Max CM Retries of the id's exchanges (capped by Config.MaxRetries)
 	Addr       transport.Addr
+	// AltPath: an alternate path is loaded (the REQ carried one, or a LAP
+	// exchange whose APR accepted it ended).
+	AltPath bool
 }
 
 func (c *conn) info() IDInfo {
 	return IDInfo{ID: c.id, State: c.state, LAP: c.lap, Active: c.flags&flagActive != 0,
 		LocalQPN: c.qpn, RemoteGUID: c.rguid, RemoteID: c.rid, RemoteQPN: c.rqpn,
 		ServiceID: c.sid, Mask: c.mask, Listen: c.listen, Timer: c.heapIdx != timerNone, Deadline: c.deadline,
-		Retries: c.retries, Addr: c.addr}
+		Retries: c.retries, MaxRetries: c.maxRetry, Addr: c.addr, AltPath: c.flags&flagAlt != 0}
 }
 
 // NumIDs returns the number of ids holding a local comm ID.

@@ -7,16 +7,22 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// storable reports the messages kept for Resend, and in which slot.
-func storable(m Msg, lap bool) bool {
-	switch m {
-	case MsgREQ, MsgREP, MsgRTU, MsgDREQ, MsgSIDRReq, MsgLAP:
-		return true
-	case MsgMRA:
-		return true
+// sendSpec is what a table cell says of the message it sends.
+type sendSpec struct {
+	msg    Msg
+	about  Msg    // what an MRA delays or a REJ rejects
+	reason uint16 // fixed by the table, or 0
+}
+
+// msgResponse is the wire form of a cell's About.
+func msgResponse(about Msg) wire.MsgResponse {
+	switch about {
+	case MsgREQ:
+		return wire.MsgRespREQ
+	case MsgREP:
+		return wire.MsgRespREP
 	}
-	_ = lap
-	return false
+	return wire.MsgRespOther
 }
 
 func attrOf(m Msg) wire.AttrID {
@@ -85,33 +91,30 @@ func (e *Engine) emit(addr *transport.Addr, b *[wire.MADSize]byte) {
 	}
 }
 
-// send sends message m for c as a table entry asks: the stored copy for
+// send sends the message of a table cell for c: the stored copy for
 // Resend, the message the call pre-encoded, or one built from c.
-func (e *Engine) send(c *conn, in *input, m Msg, reason uint16, resend, lap bool) {
+func (e *Engine) send(c *conn, in *input, sp sendSpec, resend, lap bool) {
 	slot := &c.sent
 	if lap {
 		slot = &c.lapSent
 	}
 	if resend {
-		if *slot != nil && bufAttr(*slot) == attrOf(m) {
-			if in.ev == EvTimeout {
-				e.stats.Retransmits++
-			} else {
-				e.stats.Responses++
-			}
-			e.emit(&c.addr, *slot)
-			return
-		}
-		// No stored copy of that message (say, a REP reaching the passive
-		// end): rebuild what carries no application data.
-		if m != MsgRTU {
+		if *slot == nil || bufAttr(*slot) != attrOf(sp.msg) {
+			// No stored copy of that message: nothing to resend (a REP
+			// reaching the passive end, which sent no RTU).
 			e.stats.Dropped++
 			return
 		}
-		e.stats.Responses++
+		if in.ev == EvTimeout {
+			e.stats.Retransmits++
+		} else {
+			e.stats.Responses++
+		}
+		e.emit(&c.addr, *slot)
+		return
 	}
 	var buf *[wire.MADSize]byte
-	if storable(m, lap) {
+	if sp.msg.Kept() {
 		if *slot == nil {
 			*slot = e.getBuf()
 		}
@@ -126,7 +129,7 @@ func (e *Engine) send(c *conn, in *input, m Msg, reason uint16, resend, lap bool
 		if buf == nil {
 			buf = &e.txBuf
 		}
-		if err := e.build(c, in, m, reason, buf); err != nil {
+		if err := e.build(c, in, sp, buf); err != nil {
 			// Built from the id's own fields, this cannot fail; count it.
 			e.stats.OutboundDropped++
 			return
@@ -135,27 +138,16 @@ func (e *Engine) send(c *conn, in *input, m Msg, reason uint16, resend, lap bool
 	e.emit(&c.addr, buf)
 }
 
-// rejFields returns the Local Comm ID and Message REJected of a REJ sent
-// by c in state s, as Linux's cm_format_rej does.
-func rejFields(c *conn, s State, ev Event) (CommID, wire.MsgResponse) {
-	if ev == EvRecvREPStale {
-		return c.id, wire.MsgRespREP
-	}
-	switch s {
-	case StateReqRcvd:
-		return 0, wire.MsgRespREQ
-	case StateMraReqSent:
-		return c.id, wire.MsgRespREQ
-	case StateRepRcvd, StateMraRepSent:
-		return c.id, wire.MsgRespREP
-	}
-	return c.id, wire.MsgRespOther
-}
-
-// build encodes message m for c into buf. The application's templates come
-// in through in; table reasons override the caller's.
-func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADSize]byte) error {
+// build encodes the message of a table cell for c into buf. The
+// application's templates come in through in; table reasons override the
+// caller's. A message that starts a transaction carries our own TID, an
+// answer the TID of what it answers (the id's, set by AdoptTID).
+func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte) error {
+	m, reason := sp.msg, sp.reason
 	h := wire.Header{TID: c.tid}
+	if m.StartsTransaction() {
+		h.TID = e.ownTID(c)
+	}
 	var msg wire.Message
 	switch m {
 	case MsgREQ:
@@ -163,7 +155,6 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		*r = *in.req
 		r.LocalCommID = uint32(c.id)
 		r.LocalCAGUID = e.cfg.LocalGUID
-		h.TID = e.ownTID(c)
 		msg = r
 	case MsgREP:
 		r := &e.tx.REP
@@ -174,24 +165,18 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		msg = r
 	case MsgMRA:
 		r := &e.tx.MRA
-		*r = wire.MRA{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), ServiceTimeout: in.timeout}
-		switch c.state {
-		case StateReqRcvd:
-			r.MessageMRAed = wire.MsgRespREQ
-		case StateRepRcvd:
-			r.MessageMRAed = wire.MsgRespREP
-		default:
-			r.MessageMRAed = wire.MsgRespOther
-		}
+		*r = wire.MRA{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), ServiceTimeout: in.timeout,
+			MessageMRAed: msgResponse(sp.about)}
 		if err := r.SetPrivateData(in.pd); err != nil {
 			return err
 		}
 		msg = r
 	case MsgREJ:
 		r := &e.tx.REJ
-		*r = wire.REJ{RemoteCommID: uint32(c.rid)}
-		lid, what := rejFields(c, c.state, in.ev)
-		r.LocalCommID, r.MessageRejected = uint32(lid), what
+		*r = wire.REJ{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), MessageRejected: msgResponse(sp.about)}
+		if c.state.Attr().Unannounced {
+			r.LocalCommID = 0 // the peer never heard it (Linux cm_format_rej)
+		}
 		r.Reason = wire.RejectReason(reason)
 		if r.Reason == 0 {
 			r.Reason = in.reason
@@ -211,9 +196,6 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		if err := r.SetPrivateData(in.pd); err != nil {
 			return err
 		}
-		if c.state == StateReqSent || c.state == StateMraReqRcvd {
-			h.TID = e.ownTID(c)
-		}
 		msg = r
 	case MsgRTU:
 		r := &e.tx.RTU
@@ -228,7 +210,6 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		if err := r.SetPrivateData(in.pd); err != nil {
 			return err
 		}
-		h.TID = e.ownTID(c)
 		msg = r
 	case MsgDREP:
 		r := &e.tx.DREP
@@ -242,9 +223,6 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		if err := r.SetPrivateData(in.pd); err != nil {
 			return err
 		}
-		if in.m != nil {
-			h.TID = in.m.TID
-		}
 		msg = r
 	case MsgLAP:
 		r := &e.tx.LAP
@@ -252,7 +230,6 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		r.LocalCommID = uint32(c.id)
 		r.RemoteCommID = uint32(c.rid)
 		r.RemoteQPNEECN = c.rqpn
-		h.TID = e.ownTID(c)
 		msg = r
 	case MsgAPR:
 		r := &e.tx.APR
@@ -270,7 +247,6 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 		if err := r.SetPrivateData(in.pd); err != nil {
 			return err
 		}
-		h.TID = e.ownTID(c)
 		msg = r
 	case MsgSIDRRep:
 		r := &e.tx.SIDRRep
@@ -296,14 +272,14 @@ func (e *Engine) build(c *conn, in *input, m Msg, reason uint16, buf *[wire.MADS
 
 // stateless answers a message that matched no id, from the message itself
 // (spec/cm.tla Reply), then raises Stale on the id it showed stale.
-func (e *Engine) stateless(in *input, tr Transition) {
+func (e *Engine) stateless(in *input, tr Transition, mark int) {
 	m := in.m
 	h := wire.Header{TID: m.TID}
 	var msg wire.Message
 	switch tr.Send {
 	case MsgREJ:
 		r := &e.tx.REJ
-		*r = wire.REJ{RemoteCommID: m.REQ.LocalCommID, MessageRejected: wire.MsgRespREQ,
+		*r = wire.REJ{RemoteCommID: m.REQ.LocalCommID, MessageRejected: msgResponse(tr.About),
 			Reason: wire.RejectReason(tr.Reason)}
 		if r.Reason == 0 {
 			r.Reason = in.reason
@@ -332,7 +308,7 @@ func (e *Engine) stateless(in *input, tr Transition) {
 	if msg != nil && wire.EncodeMAD(&e.txBuf, h, msg) == nil {
 		e.emit(in.from, &e.txBuf)
 	}
-	e.trace(in.ev, 0, StateIdle, StateIdle, KindStateless, nil)
+	e.trace(in.ev, 0, StateIdle, StateIdle, KindStateless, nil, mark)
 	if tr.Effects&EffStaleOther != 0 && in.stale != nil {
 		e.step(in.stale, &input{ev: EvStale})
 	}

@@ -566,6 +566,9 @@ func (w *world) state(n *simnet.Node) {
 			if id.State == engine.StateEstablished {
 				s += "/" + id.LAP.String()
 			}
+			if id.AltPath {
+				s += " alt"
+			}
 			if id.LocalQPN != 0 {
 				s += fmt.Sprintf(" qpn=0x%x", id.LocalQPN)
 			}

@@ -84,9 +84,9 @@ func _() {
 type LAPState uint8
 
 const (
-	// LAPUninit: no alternate path loaded
+	// LAPUninit: no alternate path loaded, none exchanged; also the sub-state of every id outside ESTABLISHED
 	LAPUninit LAPState = iota
-	// LAPIdle: an alternate path is loaded, no exchange under way
+	// LAPIdle: no exchange under way: the REQ carried an alternate path, or an exchange ended (the APR says whether its path loaded)
 	LAPIdle
 	// LAPSent: LAP sent, awaiting APR
 	LAPSent
@@ -150,11 +150,16 @@ const (
 	// EvRecvREPStale: REP whose (remote QPN, CA GUID) matches another connected id
 	EvRecvREPStale
 	EvRecvRTU
-	// EvRecvDREQ: DREQ whose remote QPN is our QPN (others are dropped before the table)
+	// EvRecvDREQ: DREQ whose remote QPN is the id's QPN (or that matches no id)
 	EvRecvDREQ
+	// EvRecvDREQOtherQPN: DREQ naming the id's comm IDs but another remote QPN: not for this id (12.9.8.4)
+	EvRecvDREQOtherQPN
 	EvRecvDREP
 	EvRecvLAP
+	// EvRecvAPR: APR with status success: the alternate path is loaded
 	EvRecvAPR
+	// EvRecvAPRRejected: APR with any other status: the alternate path is not loaded
+	EvRecvAPRRejected
 	// EvRecvSIDRREQ: SIDR_REQ: new (IDLE row) or a duplicate
 	EvRecvSIDRREQ
 	// EvRecvSIDRREQUnlisted: new SIDR_REQ for a service ID nobody listens on
@@ -179,8 +184,10 @@ const (
 	EvCommEst
 	// EvLoadAltPath: send LAP
 	EvLoadAltPath
-	// EvAnswerLAP: send APR
+	// EvAnswerLAP: send APR with status success: load the alternate path
 	EvAnswerLAP
+	// EvRejectLAP: send APR with another status (the caller's): keep the paths as they are
+	EvRejectLAP
 	// EvSIDRRequest: send SIDR_REQ
 	EvSIDRRequest
 	// EvSIDRReply: send SIDR_REP
@@ -192,13 +199,14 @@ const (
 	EvTimeout
 	// EvTimeoutFinal: response timeout, retries exhausted
 	EvTimeoutFinal
+	// EvTimeWaitExpiry: the TimeWait timer ran out
 	EvTimeWaitExpiry
 )
 
 // NumEvents is the number of Event values.
-const NumEvents = 38
+const NumEvents = 41
 
-var eventNames = [NumEvents]string{"RecvREQ", "RecvREQStale", "RecvREQUnlisted", "RecvREQRefused", "RecvMRAForREQ", "RecvMRAForREP", "RecvMRAForLAP", "RecvREJ", "RecvREJStale", "RecvREP", "RecvREPStale", "RecvRTU", "RecvDREQ", "RecvDREP", "RecvLAP", "RecvAPR", "RecvSIDRREQ", "RecvSIDRREQUnlisted", "RecvSIDRREP", "RecvClassPortInfoGet", "Listen", "Connect", "SendMRA", "Accept", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "LoadAltPath", "AnswerLAP", "SIDRRequest", "SIDRReply", "Destroy", "Stale", "Timeout", "TimeoutFinal", "TimeWaitExpiry"}
+var eventNames = [NumEvents]string{"RecvREQ", "RecvREQStale", "RecvREQUnlisted", "RecvREQRefused", "RecvMRAForREQ", "RecvMRAForREP", "RecvMRAForLAP", "RecvREJ", "RecvREJStale", "RecvREP", "RecvREPStale", "RecvRTU", "RecvDREQ", "RecvDREQOtherQPN", "RecvDREP", "RecvLAP", "RecvAPR", "RecvAPRRejected", "RecvSIDRREQ", "RecvSIDRREQUnlisted", "RecvSIDRREP", "RecvClassPortInfoGet", "Listen", "Connect", "SendMRA", "Accept", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "LoadAltPath", "AnswerLAP", "RejectLAP", "SIDRRequest", "SIDRReply", "Destroy", "Stale", "Timeout", "TimeoutFinal", "TimeWaitExpiry"}
 
 // String returns the spec name of the Event.
 func (x Event) String() string {
@@ -224,32 +232,35 @@ func _() {
 	_ = x[EvRecvREPStale-10]
 	_ = x[EvRecvRTU-11]
 	_ = x[EvRecvDREQ-12]
-	_ = x[EvRecvDREP-13]
-	_ = x[EvRecvLAP-14]
-	_ = x[EvRecvAPR-15]
-	_ = x[EvRecvSIDRREQ-16]
-	_ = x[EvRecvSIDRREQUnlisted-17]
-	_ = x[EvRecvSIDRREP-18]
-	_ = x[EvRecvClassPortInfoGet-19]
-	_ = x[EvListen-20]
-	_ = x[EvConnect-21]
-	_ = x[EvSendMRA-22]
-	_ = x[EvAccept-23]
-	_ = x[EvSendRTU-24]
-	_ = x[EvReject-25]
-	_ = x[EvDisconnect-26]
-	_ = x[EvSendDREP-27]
-	_ = x[EvCommEst-28]
-	_ = x[EvLoadAltPath-29]
-	_ = x[EvAnswerLAP-30]
-	_ = x[EvSIDRRequest-31]
-	_ = x[EvSIDRReply-32]
-	_ = x[EvDestroy-33]
-	_ = x[EvStale-34]
-	_ = x[EvTimeout-35]
-	_ = x[EvTimeoutFinal-36]
-	_ = x[EvTimeWaitExpiry-37]
-	_ = x[NumEvents-38]
+	_ = x[EvRecvDREQOtherQPN-13]
+	_ = x[EvRecvDREP-14]
+	_ = x[EvRecvLAP-15]
+	_ = x[EvRecvAPR-16]
+	_ = x[EvRecvAPRRejected-17]
+	_ = x[EvRecvSIDRREQ-18]
+	_ = x[EvRecvSIDRREQUnlisted-19]
+	_ = x[EvRecvSIDRREP-20]
+	_ = x[EvRecvClassPortInfoGet-21]
+	_ = x[EvListen-22]
+	_ = x[EvConnect-23]
+	_ = x[EvSendMRA-24]
+	_ = x[EvAccept-25]
+	_ = x[EvSendRTU-26]
+	_ = x[EvReject-27]
+	_ = x[EvDisconnect-28]
+	_ = x[EvSendDREP-29]
+	_ = x[EvCommEst-30]
+	_ = x[EvLoadAltPath-31]
+	_ = x[EvAnswerLAP-32]
+	_ = x[EvRejectLAP-33]
+	_ = x[EvSIDRRequest-34]
+	_ = x[EvSIDRReply-35]
+	_ = x[EvDestroy-36]
+	_ = x[EvStale-37]
+	_ = x[EvTimeout-38]
+	_ = x[EvTimeoutFinal-39]
+	_ = x[EvTimeWaitExpiry-40]
+	_ = x[NumEvents-41]
 }
 
 // EventClass says where an event comes from.
@@ -437,7 +448,8 @@ func _() {
 type Effect uint32
 
 const (
-	EffStopTimer Effect = 1 << iota
+	EffAdoptTID Effect = 1 << iota
+	EffStopTimer
 	EffInsertRemoteID
 	EffRemoveRemoteID
 	EffInsertRemoteQPN
@@ -449,16 +461,20 @@ const (
 	EffStaleOther
 	EffStartTimer
 	EffExtendTimer
+	EffRetry
 	EffResend
 	EffEnterTimeWait
 	EffExitTimeWait
+	EffExitLAP
+	EffEnterLAP
+	EffLoadAlt
 	EffFree
 )
 
 // NumEffects is the number of effect bits.
-const NumEffects = 16
+const NumEffects = 21
 
-var effectNames = [NumEffects]string{"StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "Resend", "EnterTimeWait", "ExitTimeWait", "Free"}
+var effectNames = [NumEffects]string{"AdoptTID", "StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "Retry", "Resend", "EnterTimeWait", "ExitTimeWait", "ExitLAP", "EnterLAP", "LoadAlt", "Free"}
 
 // String lists the effects joined by '|'.
 func (x Effect) String() string {
@@ -477,119 +493,160 @@ func (x Effect) String() string {
 // An invalid array index here means the effect bits moved: run go generate.
 func _() {
 	var x [1]struct{}
-	_ = x[EffStopTimer-1]
-	_ = x[EffInsertRemoteID-2]
-	_ = x[EffRemoveRemoteID-4]
-	_ = x[EffInsertRemoteQPN-8]
-	_ = x[EffRemoveRemoteQPN-16]
-	_ = x[EffInsertListen-32]
-	_ = x[EffRemoveListen-64]
-	_ = x[EffInsertSIDR-128]
-	_ = x[EffRemoveSIDR-256]
-	_ = x[EffStaleOther-512]
-	_ = x[EffStartTimer-1024]
-	_ = x[EffExtendTimer-2048]
-	_ = x[EffResend-4096]
-	_ = x[EffEnterTimeWait-8192]
-	_ = x[EffExitTimeWait-16384]
-	_ = x[EffFree-32768]
+	_ = x[EffAdoptTID-1]
+	_ = x[EffStopTimer-2]
+	_ = x[EffInsertRemoteID-4]
+	_ = x[EffRemoveRemoteID-8]
+	_ = x[EffInsertRemoteQPN-16]
+	_ = x[EffRemoveRemoteQPN-32]
+	_ = x[EffInsertListen-64]
+	_ = x[EffRemoveListen-128]
+	_ = x[EffInsertSIDR-256]
+	_ = x[EffRemoveSIDR-512]
+	_ = x[EffStaleOther-1024]
+	_ = x[EffStartTimer-2048]
+	_ = x[EffExtendTimer-4096]
+	_ = x[EffRetry-8192]
+	_ = x[EffResend-16384]
+	_ = x[EffEnterTimeWait-32768]
+	_ = x[EffExitTimeWait-65536]
+	_ = x[EffExitLAP-131072]
+	_ = x[EffEnterLAP-262144]
+	_ = x[EffLoadAlt-524288]
+	_ = x[EffFree-1048576]
 }
 
-// StateAttr says which tables and timers a state is registered in.
+// StateAttr says which tables and timers a state is registered in, and the other state sets it belongs to.
 type StateAttr struct {
-	RemoteID  bool // (remote comm ID, remote CA GUID) is in the remote-ID table
-	Connected bool // (remote QPN, remote CA GUID) is in the remote-QPN table: stale detection matches it
-	Listen    bool
-	SIDR      bool
-	TimeWait  bool
-	Timer     bool // a response timer may run
-	Holds     bool // the id holds its local comm ID
-	QPInit    bool // the connection gives its QP's INIT attributes
-	QPRTR     bool // the connection gives its QP's RTR attributes
-	QPRTS     bool // the connection gives its QP's RTS attributes
+	RemoteID    bool // (remote comm ID, remote CA GUID) is in the remote-ID table
+	Connected   bool // (remote QPN, remote CA GUID) is in the remote-QPN table: stale detection matches it
+	Listen      bool
+	SIDR        bool
+	TimeWait    bool
+	Timer       bool // a response timer may run
+	Holds       bool // the id holds its local comm ID
+	HalfOpen    bool // a passive attempt not yet established: counted against MaxHalfOpen
+	Attempt     bool // a connection attempt under way
+	Replies     bool // a reply naming the id's comm ID is for it
+	LearnsREP   bool // a REP answers the id's REQ: stale-checked, the id learns the peer's fields from it
+	Unannounced bool // the peer does not know the id's comm ID: a REJ names none
+	LAP         bool // the alternate-path sub-state machine runs here
+	QPInit      bool // the connection gives its QP's INIT attributes
+	QPRTR       bool // the connection gives its QP's RTR attributes
+	QPRTS       bool // the connection gives its QP's RTS attributes
 }
 
 var stateAttrs = [NumStates]StateAttr{StateIdle: {}, StateListen: {
 	Holds:  true,
 	Listen: true,
 }, StateReqSent: {
-	Holds:  true,
-	QPInit: true,
-	Timer:  true,
+	Attempt:   true,
+	Holds:     true,
+	LearnsREP: true,
+	QPInit:    true,
+	Replies:   true,
+	Timer:     true,
 }, StateReqRcvd: {
-	Connected: true,
-	Holds:     true,
-	QPInit:    true,
-	QPRTR:     true,
-	QPRTS:     true,
-	RemoteID:  true,
+	Attempt:     true,
+	Connected:   true,
+	HalfOpen:    true,
+	Holds:       true,
+	QPInit:      true,
+	QPRTR:       true,
+	QPRTS:       true,
+	RemoteID:    true,
+	Replies:     true,
+	Unannounced: true,
 }, StateMraReqSent: {
+	Attempt:   true,
 	Connected: true,
+	HalfOpen:  true,
 	Holds:     true,
 	QPInit:    true,
 	QPRTR:     true,
 	QPRTS:     true,
 	RemoteID:  true,
+	Replies:   true,
 }, StateMraReqRcvd: {
-	Holds:  true,
-	QPInit: true,
-	Timer:  true,
+	Attempt:   true,
+	Holds:     true,
+	LearnsREP: true,
+	QPInit:    true,
+	Replies:   true,
+	Timer:     true,
 }, StateRepSent: {
+	Attempt:   true,
 	Connected: true,
+	HalfOpen:  true,
 	Holds:     true,
 	QPInit:    true,
 	QPRTR:     true,
 	QPRTS:     true,
 	RemoteID:  true,
+	Replies:   true,
 	Timer:     true,
 }, StateRepRcvd: {
+	Attempt:   true,
 	Connected: true,
 	Holds:     true,
 	QPInit:    true,
 	QPRTR:     true,
 	QPRTS:     true,
 	RemoteID:  true,
+	Replies:   true,
 }, StateMraRepSent: {
+	Attempt:   true,
 	Connected: true,
 	Holds:     true,
 	QPInit:    true,
 	QPRTR:     true,
 	QPRTS:     true,
 	RemoteID:  true,
+	Replies:   true,
 }, StateMraRepRcvd: {
+	Attempt:   true,
 	Connected: true,
+	HalfOpen:  true,
 	Holds:     true,
 	QPInit:    true,
 	QPRTR:     true,
 	QPRTS:     true,
 	RemoteID:  true,
+	Replies:   true,
 	Timer:     true,
 }, StateEstablished: {
 	Connected: true,
 	Holds:     true,
+	LAP:       true,
 	QPInit:    true,
 	QPRTR:     true,
 	QPRTS:     true,
 	RemoteID:  true,
+	Replies:   true,
 	Timer:     true,
 }, StateDreqSent: {
 	Connected: true,
 	Holds:     true,
 	RemoteID:  true,
+	Replies:   true,
 	Timer:     true,
 }, StateDreqRcvd: {
 	Connected: true,
 	Holds:     true,
 	RemoteID:  true,
+	Replies:   true,
 }, StateTimeWait: {
 	Holds:    true,
+	Replies:  true,
 	TimeWait: true,
 }, StateSidrReqSent: {
-	Holds: true,
-	Timer: true,
+	Holds:   true,
+	Replies: true,
+	Timer:   true,
 }, StateSidrReqRcvd: {
-	Holds: true,
-	SIDR:  true,
+	Holds:   true,
+	Replies: true,
+	SIDR:    true,
 }}
 
 // Attr returns the table membership of a state.
@@ -597,14 +654,61 @@ func (s State) Attr() StateAttr {
 	return stateAttrs[s]
 }
 
-var eventClasses = [NumEvents]EventClass{EvRecvREQ: ClassRecv, EvRecvREQStale: ClassRecv, EvRecvREQUnlisted: ClassRecv, EvRecvREQRefused: ClassRecv, EvRecvMRAForREQ: ClassRecv, EvRecvMRAForREP: ClassRecv, EvRecvMRAForLAP: ClassRecv, EvRecvREJ: ClassRecv, EvRecvREJStale: ClassRecv, EvRecvREP: ClassRecv, EvRecvREPStale: ClassRecv, EvRecvRTU: ClassRecv, EvRecvDREQ: ClassRecv, EvRecvDREP: ClassRecv, EvRecvLAP: ClassRecv, EvRecvAPR: ClassRecv, EvRecvSIDRREQ: ClassRecv, EvRecvSIDRREQUnlisted: ClassRecv, EvRecvSIDRREP: ClassRecv, EvRecvClassPortInfoGet: ClassRecv, EvListen: ClassApp, EvConnect: ClassApp, EvSendMRA: ClassApp, EvAccept: ClassApp, EvSendRTU: ClassApp, EvReject: ClassApp, EvDisconnect: ClassApp, EvSendDREP: ClassApp, EvCommEst: ClassApp, EvLoadAltPath: ClassApp, EvAnswerLAP: ClassApp, EvSIDRRequest: ClassApp, EvSIDRReply: ClassApp, EvDestroy: ClassApp, EvStale: ClassInternal, EvTimeout: ClassTimer, EvTimeoutFinal: ClassTimer, EvTimeWaitExpiry: ClassTimer}
+// TimerEvent is the event an id's timer raises in state s: the state's expiry, or
+// for a response timer EvTimeout while retries are left and EvTimeoutFinal after.
+func (s State) TimerEvent(retriesLeft bool) Event {
+	switch s {
+	case StateTimeWait:
+		return EvTimeWaitExpiry
+	}
+	if retriesLeft {
+		return EvTimeout
+	}
+	return EvTimeoutFinal
+}
+
+var lapTimers = [NumLAPStates]bool{LAPSent: true, LAPMraRcvd: true}
+
+// Timer reports whether a LAP awaits its APR in this sub-state.
+func (s LAPState) Timer() bool {
+	return lapTimers[s]
+}
+
+// LAPStart is the sub-state an id enters ESTABLISHED in (EffEnterLAP): with an
+// alternate path loaded, and without.
+func LAPStart(alt bool) LAPState {
+	if alt {
+		return LAPIdle
+	}
+	return LAPUninit
+}
+
+// LAPOff is the sub-state of every id outside ESTABLISHED (EffExitLAP).
+const LAPOff LAPState = LAPUninit
+
+var msgStarts = [NumMsgs]bool{MsgREQ: true, MsgDREQ: true, MsgSIDRReq: true, MsgLAP: true}
+
+// StartsTransaction reports the messages that carry their sender's own TID;
+// every other message carries the TID of what it answers.
+func (m Msg) StartsTransaction() bool {
+	return msgStarts[m]
+}
+
+var msgKept = [NumMsgs]bool{MsgREQ: true, MsgMRA: true, MsgREP: true, MsgRTU: true, MsgDREQ: true, MsgSIDRReq: true, MsgLAP: true}
+
+// Kept reports the messages some cell resends (EffResend): an id keeps its last copy.
+func (m Msg) Kept() bool {
+	return msgKept[m]
+}
+
+var eventClasses = [NumEvents]EventClass{EvRecvREQ: ClassRecv, EvRecvREQStale: ClassRecv, EvRecvREQUnlisted: ClassRecv, EvRecvREQRefused: ClassRecv, EvRecvMRAForREQ: ClassRecv, EvRecvMRAForREP: ClassRecv, EvRecvMRAForLAP: ClassRecv, EvRecvREJ: ClassRecv, EvRecvREJStale: ClassRecv, EvRecvREP: ClassRecv, EvRecvREPStale: ClassRecv, EvRecvRTU: ClassRecv, EvRecvDREQ: ClassRecv, EvRecvDREQOtherQPN: ClassRecv, EvRecvDREP: ClassRecv, EvRecvLAP: ClassRecv, EvRecvAPR: ClassRecv, EvRecvAPRRejected: ClassRecv, EvRecvSIDRREQ: ClassRecv, EvRecvSIDRREQUnlisted: ClassRecv, EvRecvSIDRREP: ClassRecv, EvRecvClassPortInfoGet: ClassRecv, EvListen: ClassApp, EvConnect: ClassApp, EvSendMRA: ClassApp, EvAccept: ClassApp, EvSendRTU: ClassApp, EvReject: ClassApp, EvDisconnect: ClassApp, EvSendDREP: ClassApp, EvCommEst: ClassApp, EvLoadAltPath: ClassApp, EvAnswerLAP: ClassApp, EvRejectLAP: ClassApp, EvSIDRRequest: ClassApp, EvSIDRReply: ClassApp, EvDestroy: ClassApp, EvStale: ClassInternal, EvTimeout: ClassTimer, EvTimeoutFinal: ClassTimer, EvTimeWaitExpiry: ClassTimer}
 
 // Class returns where the event comes from.
 func (e Event) Class() EventClass {
 	return eventClasses[e]
 }
 
-var lapEvents = [NumEvents]bool{EvRecvMRAForLAP: true, EvRecvLAP: true, EvRecvAPR: true, EvSendMRA: true, EvLoadAltPath: true, EvAnswerLAP: true, EvTimeout: true, EvTimeoutFinal: true}
+var lapEvents = [NumEvents]bool{EvRecvMRAForLAP: true, EvRecvLAP: true, EvRecvAPR: true, EvRecvAPRRejected: true, EvSendMRA: true, EvLoadAltPath: true, EvAnswerLAP: true, EvRejectLAP: true, EvTimeout: true, EvTimeoutFinal: true}
 
 // LAP reports whether ESTABLISHED delegates the event to the alternate-path table.
 func (e Event) LAP() bool {
@@ -616,6 +720,7 @@ type Transition struct {
 	Next    State
 	Kind    Kind
 	Send    Msg    // message to send, or MsgNone
+	About   Msg    // what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)
 	Reason  uint16 // REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it
 	Notice  Notice
 	Effects Effect
@@ -626,6 +731,7 @@ type LAPTransition struct {
 	Next    LAPState
 	Kind    Kind
 	Send    Msg    // message to send, or MsgNone
+	About   Msg    // what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)
 	Reason  uint16 // REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it
 	Notice  Notice
 	Effects Effect
@@ -634,12 +740,13 @@ type LAPTransition struct {
 // transitions is the dense connection table: every (state, event) pair has an entry.
 var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ that passed the duplicate, stale and listener checks
 	EvRecvREQ: {
-		Effects: EffInsertRemoteID | EffInsertRemoteQPN,
+		Effects: EffAdoptTID | EffInsertRemoteID | EffInsertRemoteQPN,
 		Kind:    KindTransition,
 		Next:    StateReqRcvd,
 		Notice:  NoticeREQReceived,
 	}, // 12.9.8.3.1: REJ the REQ (stale connection, message REQ), then DREQ the old connection, which enters TimeWait
 	EvRecvREQStale: {
+		About:   MsgREQ,
 		Effects: EffStaleOther,
 		Kind:    KindStateless,
 		Next:    StateIdle,
@@ -647,15 +754,17 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Send:    MsgREJ,
 	}, // no listener for the service ID
 	EvRecvREQUnlisted: {
+		About:  MsgREQ,
 		Kind:   KindStateless,
 		Next:   StateIdle,
 		Reason: 8,
 		Send:   MsgREJ,
 	}, // a listener exists but the engine refuses the REQ before creating an id: REJ 3 (no resources: MaxIDs or MaxHalfOpen reached), 12 (invalid primary GID, ARI = GID) or 18 (invalid alternate GID); the reason comes from the engine
 	EvRecvREQRefused: {
-		Kind: KindStateless,
-		Next: StateIdle,
-		Send: MsgREJ,
+		About: MsgREQ,
+		Kind:  KindStateless,
+		Next:  StateIdle,
+		Send:  MsgREJ,
 	}, EvRecvMRAForREQ: {
 		Kind: KindDrop,
 		Next: StateIdle,
@@ -685,6 +794,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindStateless,
 		Next: StateIdle,
 		Send: MsgDREP,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateIdle,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateIdle,
@@ -697,8 +809,11 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvAPR: {
 		Kind: KindDrop,
 		Next: StateIdle,
+	}, EvRecvAPRRejected: {
+		Kind: KindDrop,
+		Next: StateIdle,
 	}, EvRecvSIDRREQ: {
-		Effects: EffInsertSIDR,
+		Effects: EffAdoptTID | EffInsertSIDR,
 		Kind:    KindTransition,
 		Next:    StateSidrReqRcvd,
 		Notice:  NoticeSIDRRequest,
@@ -750,6 +865,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateIdle,
 	}, EvAnswerLAP: {
+		Kind: KindInvalid,
+		Next: StateIdle,
+	}, EvRejectLAP: {
 		Kind: KindInvalid,
 		Next: StateIdle,
 	}, EvSIDRRequest: {
@@ -815,6 +933,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvDREQ: {
 	Kind: KindDrop,
 	Next: StateListen,
+}, EvRecvDREQOtherQPN: {
+	Kind: KindDrop,
+	Next: StateListen,
 }, EvRecvDREP: {
 	Kind: KindDrop,
 	Next: StateListen,
@@ -822,6 +943,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindDrop,
 	Next: StateListen,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: StateListen,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: StateListen,
 }, EvRecvSIDRREQ: {
@@ -867,6 +991,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateListen,
 }, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: StateListen,
+}, EvRejectLAP: {
 	Kind: KindInvalid,
 	Next: StateListen,
 }, EvSIDRRequest: {
@@ -932,6 +1059,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Notice:  NoticeREPReceived,
 	}, // 12.9.8.3.1: the REP's QPN is held by another connected id: REJ(10, message REP) and DREQ that id
 	EvRecvREPStale: {
+		About:   MsgREP,
 		Effects: EffStopTimer | EffStaleOther | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
@@ -944,6 +1072,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvDREQ: {
 		Kind: KindDrop,
 		Next: StateReqSent,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateReqSent,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateReqSent,
@@ -951,6 +1082,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateReqSent,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateReqSent,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateReqSent,
 	}, EvRecvSIDRREQ: {
@@ -1000,6 +1134,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvAnswerLAP: {
 		Kind: KindInvalid,
 		Next: StateReqSent,
+	}, EvRejectLAP: {
+		Kind: KindInvalid,
+		Next: StateReqSent,
 	}, EvSIDRRequest: {
 		Kind: KindInvalid,
 		Next: StateReqSent,
@@ -1017,7 +1154,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateReqSent,
 	}, EvTimeout: {
-		Effects: EffResend,
+		Effects: EffRetry | EffResend,
 		Kind:    KindTransition,
 		Next:    StateReqSent,
 		Send:    MsgREQ,
@@ -1075,6 +1212,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvDREQ: {
 	Kind: KindDrop,
 	Next: StateReqRcvd,
+}, EvRecvDREQOtherQPN: {
+	Kind: KindDrop,
+	Next: StateReqRcvd,
 }, EvRecvDREP: {
 	Kind: KindDrop,
 	Next: StateReqRcvd,
@@ -1082,6 +1222,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindDrop,
 	Next: StateReqRcvd,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: StateReqRcvd,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: StateReqRcvd,
 }, EvRecvSIDRREQ: {
@@ -1103,9 +1246,10 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateReqRcvd,
 }, EvSendMRA: {
-	Kind: KindTransition,
-	Next: StateMraReqSent,
-	Send: MsgMRA,
+	About: MsgREQ,
+	Kind:  KindTransition,
+	Next:  StateMraReqSent,
+	Send:  MsgMRA,
 }, EvAccept: {
 	Effects: EffStartTimer,
 	Kind:    KindTransition,
@@ -1115,6 +1259,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateReqRcvd,
 }, EvReject: {
+	About:   MsgREQ,
 	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 	Kind:    KindTransition,
 	Next:    StateIdle,
@@ -1134,6 +1279,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvAnswerLAP: {
 	Kind: KindInvalid,
 	Next: StateReqRcvd,
+}, EvRejectLAP: {
+	Kind: KindInvalid,
+	Next: StateReqRcvd,
 }, EvSIDRRequest: {
 	Kind: KindInvalid,
 	Next: StateReqRcvd,
@@ -1141,6 +1289,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateReqRcvd,
 }, EvDestroy: {
+	About:   MsgREQ,
 	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 	Kind:    KindTransition,
 	Next:    StateIdle,
@@ -1148,6 +1297,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Send:    MsgREJ,
 }, // not yet established: REJ(10) stands in for the DREQ
 	EvStale: {
+		About:   MsgREQ,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
@@ -1165,6 +1315,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next: StateReqRcvd,
 	}}, StateMraReqSent: { // a duplicate REQ after our MRA: the MRA was lost, send it again
 	EvRecvREQ: {
+		About:   MsgREQ,
 		Effects: EffResend,
 		Kind:    KindTransition,
 		Next:    StateMraReqSent,
@@ -1209,6 +1360,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvDREQ: {
 		Kind: KindDrop,
 		Next: StateMraReqSent,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateMraReqSent,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateMraReqSent,
@@ -1216,6 +1370,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraReqSent,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateMraReqSent,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateMraReqSent,
 	}, EvRecvSIDRREQ: {
@@ -1248,6 +1405,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
 	}, EvReject: {
+		About:   MsgREQ,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
@@ -1267,6 +1425,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvAnswerLAP: {
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
+	}, EvRejectLAP: {
+		Kind: KindInvalid,
+		Next: StateMraReqSent,
 	}, EvSIDRRequest: {
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
@@ -1274,6 +1435,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
 	}, EvDestroy: {
+		About:   MsgREQ,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
@@ -1281,6 +1443,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Send:    MsgREJ,
 	}, // not yet established: REJ(10) stands in for the DREQ
 	EvStale: {
+		About:   MsgREQ,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
@@ -1335,6 +1498,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Notice:  NoticeREPReceived,
 	}, // 12.9.8.3.1: the REP's QPN is held by another connected id: REJ(10, message REP) and DREQ that id
 	EvRecvREPStale: {
+		About:   MsgREP,
 		Effects: EffStopTimer | EffStaleOther | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
@@ -1347,6 +1511,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvDREQ: {
 		Kind: KindDrop,
 		Next: StateMraReqRcvd,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateMraReqRcvd,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateMraReqRcvd,
@@ -1354,6 +1521,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraReqRcvd,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateMraReqRcvd,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateMraReqRcvd,
 	}, EvRecvSIDRREQ: {
@@ -1403,6 +1573,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvAnswerLAP: {
 		Kind: KindInvalid,
 		Next: StateMraReqRcvd,
+	}, EvRejectLAP: {
+		Kind: KindInvalid,
+		Next: StateMraReqRcvd,
 	}, EvSIDRRequest: {
 		Kind: KindInvalid,
 		Next: StateMraReqRcvd,
@@ -1420,7 +1593,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraReqRcvd,
 	}, EvTimeout: {
-		Effects: EffResend,
+		Effects: EffRetry | EffResend,
 		Kind:    KindTransition,
 		Next:    StateMraReqRcvd,
 		Send:    MsgREQ,
@@ -1478,16 +1651,19 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateRepSent,
 	}, EvRecvRTU: {
-		Effects: EffStopTimer,
+		Effects: EffStopTimer | EffEnterLAP,
 		Kind:    KindTransition,
 		Next:    StateEstablished,
 		Notice:  NoticeEstablished,
 	}, // the RTU was lost; the DREQ both establishes and ends. Cancelling the REP's retransmission in MRA_REP_RCVD is Linux bug 5
 	EvRecvDREQ: {
-		Effects: EffStopTimer,
+		Effects: EffAdoptTID | EffStopTimer,
 		Kind:    KindTransition,
 		Next:    StateDreqRcvd,
 		Notice:  NoticeDREQReceived,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateRepSent,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateRepSent,
@@ -1495,6 +1671,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateRepSent,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateRepSent,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateRepSent,
 	}, EvRecvSIDRREQ: {
@@ -1536,7 +1715,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateRepSent,
 	}, EvCommEst: {
-		Effects: EffStopTimer,
+		Effects: EffStopTimer | EffEnterLAP,
 		Kind:    KindTransition,
 		Next:    StateEstablished,
 		Notice:  NoticeEstablished,
@@ -1544,6 +1723,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateRepSent,
 	}, EvAnswerLAP: {
+		Kind: KindInvalid,
+		Next: StateRepSent,
+	}, EvRejectLAP: {
 		Kind: KindInvalid,
 		Next: StateRepSent,
 	}, EvSIDRRequest: {
@@ -1566,7 +1748,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Reason:  10,
 		Send:    MsgREJ,
 	}, EvTimeout: {
-		Effects: EffResend,
+		Effects: EffRetry | EffResend,
 		Kind:    KindTransition,
 		Next:    StateRepSent,
 		Send:    MsgREP,
@@ -1623,6 +1805,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvDREQ: {
 	Kind: KindDrop,
 	Next: StateRepRcvd,
+}, EvRecvDREQOtherQPN: {
+	Kind: KindDrop,
+	Next: StateRepRcvd,
 }, EvRecvDREP: {
 	Kind: KindDrop,
 	Next: StateRepRcvd,
@@ -1630,6 +1815,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindDrop,
 	Next: StateRepRcvd,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: StateRepRcvd,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: StateRepRcvd,
 }, EvRecvSIDRREQ: {
@@ -1651,18 +1839,21 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateRepRcvd,
 }, EvSendMRA: {
-	Kind: KindTransition,
-	Next: StateMraRepSent,
-	Send: MsgMRA,
+	About: MsgREP,
+	Kind:  KindTransition,
+	Next:  StateMraRepSent,
+	Send:  MsgMRA,
 }, EvAccept: {
 	Kind: KindInvalid,
 	Next: StateRepRcvd,
 }, EvSendRTU: {
-	Kind:   KindTransition,
-	Next:   StateEstablished,
-	Notice: NoticeEstablished,
-	Send:   MsgRTU,
+	Effects: EffEnterLAP,
+	Kind:    KindTransition,
+	Next:    StateEstablished,
+	Notice:  NoticeEstablished,
+	Send:    MsgRTU,
 }, EvReject: {
+	About:   MsgREP,
 	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 	Kind:    KindTransition,
 	Next:    StateIdle,
@@ -1682,6 +1873,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvAnswerLAP: {
 	Kind: KindInvalid,
 	Next: StateRepRcvd,
+}, EvRejectLAP: {
+	Kind: KindInvalid,
+	Next: StateRepRcvd,
 }, EvSIDRRequest: {
 	Kind: KindInvalid,
 	Next: StateRepRcvd,
@@ -1689,12 +1883,14 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateRepRcvd,
 }, EvDestroy: {
+	About:   MsgREP,
 	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 	Kind:    KindTransition,
 	Next:    StateIdle,
 	Reason:  28,
 	Send:    MsgREJ,
 }, EvStale: {
+	About:   MsgREP,
 	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 	Kind:    KindTransition,
 	Next:    StateTimeWait,
@@ -1743,6 +1939,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Notice:  NoticeRejected,
 }, // a duplicate REP after our MRA
 	EvRecvREP: {
+		About:   MsgREP,
 		Effects: EffResend,
 		Kind:    KindTransition,
 		Next:    StateMraRepSent,
@@ -1756,6 +1953,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvRecvDREQ: {
 		Kind: KindDrop,
 		Next: StateMraRepSent,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateMraRepSent,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateMraRepSent,
@@ -1763,6 +1963,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraRepSent,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateMraRepSent,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateMraRepSent,
 	}, EvRecvSIDRREQ: {
@@ -1790,11 +1993,13 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraRepSent,
 	}, EvSendRTU: {
-		Kind:   KindTransition,
-		Next:   StateEstablished,
-		Notice: NoticeEstablished,
-		Send:   MsgRTU,
+		Effects: EffEnterLAP,
+		Kind:    KindTransition,
+		Next:    StateEstablished,
+		Notice:  NoticeEstablished,
+		Send:    MsgRTU,
 	}, EvReject: {
+		About:   MsgREP,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
@@ -1814,6 +2019,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvAnswerLAP: {
 		Kind: KindInvalid,
 		Next: StateMraRepSent,
+	}, EvRejectLAP: {
+		Kind: KindInvalid,
+		Next: StateMraRepSent,
 	}, EvSIDRRequest: {
 		Kind: KindInvalid,
 		Next: StateMraRepSent,
@@ -1821,12 +2029,14 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraRepSent,
 	}, EvDestroy: {
+		About:   MsgREP,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
 		Reason:  28,
 		Send:    MsgREJ,
 	}, EvStale: {
+		About:   MsgREP,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
@@ -1883,16 +2093,19 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
 	}, EvRecvRTU: {
-		Effects: EffStopTimer,
+		Effects: EffStopTimer | EffEnterLAP,
 		Kind:    KindTransition,
 		Next:    StateEstablished,
 		Notice:  NoticeEstablished,
 	}, // the RTU was lost; the DREQ both establishes and ends. Cancelling the REP's retransmission in MRA_REP_RCVD is Linux bug 5
 	EvRecvDREQ: {
-		Effects: EffStopTimer,
+		Effects: EffAdoptTID | EffStopTimer,
 		Kind:    KindTransition,
 		Next:    StateDreqRcvd,
 		Notice:  NoticeDREQReceived,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateMraRepRcvd,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
@@ -1900,6 +2113,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateMraRepRcvd,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateMraRepRcvd,
 	}, EvRecvSIDRREQ: {
@@ -1941,7 +2157,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraRepRcvd,
 	}, EvCommEst: {
-		Effects: EffStopTimer,
+		Effects: EffStopTimer | EffEnterLAP,
 		Kind:    KindTransition,
 		Next:    StateEstablished,
 		Notice:  NoticeEstablished,
@@ -1949,6 +2165,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateMraRepRcvd,
 	}, EvAnswerLAP: {
+		Kind: KindInvalid,
+		Next: StateMraRepRcvd,
+	}, EvRejectLAP: {
 		Kind: KindInvalid,
 		Next: StateMraRepRcvd,
 	}, EvSIDRRequest: {
@@ -1971,7 +2190,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Reason:  10,
 		Send:    MsgREJ,
 	}, EvTimeout: {
-		Effects: EffResend,
+		Effects: EffRetry | EffResend,
 		Kind:    KindTransition,
 		Next:    StateMraRepRcvd,
 		Send:    MsgREP,
@@ -2007,16 +2226,16 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindSub,
 	Next: StateEstablished,
 }, EvRecvREJ: {
-	Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+	Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait | EffExitLAP,
 	Kind:    KindTransition,
 	Next:    StateTimeWait,
 	Notice:  NoticeRejected,
 }, EvRecvREJStale: {
-	Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+	Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait | EffExitLAP,
 	Kind:    KindTransition,
 	Next:    StateTimeWait,
 	Notice:  NoticeRejected,
-}, // a duplicate REP: our RTU was lost
+}, // a duplicate REP: our RTU was lost. The passive end stored no RTU and answers nothing
 	EvRecvREP: {
 		Effects: EffResend,
 		Kind:    KindTransition,
@@ -2029,10 +2248,13 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateEstablished,
 	}, EvRecvDREQ: {
-		Effects: EffStopTimer,
+		Effects: EffAdoptTID | EffStopTimer | EffExitLAP,
 		Kind:    KindTransition,
 		Next:    StateDreqRcvd,
 		Notice:  NoticeDREQReceived,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateEstablished,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateEstablished,
@@ -2040,6 +2262,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindSub,
 		Next: StateEstablished,
 	}, EvRecvAPR: {
+		Kind: KindSub,
+		Next: StateEstablished,
+	}, EvRecvAPRRejected: {
 		Kind: KindSub,
 		Next: StateEstablished,
 	}, EvRecvSIDRREQ: {
@@ -2074,7 +2299,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next: StateEstablished,
 	}, // StopTimer cancels a LAP exchange under way
 	EvDisconnect: {
-		Effects: EffStopTimer | EffStartTimer,
+		Effects: EffStopTimer | EffStartTimer | EffExitLAP,
 		Kind:    KindTransition,
 		Next:    StateDreqSent,
 		Send:    MsgDREQ,
@@ -2090,6 +2315,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvAnswerLAP: {
 		Kind: KindSub,
 		Next: StateEstablished,
+	}, EvRejectLAP: {
+		Kind: KindSub,
+		Next: StateEstablished,
 	}, EvSIDRRequest: {
 		Kind: KindInvalid,
 		Next: StateEstablished,
@@ -2098,13 +2326,13 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next: StateEstablished,
 	}, // Linux sends the DREQ and enters TimeWait at once
 	EvDestroy: {
-		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait | EffExitLAP,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
 		Send:    MsgDREQ,
 	}, // 12.9.8.3.1: DREQ the stale connection and place the QP in TimeWait
 	EvStale: {
-		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait | EffExitLAP,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
 		Notice:  NoticeStale,
@@ -2160,10 +2388,13 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Next: StateDreqSent,
 }, // both ends disconnected at once
 	EvRecvDREQ: {
-		Effects: EffStopTimer,
+		Effects: EffAdoptTID | EffStopTimer,
 		Kind:    KindTransition,
 		Next:    StateDreqRcvd,
 		Notice:  NoticeDREQReceived,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
+		Next: StateDreqSent,
 	}, EvRecvDREP: {
 		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
@@ -2173,6 +2404,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateDreqSent,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateDreqSent,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateDreqSent,
 	}, EvRecvSIDRREQ: {
@@ -2220,6 +2454,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvAnswerLAP: {
 		Kind: KindInvalid,
 		Next: StateDreqSent,
+	}, EvRejectLAP: {
+		Kind: KindInvalid,
+		Next: StateDreqSent,
 	}, EvSIDRRequest: {
 		Kind: KindInvalid,
 		Next: StateDreqSent,
@@ -2236,7 +2473,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next:    StateTimeWait,
 		Notice:  NoticeStale,
 	}, EvTimeout: {
-		Effects: EffResend,
+		Effects: EffRetry | EffResend,
 		Kind:    KindTransition,
 		Next:    StateDreqSent,
 		Send:    MsgDREQ,
@@ -2287,6 +2524,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvDREQ: {
 	Kind: KindDrop,
 	Next: StateDreqRcvd,
+}, EvRecvDREQOtherQPN: {
+	Kind: KindDrop,
+	Next: StateDreqRcvd,
 }, // our own DREQ was answered while the peer's waits for our DREP
 	EvRecvDREP: {
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
@@ -2297,6 +2537,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateDreqRcvd,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateDreqRcvd,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateDreqRcvd,
 	}, EvRecvSIDRREQ: {
@@ -2344,6 +2587,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateDreqRcvd,
 	}, EvAnswerLAP: {
+		Kind: KindInvalid,
+		Next: StateDreqRcvd,
+	}, EvRejectLAP: {
 		Kind: KindInvalid,
 		Next: StateDreqRcvd,
 	}, EvSIDRRequest: {
@@ -2410,9 +2656,13 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Next: StateTimeWait,
 }, // our DREP was lost: answer again
 	EvRecvDREQ: {
-		Kind: KindTransition,
+		Effects: EffAdoptTID,
+		Kind:    KindTransition,
+		Next:    StateTimeWait,
+		Send:    MsgDREP,
+	}, EvRecvDREQOtherQPN: {
+		Kind: KindDrop,
 		Next: StateTimeWait,
-		Send: MsgDREP,
 	}, EvRecvDREP: {
 		Kind: KindDrop,
 		Next: StateTimeWait,
@@ -2420,6 +2670,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateTimeWait,
 	}, EvRecvAPR: {
+		Kind: KindDrop,
+		Next: StateTimeWait,
+	}, EvRecvAPRRejected: {
 		Kind: KindDrop,
 		Next: StateTimeWait,
 	}, EvRecvSIDRREQ: {
@@ -2465,6 +2718,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindInvalid,
 		Next: StateTimeWait,
 	}, EvAnswerLAP: {
+		Kind: KindInvalid,
+		Next: StateTimeWait,
+	}, EvRejectLAP: {
 		Kind: KindInvalid,
 		Next: StateTimeWait,
 	}, EvSIDRRequest: {
@@ -2530,6 +2786,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvDREQ: {
 	Kind: KindDrop,
 	Next: StateSidrReqSent,
+}, EvRecvDREQOtherQPN: {
+	Kind: KindDrop,
+	Next: StateSidrReqSent,
 }, EvRecvDREP: {
 	Kind: KindDrop,
 	Next: StateSidrReqSent,
@@ -2537,6 +2796,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindDrop,
 	Next: StateSidrReqSent,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: StateSidrReqSent,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: StateSidrReqSent,
 }, EvRecvSIDRREQ: {
@@ -2586,6 +2848,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvAnswerLAP: {
 	Kind: KindInvalid,
 	Next: StateSidrReqSent,
+}, EvRejectLAP: {
+	Kind: KindInvalid,
+	Next: StateSidrReqSent,
 }, EvSIDRRequest: {
 	Kind: KindInvalid,
 	Next: StateSidrReqSent,
@@ -2600,7 +2865,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindInvalid,
 	Next: StateSidrReqSent,
 }, EvTimeout: {
-	Effects: EffResend,
+	Effects: EffRetry | EffResend,
 	Kind:    KindTransition,
 	Next:    StateSidrReqSent,
 	Send:    MsgSIDRReq,
@@ -2651,6 +2916,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvRecvDREQ: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
+}, EvRecvDREQOtherQPN: {
+	Kind: KindDrop,
+	Next: StateSidrReqRcvd,
 }, EvRecvDREP: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
@@ -2658,6 +2926,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: StateSidrReqRcvd,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: StateSidrReqRcvd,
 }, EvRecvSIDRREQ: {
@@ -2705,6 +2976,9 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvAnswerLAP: {
 	Kind: KindInvalid,
 	Next: StateSidrReqRcvd,
+}, EvRejectLAP: {
+	Kind: KindInvalid,
+	Next: StateSidrReqRcvd,
 }, EvSIDRRequest: {
 	Kind: KindInvalid,
 	Next: StateSidrReqRcvd,
@@ -2738,10 +3012,14 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Kind: KindDrop,
 	Next: LAPUninit,
 }, EvRecvLAP: {
-	Kind:   KindTransition,
-	Next:   LAPRcvd,
-	Notice: NoticeLAPReceived,
+	Effects: EffAdoptTID,
+	Kind:    KindTransition,
+	Next:    LAPRcvd,
+	Notice:  NoticeLAPReceived,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: LAPUninit,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: LAPUninit,
 }, EvSendMRA: {
@@ -2753,6 +3031,9 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Next:    LAPSent,
 	Send:    MsgLAP,
 }, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: LAPUninit,
+}, EvRejectLAP: {
 	Kind: KindInvalid,
 	Next: LAPUninit,
 }, EvTimeout: {
@@ -2765,10 +3046,14 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Kind: KindDrop,
 	Next: LAPIdle,
 }, EvRecvLAP: {
-	Kind:   KindTransition,
-	Next:   LAPRcvd,
-	Notice: NoticeLAPReceived,
+	Effects: EffAdoptTID,
+	Kind:    KindTransition,
+	Next:    LAPRcvd,
+	Notice:  NoticeLAPReceived,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: LAPIdle,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: LAPIdle,
 }, EvSendMRA: {
@@ -2780,6 +3065,9 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Next:    LAPSent,
 	Send:    MsgLAP,
 }, EvAnswerLAP: {
+	Kind: KindInvalid,
+	Next: LAPIdle,
+}, EvRejectLAP: {
 	Kind: KindInvalid,
 	Next: LAPIdle,
 }, EvTimeout: {
@@ -2797,6 +3085,11 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Kind: KindDrop,
 	Next: LAPSent,
 }, EvRecvAPR: {
+	Effects: EffStopTimer | EffLoadAlt,
+	Kind:    KindTransition,
+	Next:    LAPIdle,
+	Notice:  NoticeAPRReceived,
+}, EvRecvAPRRejected: {
 	Effects: EffStopTimer,
 	Kind:    KindTransition,
 	Next:    LAPIdle,
@@ -2810,8 +3103,11 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 }, EvAnswerLAP: {
 	Kind: KindInvalid,
 	Next: LAPSent,
+}, EvRejectLAP: {
+	Kind: KindInvalid,
+	Next: LAPSent,
 }, EvTimeout: {
-	Effects: EffResend,
+	Effects: EffRetry | EffResend,
 	Kind:    KindTransition,
 	Next:    LAPSent,
 	Send:    MsgLAP,
@@ -2828,14 +3124,23 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 }, EvRecvAPR: {
 	Kind: KindDrop,
 	Next: LAPRcvd,
+}, EvRecvAPRRejected: {
+	Kind: KindDrop,
+	Next: LAPRcvd,
 }, EvSendMRA: {
-	Kind: KindTransition,
-	Next: LAPMraSent,
-	Send: MsgMRA,
+	About: MsgLAP,
+	Kind:  KindTransition,
+	Next:  LAPMraSent,
+	Send:  MsgMRA,
 }, EvLoadAltPath: {
 	Kind: KindInvalid,
 	Next: LAPRcvd,
 }, EvAnswerLAP: {
+	Effects: EffLoadAlt,
+	Kind:    KindTransition,
+	Next:    LAPIdle,
+	Send:    MsgAPR,
+}, EvRejectLAP: {
 	Kind: KindTransition,
 	Next: LAPIdle,
 	Send: MsgAPR,
@@ -2849,11 +3154,15 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Kind: KindDrop,
 	Next: LAPMraSent,
 }, EvRecvLAP: {
+	About:   MsgLAP,
 	Effects: EffResend,
 	Kind:    KindTransition,
 	Next:    LAPMraSent,
 	Send:    MsgMRA,
 }, EvRecvAPR: {
+	Kind: KindDrop,
+	Next: LAPMraSent,
+}, EvRecvAPRRejected: {
 	Kind: KindDrop,
 	Next: LAPMraSent,
 }, EvSendMRA: {
@@ -2863,6 +3172,11 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Kind: KindInvalid,
 	Next: LAPMraSent,
 }, EvAnswerLAP: {
+	Effects: EffLoadAlt,
+	Kind:    KindTransition,
+	Next:    LAPIdle,
+	Send:    MsgAPR,
+}, EvRejectLAP: {
 	Kind: KindTransition,
 	Next: LAPIdle,
 	Send: MsgAPR,
@@ -2879,6 +3193,11 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 	Kind: KindDrop,
 	Next: LAPMraRcvd,
 }, EvRecvAPR: {
+	Effects: EffStopTimer | EffLoadAlt,
+	Kind:    KindTransition,
+	Next:    LAPIdle,
+	Notice:  NoticeAPRReceived,
+}, EvRecvAPRRejected: {
 	Effects: EffStopTimer,
 	Kind:    KindTransition,
 	Next:    LAPIdle,
@@ -2892,8 +3211,11 @@ var lapTransitions = [NumLAPStates][NumEvents]LAPTransition{LAPUninit: {EvRecvMR
 }, EvAnswerLAP: {
 	Kind: KindInvalid,
 	Next: LAPMraRcvd,
+}, EvRejectLAP: {
+	Kind: KindInvalid,
+	Next: LAPMraRcvd,
 }, EvTimeout: {
-	Effects: EffResend,
+	Effects: EffRetry | EffResend,
 	Kind:    KindTransition,
 	Next:    LAPMraRcvd,
 	Send:    MsgLAP,

@@ -56,7 +56,7 @@ type connFlags uint8
 
 const (
 	flagActive     connFlags = 1 << iota // we sent the REQ
-	flagAlt                              // the REQ carried an alternate path
+	flagAlt                              // an alternate path is loaded: the REQ carried one, or a LAP's APR accepted it
 	flagInRID                            // in the remote-ID table
 	flagInQPN                            // in the remote-QPN table
 	flagInSIDR                           // in the SIDR table
@@ -64,11 +64,6 @@ const (
 	flagInListen                         // in the listen table
 	flagRegistered                       // holds its comm ID: e.ids.get(c.id) == c
 )
-
-// halfOpen reports the passive states counted against MaxHalfOpen.
-func halfOpen(s State) bool {
-	return s == StateReqRcvd || s == StateMraReqSent || s == StateRepSent || s == StateMraRepRcvd
-}
 
 // RemoteIDKey is a remote-ID table key: (remote comm ID, remote CA GUID).
 type RemoteIDKey struct {

@@ -10,6 +10,10 @@ type TraceStep struct {
 	From  State
 	To    State
 	Kind  Kind // of the main-table cell; KindSub when the alternate-path table decided
+	// Sent is the number of MADs the step queued: the last Sent of the
+	// messages the next Ready returns, in order (an input's steps queue
+	// theirs one after the other).
+	Sent int
 	// The alternate-path sub-step, when Kind is KindSub.
 	LAPFrom LAPState
 	LAPTo   LAPState

@@ -12,6 +12,9 @@
 package def
 
 // State is a connection state (Figure 12-? "CM state diagram" of the spec).
+// Its attributes are every state set the engine and the spec consult: the
+// hand-written code classifies inputs and computes message fields, but
+// which states take part in what is said here, once.
 type State struct {
 	Name string // spec name, e.g. "REQ_SENT"; also the TLA+ string
 	Go   string // Go identifier suffix, e.g. "ReqSent"
@@ -27,6 +30,32 @@ type State struct {
 	Timer     bool // a response timer may run (a message awaits its answer)
 	Holds     bool // the id holds its local comm ID (every state but IDLE)
 
+	// HalfOpen: a passive attempt not yet established, counted against the
+	// engine's MaxHalfOpen and MaxHalfOpenPerPeer (the REQ-flood backlog).
+	HalfOpen bool
+	// Attempt: a connection attempt under way, on either side; under
+	// fairness it ends ESTABLISHED or IDLE (the spec's AttemptsEnd).
+	Attempt bool
+	// Replies: a reply (MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR, SIDR_REP)
+	// naming the id's comm ID is for it. A listen takes none: REQs and
+	// SIDR_REQs find it by service ID.
+	Replies bool
+	// LearnsREP: a REP for the id answers its REQ. It is checked for a
+	// stale QPN first (12.9.8.3.1: RecvREPStale), and the id learns the
+	// peer's comm ID, QPN and CA GUID from it.
+	LearnsREP bool
+	// Unannounced: the peer has not been told the id's comm ID (its REQ was
+	// delivered, nothing went back), so a REJ names no Local Comm ID (Linux
+	// cm_format_rej).
+	Unannounced bool
+	// LAP: the alternate-path sub-state machine (LAPStates, LAPRules) runs
+	// here; the state delegates the LAP events to it.
+	LAP bool
+	// Expiry is the event the id's timer raises in this state when it is an
+	// expiry (TimeWait's); "" means a response timer, which raises
+	// RetryEvent while retries are left and GiveUpEvent after.
+	Expiry string
+
 	// The QP states whose attributes the connection can give in this state,
 	// as the kernel's ib_cm_init_qp_attr allows them (shared/ref/qp-attrs.md):
 	// INIT from the first message on, RTR and RTS once both sides' messages
@@ -36,10 +65,24 @@ type State struct {
 	QPRTS  bool
 }
 
+// The events a response timer raises: while the outstanding message has
+// retries left, and when it has none.
+const (
+	RetryEvent  = "Timeout"
+	GiveUpEvent = "TimeoutFinal"
+)
+
 // LAPState is an alternate-path sub-state of ESTABLISHED.
 type LAPState struct {
 	Name, Go, Doc string
-	Timer         bool
+	Timer         bool // a LAP awaits its APR
+	// StartAlt and StartNoAlt mark the sub-state an id enters ESTABLISHED
+	// in (the EnterLAP effect): with an alternate path loaded (the REQ
+	// carried one) and without.
+	StartAlt, StartNoAlt bool
+	// Off marks the sub-state of every id outside ESTABLISHED (the ExitLAP
+	// effect): no alternate-path exchange can run there.
+	Off bool
 }
 
 // EventClass says where an event comes from, which fixes the default for
@@ -100,11 +143,20 @@ const (
 // Msgs is every message the table may send, in wire attribute order.
 var Msgs = []Msg{None, PortInfo, REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDRReq, SIDRRep, LAP, APR}
 
+// Starts lists the messages that start a transaction: they carry the
+// sender's own TID. Every other message answers one and carries the TID
+// of what it answers (13.4.6.4), which the AdoptTID effect records.
+var Starts = []Msg{REQ, DREQ, LAP, SIDRReq}
+
+// Awaits lists the messages that await an answer, and so arm a timer.
+var Awaits = []Msg{REQ, REP, DREQ, LAP, SIDRReq}
+
 // Effect is one side effect of a transition. Effects are applied in the order
 // of Effects below by both the engine and the spec.
 type Effect string
 
 const (
+	AdoptTID        Effect = "AdoptTID"        // the answers to the received message carry its TID (before the step's send)
 	StopTimer       Effect = "StopTimer"       // cancel the outstanding send (its answer came)
 	InsertRemoteID  Effect = "InsertRemoteID"  // record (remote comm ID, remote CA GUID)
 	RemoveRemoteID  Effect = "RemoveRemoteID"  //
@@ -114,19 +166,26 @@ const (
 	RemoveListen    Effect = "RemoveListen"
 	InsertSIDR      Effect = "InsertSIDR"
 	RemoveSIDR      Effect = "RemoveSIDR"
-	StaleOther      Effect = "StaleOther"    // raise Stale on the connected id whose remote QPN matched
-	StartTimer      Effect = "StartTimer"    // arm the response timer with the retry budget for Send
-	ExtendTimer     Effect = "ExtendTimer"   // an MRA arrived: wait its service timeout longer
-	Resend          Effect = "Resend"        // Send retransmits the stored copy instead of building anew
-	EnterTimeWait   Effect = "EnterTimeWait" // join the TimeWait list, arm its expiry
-	ExitTimeWait    Effect = "ExitTimeWait"  //
-	Free            Effect = "Free"          // release the local comm ID and the id
+	StaleOther      Effect = "StaleOther"  // raise Stale on the connected id whose remote QPN matched
+	StartTimer      Effect = "StartTimer"  // arm the response timer with the retry budget for Send
+	ExtendTimer     Effect = "ExtendTimer" // an MRA arrived: wait its service timeout longer
+	Retry           Effect = "Retry"       // a try timed out with retries left: count one and wait again
+	// Resend: Send retransmits the id's stored copy of that message instead
+	// of building one. An id that stored none sends nothing (a REP reaching
+	// the passive end of a connection: it sent no RTU to resend).
+	Resend        Effect = "Resend"
+	EnterTimeWait Effect = "EnterTimeWait" // join the TimeWait list, arm its expiry
+	ExitTimeWait  Effect = "ExitTimeWait"  //
+	ExitLAP       Effect = "ExitLAP"       // leave the alternate-path sub-state machine: LAP state Off, its exchange dropped
+	EnterLAP      Effect = "EnterLAP"      // start it: StartAlt with an alternate path loaded, StartNoAlt without
+	LoadAlt       Effect = "LoadAlt"       // the exchange's alternate path is the connection's now (the APR accepted it)
+	Free          Effect = "Free"          // release the local comm ID and the id
 )
 
 // Effects lists every effect in application order.
-var Effects = []Effect{StopTimer, InsertRemoteID, RemoveRemoteID, InsertRemoteQPN, RemoveRemoteQPN,
-	InsertListen, RemoveListen, InsertSIDR, RemoveSIDR, StaleOther, StartTimer, ExtendTimer, Resend,
-	EnterTimeWait, ExitTimeWait, Free}
+var Effects = []Effect{AdoptTID, StopTimer, InsertRemoteID, RemoveRemoteID, InsertRemoteQPN, RemoveRemoteQPN,
+	InsertListen, RemoveListen, InsertSIDR, RemoveSIDR, StaleOther, StartTimer, ExtendTimer, Retry, Resend,
+	EnterTimeWait, ExitTimeWait, ExitLAP, EnterLAP, LoadAlt, Free}
 
 // Notice is what the application is told.
 type Notice string
@@ -156,10 +215,14 @@ var Notices = []Notice{NoNotice, REQReceived, REPReceived, MRAReceived, Establis
 
 // Entry is one (state, event) cell.
 type Entry struct {
-	Next    string // state name (LAP state name in the sub-table)
-	Kind    Kind
-	Send    Msg
-	Reason  int // REJ reason, APR status or SIDR_REP status fixed by the table; 0: the engine supplies it
+	Next   string // state name (LAP state name in the sub-table)
+	Kind   Kind
+	Send   Msg
+	Reason int // REJ reason, APR status or SIDR_REP status fixed by the table; 0: the engine supplies it
+	// About is the message an MRA delays (its Message MRAed: REQ, REP, or
+	// LAP for "other") or a REJ rejects (its Message REJected: REQ, REP, or
+	// None for "other"). None for every other message.
+	About   Msg
 	Effects []Effect
 	Notice  Notice
 	Why     string
@@ -173,6 +236,7 @@ type Rule struct {
 	Kind    Kind
 	Send    Msg
 	Reason  int
+	About   Msg
 	Effects []Effect
 	Notice  Notice
 	Why     string

@@ -1,0 +1,360 @@
+package pbt
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// The protocol's obligations, under the names spec/cm.tla gives them
+// ("The obligations"), checked on the engines' steps, messages and ids.
+// Like the spec's, they are stated independently of the definition (by
+// state names and message fields, from the IBTA text): mutation testing
+// (tools/mutants) showed invariants built from the definition blind to an
+// edit of the definition itself. gen/def's Build checks the same on the
+// table alone.
+//
+//	LeavesThroughTimeWait  an id that was ESTABLISHED (or is disconnecting)
+//	                       reaches IDLE only through TIMEWAIT, or a crash
+//	StaleTearsDown         a REQ or REP answered with REJ 10 takes every id
+//	                       connected to its (GUID, QPN) out of the connected
+//	                       states, an ESTABLISHED one with a DREQ
+//	DuplicateAnswered      a duplicate of a request the id answered gets the
+//	                       answer again
+//	MRAExtends             an MRA that moves an id extends its wait by the
+//	                       MRA's service timeout (plus the round trip)
+//	IgnoredChangesNothing  a DREQ naming another QPN, an RTU once
+//	                       established, a reply matching no id: nothing
+//	                       changes, nothing is sent
+//	RejectJustified        a REJ answering a REQ gives the situation's reason
+//	                       (10 stale, 8 nobody listens, 3 no resources or a
+//	                       bad GID: 12, 18); a SIDR_REP nobody listens for, 1
+//	AltPathAgreed          an id loads an alternate path from an APR only
+//	                       once its peer loaded it
+//	HalfOpenBounded        no node holds more half-open ids than its bounds
+//	NoCrossIncarnation     an id bound to one incarnation of its peer never
+//	                       takes a message from another (a restarted CM must
+//	                       not reuse its previous life's comm IDs)
+type obligations struct {
+	sys       *System
+	violation error
+
+	// The delivery under way.
+	active bool
+	to     int // receiver, sender (node indexes)
+	from   int
+	mad    wire.MAD
+	now    engine.Time
+	inc    int                             // the incarnation the packet was sent from (0: a stateless answer)
+	before map[engine.CommID]engine.IDInfo // the receiver's ids before it
+	order  []engine.CommID
+	steps  []engine.TraceStep // the receiver's steps during it
+	sent   []wire.MAD         // what the receiver sent during it
+
+	// Incarnations: each node's (1 + its crashes), the incarnation each
+	// packet was sent from, the peer incarnation each id is bound to.
+	incs   []int
+	out    [][]pendingOut
+	pktInc map[uint64]int
+	bound  []map[engine.CommID]int
+}
+
+type pendingOut struct {
+	stateless bool
+	left      int
+}
+
+func newObligations(s *System, nodes int) obligations {
+	o := obligations{sys: s, pktInc: map[uint64]int{}}
+	for range nodes {
+		o.incs = append(o.incs, 1)
+		o.out = append(o.out, nil)
+		o.bound = append(o.bound, map[engine.CommID]int{})
+	}
+	return o
+}
+
+func (o *obligations) fail(name, format string, args ...any) {
+	if o.violation == nil {
+		o.violation = fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+	}
+}
+
+// disconnecting: the states an established id (or a passive one whose RTU
+// was lost) passes on its way to TIMEWAIT.
+var disconnecting = []engine.State{engine.StateEstablished, engine.StateDreqSent, engine.StateDreqRcvd}
+
+// step sees every table step of node n.
+func (o *obligations) step(n int, ts engine.TraceStep) {
+	if ts.Sent > 0 {
+		o.out[n] = append(o.out[n], pendingOut{stateless: ts.Kind == engine.KindStateless, left: ts.Sent})
+	}
+	if slices.Contains(disconnecting, ts.From) && !slices.Contains(disconnecting, ts.To) && ts.To != engine.StateTimeWait {
+		o.fail("LeavesThroughTimeWait", "%s: %s in %s went to %s on %s", NodeName(n), ts.ID, ts.From, ts.To, ts.Event)
+	}
+	if o.active && n == o.to {
+		o.steps = append(o.steps, ts)
+	}
+}
+
+func (o *obligations) onSend(p *simnet.Packet) {
+	n := o.sys.index(p.From)
+	inc := o.incs[n]
+	if q := o.out[n]; len(q) > 0 {
+		if q[0].stateless {
+			inc = 0
+		}
+		if q[0].left--; q[0].left == 0 {
+			o.out[n] = q[1:]
+		}
+	}
+	o.pktInc[p.Seq] = inc
+	if o.active && n == o.to {
+		var m wire.MAD
+		if wire.DecodeMAD(p.MAD[:], &m) == nil {
+			o.sent = append(o.sent, m)
+		}
+	}
+}
+
+// copied: the network made packet cp a copy of orig.
+func (o *obligations) copied(orig, cp *simnet.Packet) { o.pktInc[cp.Seq] = o.pktInc[orig.Seq] }
+
+// crashed: node n restarted.
+func (o *obligations) crashed(n int) {
+	o.incs[n]++
+	o.out[n] = nil
+	o.bound[n] = map[engine.CommID]int{}
+}
+
+func (o *obligations) onDeliver(p *simnet.Packet) {
+	o.active, o.steps, o.sent = false, o.steps[:0], o.sent[:0]
+	if wire.DecodeMAD(p.MAD[:], &o.mad) != nil {
+		return
+	}
+	o.active, o.to, o.from, o.now = true, o.sys.index(p.To), o.sys.index(p.From), o.sys.now()
+	o.inc = o.incs[o.from] // a packet a test made speaks for its sender as it is now
+	if inc, ok := o.pktInc[p.Seq]; ok {
+		o.inc = inc
+	}
+	o.before, o.order = map[engine.CommID]engine.IDInfo{}, o.order[:0]
+	for id := range p.To.Engine.IDs() {
+		o.before[id.ID] = id
+		o.order = append(o.order, id.ID)
+	}
+}
+
+func (o *obligations) sentFrom(id engine.CommID, attr wire.AttrID) bool {
+	for _, m := range o.sent {
+		if m.AttrID != attr {
+			continue
+		}
+		var lid uint32
+		switch attr {
+		case wire.AttrMRA:
+			lid = m.MRA.LocalCommID
+		case wire.AttrREP:
+			lid = m.REP.LocalCommID
+		case wire.AttrRTU:
+			lid = m.RTU.LocalCommID
+		case wire.AttrDREQ:
+			lid = m.DREQ.LocalCommID
+		case wire.AttrDREP:
+			lid = m.DREP.LocalCommID
+		}
+		if lid == uint32(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// done ends the delivery: its steps are over and its answers have left.
+func (o *obligations) done() {
+	if !o.active {
+		return
+	}
+	o.active = false
+	e := o.sys.Nodes[o.to].Engine
+	after := map[engine.CommID]engine.IDInfo{}
+	for id := range e.IDs() {
+		after[id.ID] = id
+	}
+	m := &o.mad
+	var first *engine.TraceStep
+	if len(o.steps) > 0 {
+		first = &o.steps[0]
+	}
+	what := fmt.Sprintf("%s from %s to %s", m.AttrID, NodeName(o.from), NodeName(o.to))
+
+	// NoCrossIncarnation; then bind the ids that learned their peer.
+	if first != nil && first.ID != 0 {
+		if b := o.bound[o.to][first.ID]; b != 0 && o.inc != 0 && b != o.inc {
+			o.fail("NoCrossIncarnation", "%s: %s, bound to %s's incarnation %d, took a message of its incarnation %d",
+				what, first.ID, NodeName(o.from), b, o.inc)
+		}
+	}
+	for id, a := range after {
+		if _, ok := o.bound[o.to][id]; !ok && a.RemoteID != 0 && o.before[id].RemoteID == 0 && o.inc != 0 {
+			o.bound[o.to][id] = o.inc
+		}
+	}
+
+	// DuplicateAnswered.
+	if first != nil && first.ID != 0 {
+		if b, ok := o.before[first.ID]; ok {
+			var owed wire.AttrID
+			switch {
+			case m.AttrID == wire.AttrREQ && b.State == engine.StateMraReqSent:
+				owed = wire.AttrMRA
+			case m.AttrID == wire.AttrREQ && (b.State == engine.StateRepSent || b.State == engine.StateMraRepRcvd):
+				owed = wire.AttrREP
+			case m.AttrID == wire.AttrREP && b.State == engine.StateMraRepSent:
+				owed = wire.AttrMRA
+			case m.AttrID == wire.AttrREP && b.State == engine.StateEstablished && b.Active:
+				owed = wire.AttrRTU
+			case m.AttrID == wire.AttrDREQ && b.State == engine.StateTimeWait && first.Event == engine.EvRecvDREQ:
+				owed = wire.AttrDREP
+			case m.AttrID == wire.AttrLAP && b.State == engine.StateEstablished && b.LAP == engine.LAPMraSent:
+				owed = wire.AttrMRA
+			}
+			if owed != 0 && !o.sentFrom(first.ID, owed) {
+				o.fail("DuplicateAnswered", "%s: %s in %s/%s did not answer with %s again", what, first.ID, b.State, b.LAP, owed)
+			}
+		}
+	}
+
+	// IgnoredChangesNothing.
+	ignore := first != nil && first.Event == engine.EvRecvDREQOtherQPN
+	if first != nil && first.ID != 0 && m.AttrID == wire.AttrRTU && o.before[first.ID].State == engine.StateEstablished {
+		ignore = true
+	}
+	switch m.AttrID {
+	case wire.AttrMRA, wire.AttrREJ, wire.AttrREP, wire.AttrRTU, wire.AttrDREP, wire.AttrAPR, wire.AttrSIDRRep:
+		if first == nil || first.ID == 0 {
+			ignore = true
+		}
+	}
+	if ignore {
+		changed := len(after) != len(o.before)
+		for id, b := range o.before {
+			changed = changed || after[id] != b
+		}
+		if changed || len(o.sent) > 0 {
+			o.fail("IgnoredChangesNothing", "%s: the CM must ignore it, but it changed an id or sent %d MADs", what, len(o.sent))
+		}
+	}
+
+	// RejectJustified.
+	if first != nil && m.AttrID == wire.AttrREQ {
+		want := map[engine.Event][]wire.RejectReason{
+			engine.EvRecvREQStale: {wire.RejectStaleConn}, engine.EvRecvREQUnlisted: {wire.RejectInvalidServiceID},
+			engine.EvRecvREQRefused: {wire.RejectNoResources, wire.RejectInvalidGID, wire.RejectInvalidAltGID},
+		}[first.Event]
+		for _, x := range o.sent {
+			if x.AttrID == wire.AttrREJ && x.REJ.RemoteCommID == m.REQ.LocalCommID && want != nil &&
+				!slices.Contains(want, x.REJ.Reason) {
+				o.fail("RejectJustified", "%s (%s) answered with REJ %d, not %v", what, first.Event, x.REJ.Reason, want)
+			}
+		}
+	}
+	if first != nil && first.Event == engine.EvRecvSIDRREQUnlisted {
+		for _, x := range o.sent {
+			if x.AttrID == wire.AttrSIDRRep && x.SIDRRep.Status != wire.SIDRUnsupported {
+				o.fail("RejectJustified", "%s for a service nobody listens on answered with status %d, not 1", what, x.SIDRRep.Status)
+			}
+		}
+	}
+
+	// StaleTearsDown.
+	var guid uint64
+	var qpn uint32
+	var target engine.CommID
+	switch m.AttrID {
+	case wire.AttrREQ:
+		guid, qpn = m.REQ.LocalCAGUID, m.REQ.LocalQPN
+	case wire.AttrREP:
+		guid, qpn = m.REP.LocalCAGUID, m.REP.LocalQPN
+		if first != nil {
+			target = first.ID
+		}
+	}
+	if guid != 0 && slices.ContainsFunc(o.sent, func(x wire.MAD) bool {
+		return x.AttrID == wire.AttrREJ && x.REJ.Reason == wire.RejectStaleConn &&
+			(x.REJ.RemoteCommID == m.REQ.LocalCommID && m.AttrID == wire.AttrREQ ||
+				x.REJ.RemoteCommID == m.REP.LocalCommID && m.AttrID == wire.AttrREP)
+	}) {
+		for _, id := range o.order {
+			b := o.before[id]
+			if id == target || !b.State.Attr().Connected || b.RemoteGUID != guid || b.RemoteQPN != qpn {
+				continue
+			}
+			if a, ok := after[id]; ok && a.State.Attr().Connected {
+				o.fail("StaleTearsDown", "%s showed %s (%s) stale, which is still connected (%s)", what, id, b.State, a.State)
+			}
+			if b.State == engine.StateEstablished && !o.sentFrom(id, wire.AttrDREQ) {
+				o.fail("StaleTearsDown", "%s showed the established %s stale, but it sent no DREQ", what, id)
+			}
+		}
+	}
+
+	// MRAExtends.
+	if m.AttrID == wire.AttrMRA && first != nil && first.ID != 0 {
+		moved := first.Kind == engine.KindTransition || first.Kind == engine.KindSub && first.LAPKind == engine.KindTransition
+		if a, ok := after[first.ID]; ok && moved && a.Timer {
+			want := o.now + engine.Time(wire.TimeoutDuration(m.MRA.ServiceTimeout)+wire.TimeoutDuration(ackTimeout))
+			if a.Deadline != want {
+				o.fail("MRAExtends", "%s moved %s (%s -> %s) but its wait ends at %s, not now + the service timeout + a round trip (%s)",
+					what, first.ID, first.From, a.State, a.Deadline, want)
+			}
+		}
+	}
+
+	// AltPathAgreed.
+	if m.AttrID == wire.AttrAPR {
+		for id, a := range after {
+			if !a.AltPath || o.before[id].AltPath {
+				continue
+			}
+			for p := range o.sys.Nodes[o.from].Engine.IDs() {
+				if p.State == engine.StateEstablished && p.ID == a.RemoteID && p.RemoteID == id && !p.AltPath {
+					o.fail("AltPathAgreed", "%s: %s loaded the alternate path its peer %s has not", what, id, p.ID)
+				}
+			}
+		}
+	}
+}
+
+// halfOpen: the passive states not yet established, named here.
+var halfOpen = []engine.State{engine.StateReqRcvd, engine.StateMraReqSent, engine.StateRepSent, engine.StateMraRepRcvd}
+
+// HalfOpenBounded is spec/cm.tla's
+//
+//	HalfOpenBounded ==
+//	    LET half(n, r) == Cardinality({h \in Handles : conn[n][h].state \in {"REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "MRA_REP_RCVD"}
+//	                                                   /\ (r = 0 \/ conn[n][h].rnode = r)})
+//	    IN \A n \in Nodes : half(n, 0) <= MaxHalfOpen /\ \A r \in Nodes : half(n, r) <= MaxHalfOpenPerPeer
+func HalfOpenBounded(nodes []*simnet.Node) error {
+	for _, n := range nodes {
+		cfg := n.Engine.Config()
+		all, per := 0, map[uint16]int{}
+		for id := range n.Engine.IDs() {
+			if slices.Contains(halfOpen, id.State) {
+				all++
+				per[id.Addr.LID]++
+			}
+		}
+		if all > cfg.MaxHalfOpen {
+			return fmt.Errorf("HalfOpenBounded: %s has %d half-open ids, MaxHalfOpen is %d", n.Name, all, cfg.MaxHalfOpen)
+		}
+		for lid, k := range per {
+			if k > cfg.MaxHalfOpenPerPeer {
+				return fmt.Errorf("HalfOpenBounded: %s has %d half-open ids of LID %d, MaxHalfOpenPerPeer is %d", n.Name, k, lid, cfg.MaxHalfOpenPerPeer)
+			}
+		}
+	}
+	return nil
+}
