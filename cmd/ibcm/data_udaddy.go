@@ -150,12 +150,14 @@ func (s *dataSess) udRecv(ctx context.Context, i int, want uint32) (verbs.WC, er
 	return wc, nil
 }
 
-// udaddyListen answers --count SIDR_REQs (0: until ctx ends), each with a
-// UD QP of its own, and runs the server side on it.
-func udaddyListen(ctx context.Context, r *netRun, dr *dataRun, l *cm.Listener) int {
+// udaddyListen answers --count SIDR_REQs (0: until accept ends), each with
+// a UD QP of its own, and runs the server side on it under ctx: a stop that
+// ends accept lets the session under way finish its last sends (the
+// client may have its replies before their completions came here).
+func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Listener) int {
 	n := 0
 	for r.o.count == 0 || n < r.o.count {
-		sr, err := l.AcceptSIDR(ctx)
+		sr, err := l.AcceptSIDR(accept)
 		if err != nil {
 			break
 		}

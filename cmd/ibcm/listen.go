@@ -180,7 +180,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	accepted := 0
 	closed := false
 	if dr != nil && dr.mode.ud {
-		accepted = udaddyListen(actx, r, dr, l)
+		accepted = udaddyListen(actx, ctx, r, dr, l)
 		closed = true
 		_ = l.Close()
 	}
