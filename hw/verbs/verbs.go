@@ -840,19 +840,7 @@ const attrMask = qpattr.MaskState | qpattr.MaskAccessFlags | qpattr.MaskPKeyInde
 // as it is. A mask the device refuses for the transition fails with the
 // kernel's errno (EINVAL); mask bits qpattr.Attr has no field for fail
 // with ErrInvalid.
-func (q *QP) Modify(a qpattr.Attr) error {
-	if extra := a.Mask &^ attrMask; extra != 0 {
-		return invalid("mask bits " + extra.String() + " are not carried by qpattr.Attr")
-	}
-	if q == nil || q.dev == nil {
-		return ErrClosed
-	}
-	if err := q.dev.rlock(&q.closed); err != nil {
-		return err
-	}
-	defer q.dev.mu.RUnlock()
-	return modifyQP(q.h, &a)
-}
+func (q *QP) Modify(a qpattr.Attr) error { return q.ModifyAll([]qpattr.Attr{a}) }
 
 // maxModifyAll bounds the attribute sets of one ModifyAll.
 const maxModifyAll = 8

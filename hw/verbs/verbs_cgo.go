@@ -604,14 +604,6 @@ func toCAttr(a *qpattr.Attr) C.struct_ibv_qp_attr {
 	return c
 }
 
-func modifyQP(h hQP, a *qpattr.Attr) error {
-	c := toCAttr(a)
-	if r, err := C.ibv_modify_qp(h, &c, C.int(a.Mask)); r != 0 {
-		return rcErr("ibv_modify_qp "+a.Mask.String(), r, err)
-	}
-	return nil
-}
-
 // modifyQPs applies as in order in one library call; it returns how many
 // were applied.
 func modifyQPs(h hQP, as []qpattr.Attr) (int, error) {

@@ -59,7 +59,6 @@ func destroyCQ(hCQ) error                              { return errUnavailable }
 func reqNotifyCQ(hCQ, bool) error                      { return errUnavailable }
 func pollCQ(hCQ, *wcBuf, []WC) (int, error)            { return 0, errUnavailable }
 func destroyQP(hQP) error                              { return errUnavailable }
-func modifyQP(hQP, *qpattr.Attr) error                 { return errUnavailable }
 func modifyQPs(hQP, []qpattr.Attr) (int, error)        { return 0, errUnavailable }
 func queryQP(hQP, qpattr.Mask) (qpattr.Attr, error)    { return qpattr.Attr{}, errUnavailable }
 func postSend(hQP, *SendWR, []sge, hAH) error          { return errUnavailable }
