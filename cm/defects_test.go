@@ -304,36 +304,61 @@ func (g *gateTransport) Send(ctx context.Context, p *transport.Packet) error {
 	return g.Transport.Send(ctx, p)
 }
 
+// gatedServer is a server Manager (GUID 0xb, SendTimeout an hour) whose
+// sends wait until gate.open is closed, listening on service 0x1000, and a
+// client Manager, on a fabric of their own; counted counts what passed the
+// gate. All of it ends with the test.
+type gatedServer struct {
+	srvEP    *simnet.Endpoint
+	counted  *countTransport
+	gate     *gateTransport
+	srv, cli *cm.Manager
+	l        *cm.Listener
+	ctx      context.Context
+}
+
+func newGatedServer(t *testing.T, cfg cm.ManagerConfig) *gatedServer {
+	t.Helper()
+	fab := simnet.NewFabric(simnet.Config{})
+	t.Cleanup(fab.Close)
+	g := &gatedServer{srvEP: fab.NewEndpoint()}
+	g.counted = &countTransport{Transport: g.srvEP, sent: map[wire.AttrID]int{}}
+	g.gate = &gateTransport{Transport: g.counted, open: make(chan struct{})}
+	cfg.Engine.LocalGUID, cfg.SendTimeout = 0xb, time.Hour
+	var err error
+	g.srv, err = cm.NewManager(g.gate, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.srv.Close() })
+	g.cli, err = cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	g.ctx = ctx
+	g.l, err = g.srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.l.Close() })
+	return g
+}
+
 // A call that finds the send queue full changes nothing and says so
 // (ErrSendQueueFull, counted): an Accept can be made again once the
 // transport has caught up, and its connection is then made.
 func TestAcceptWithTheSendQueueFull(t *testing.T) {
-	fab := simnet.NewFabric(simnet.Config{})
-	defer fab.Close()
-	gate := &gateTransport{Transport: fab.NewEndpoint(), open: make(chan struct{})}
 	var reps atomic.Int32
-	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 1,
-		SendTimeout: time.Hour, MRADelay: -1, OnEvent: func(e cm.Event) {
-			if e.Kind == cm.EventREPSent {
-				reps.Add(1)
-			}
-		}})
-	require.NoError(t, err)
-	defer srv.Close()
-	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
-	require.NoError(t, err)
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	g := newGatedServer(t, cm.ManagerConfig{SendQueue: 1, MRADelay: -1, OnEvent: func(e cm.Event) {
+		if e.Kind == cm.EventREPSent {
+			reps.Add(1)
+		}
+	}})
+	cli, l, ctx, gate := g.cli, g.l, g.ctx, g.gate
 	// Three requests in before any answer: their REPs go one to Send
 	// (held), one into the queue of 1; the third Accept finds it full.
 	const n = 3
 	conns := make(chan error, n)
 	for i := range n {
 		go func() {
-			p := fastREQ(gate.Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
+			p := fastREQ(g.srvEP, 0x1000, uint32(0x100+i))
 			p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 16, 15
 			_, err := cli.Connect(ctx, p)
 			conns <- err
@@ -393,8 +418,7 @@ func TestAcceptWithTheSendQueueFull(t *testing.T) {
 		require.NoError(t, <-accepted)
 		require.NoError(t, <-conns)
 	}
-	require.NotZero(t, srv.Stats().SendQueueRefused)
-	l.Close()
+	require.NotZero(t, g.srv.Stats().SendQueueRefused)
 }
 
 // A burst the transport cannot answer as fast as it comes meets
@@ -403,20 +427,8 @@ func TestAcceptWithTheSendQueueFull(t *testing.T) {
 // of being answered with REPs that are dropped, and every connection is
 // made once the transport moves.
 func TestBackPressureInsteadOfDrops(t *testing.T) {
-	fab := simnet.NewFabric(simnet.Config{})
-	defer fab.Close()
-	gate := &gateTransport{Transport: fab.NewEndpoint(), open: make(chan struct{})}
-	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 8,
-		SendTimeout: time.Hour, MRADelay: -1})
-	require.NoError(t, err)
-	defer srv.Close()
-	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
-	require.NoError(t, err)
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	g := newGatedServer(t, cm.ManagerConfig{SendQueue: 8, MRADelay: -1})
+	srv, cli, l, ctx := g.srv, g.cli, g.l, g.ctx
 	const n = 40
 	go func() {
 		for i := range n {
@@ -439,7 +451,7 @@ func TestBackPressureInsteadOfDrops(t *testing.T) {
 	conns := make(chan error, n)
 	for i := range n {
 		go func() {
-			p := fastREQ(gate.Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
+			p := fastREQ(g.srvEP, 0x1000, uint32(0x100+i))
 			p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 16, 15 // 0.27 s a try: the test ends well before
 			_, err := cli.Connect(ctx, p)
 			conns <- err
@@ -447,12 +459,11 @@ func TestBackPressureInsteadOfDrops(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return srv.Stats().Paused > 0 }, 10*time.Second, time.Millisecond,
 		"the Manager never stopped taking REQs while its answers could not leave")
-	close(gate.open)
+	close(g.gate.open)
 	for range n {
 		require.NoError(t, <-conns)
 	}
 	require.Zero(t, srv.Stats().SendQueueFull, "answers were dropped instead of REQs waiting")
-	l.Close()
 }
 
 // countTransport counts the MADs of each attribute that left.
@@ -531,28 +542,14 @@ func TestRetransmitOfAQueuedMADIsNotQueuedAgain(t *testing.T) {
 // queue's way, and no connection established in 40 s). The peer's retry
 // of such a REQ costs a read; the MRA costs a write.
 func TestNoAutomaticMRAWhileTheTransportIsBehind(t *testing.T) {
-	fab := simnet.NewFabric(simnet.Config{})
-	defer fab.Close()
-	counted := &countTransport{Transport: fab.NewEndpoint(), sent: map[wire.AttrID]int{}}
-	gate := &gateTransport{Transport: counted, open: make(chan struct{})}
-	srv, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendQueue: 8,
-		SendTimeout: time.Hour, MRADelay: 20 * time.Millisecond})
-	require.NoError(t, err)
-	defer srv.Close()
-	cli, err := cm.NewManager(fab.NewEndpoint(), cm.ManagerConfig{})
-	require.NoError(t, err)
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
-	defer l.Close()
+	g := newGatedServer(t, cm.ManagerConfig{SendQueue: 8, MRADelay: 20 * time.Millisecond})
+	srv, cli := g.srv, g.cli
 	const n = 6
-	cctx, ccancel := context.WithCancel(ctx)
+	cctx, ccancel := context.WithCancel(g.ctx)
 	defer ccancel()
 	for i := range n {
 		go func() {
-			p := fastREQ(gate.Transport.(*countTransport).Transport.(*simnet.Endpoint), 0x1000, uint32(0x100+i))
+			p := fastREQ(g.srvEP, 0x1000, uint32(0x100+i))
 			p.REQ.RemoteCMResponseTimeout = 20 // 4.3 s: no retry within the test
 			_, _ = cli.Connect(cctx, p)
 		}()
@@ -560,8 +557,8 @@ func TestNoAutomaticMRAWhileTheTransportIsBehind(t *testing.T) {
 	// Nobody accepts: every REQ's MRA clock runs out.
 	require.Eventually(t, func() bool { return srv.Stats().Engine.Received >= n }, 10*time.Second, time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
-	close(gate.open)
+	close(g.gate.open)
 	time.Sleep(200 * time.Millisecond)
-	require.Less(t, counted.count(wire.AttrMRA), n,
+	require.Less(t, g.counted.count(wire.AttrMRA), n,
 		"every REQ got its MRA while the first ones could not leave")
 }
