@@ -452,7 +452,9 @@ func TestBackPressureInsteadOfDrops(t *testing.T) {
 	for i := range n {
 		go func() {
 			p := fastREQ(g.srvEP, 0x1000, uint32(0x100+i))
-			p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 16, 15 // 0.27 s a try: the test ends well before
+			// 0.27 s a try, ours and the REP's: the test ends well before, so no
+			// retransmission meets the full queue (a dropped one is retried).
+			p.REQ.RemoteCMResponseTimeout, p.REQ.LocalCMResponseTimeout, p.REQ.MaxCMRetries = 16, 16, 15
 			_, err := cli.Connect(ctx, p)
 			conns <- err
 		}()
