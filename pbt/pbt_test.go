@@ -117,20 +117,29 @@ func report(t *testing.T, st *Suite, res *gopter.TestResult, expect string) {
 	t.Logf("transcript:\n%s", tr.String())
 }
 
+// mustBreak runs the suite over a variant that must fail: it requires that
+// invariant breaks first, in a counterexample shrunk to at most 12
+// commands, and returns the suite (its Last is that counterexample).
+func mustBreak(t *testing.T, v Variant, invariant, vacuous string) *Suite {
+	t.Helper()
+	sd := seed(t)
+	t.Logf("IBCM_PBT_SEED=%d", sd)
+	st := &Suite{Variant: v}
+	res := st.Property().Check(Parameters(sd, defaultSequences, defaultMaxLen))
+	require.False(t, res.Passed(), vacuous)
+	require.NotNil(t, st.Last)
+	report(t, st, res, invariant)
+	require.Equal(t, invariant, Invariant(st.Last.Err), "another property broke first: %v", st.Last.Err)
+	require.LessOrEqual(t, len(st.Last.Commands), 12, "the shrunk counterexample is too long")
+	return st
+}
+
 // TestLegacyFails is the evidence that the properties bite: the same
 // suite, same seed, over engines with the Linux seed bug
 // (LegacyTimeWaitQPN: the remote QPN stays in its table during TimeWait)
 // must break NoBogusStaleReject, and shrink it to at most 12 commands.
 func TestLegacyFails(t *testing.T) {
-	sd := seed(t)
-	t.Logf("IBCM_PBT_SEED=%d", sd)
-	st := &Suite{Variant: Variant{Legacy: true}}
-	res := st.Property().Check(Parameters(sd, defaultSequences, defaultMaxLen))
-	require.False(t, res.Passed(), "the legacy engine passed: the properties do not bite")
-	require.NotNil(t, st.Last)
-	report(t, st, res, "NoBogusStaleReject")
-	require.Equal(t, "NoBogusStaleReject", Invariant(st.Last.Err), "the legacy engine broke another property first: %v", st.Last.Err)
-	require.LessOrEqual(t, len(st.Last.Commands), 12, "the shrunk counterexample is too long")
+	st := mustBreak(t, Variant{Legacy: true}, "NoBogusStaleReject", "the legacy engine passed: the properties do not bite")
 
 	// It replays, and the fixed engine passes it.
 	sc := st.Last.Scenario("NoBogusStaleReject")
@@ -189,14 +198,7 @@ func TestStaleRejectJustified(t *testing.T) {
 // stale detection off, a client that reconnects from the QPN of a
 // connection the server still holds is accepted, and StaleDetected breaks.
 func TestNoStaleCheckFails(t *testing.T) {
-	sd := seed(t)
-	st := &Suite{Variant: Variant{NoStale: true}}
-	res := st.Property().Check(Parameters(sd, defaultSequences, defaultMaxLen))
-	require.False(t, res.Passed(), "DisableStaleCheck passed: StaleDetected is vacuous")
-	require.NotNil(t, st.Last)
-	report(t, st, res, "StaleDetected")
-	require.Equal(t, "StaleDetected", Invariant(st.Last.Err), "another property broke first: %v", st.Last.Err)
-	require.LessOrEqual(t, len(st.Last.Commands), 12)
+	mustBreak(t, Variant{NoStale: true}, "StaleDetected", "DisableStaleCheck passed: StaleDetected is vacuous")
 }
 
 // The must-fail configuration spec/cm_restart.cfg: a CM that restarts its
@@ -204,14 +206,8 @@ func TestNoStaleCheckFails(t *testing.T) {
 // allocator seed). A peer still holding a connection of the old life
 // takes the new life's messages for its own: NoCrossIncarnation breaks.
 func TestRestartReuseFails(t *testing.T) {
-	sd := seed(t)
-	st := &Suite{Variant: Variant{ReuseIDs: true}}
-	res := st.Property().Check(Parameters(sd, defaultSequences, defaultMaxLen))
-	require.False(t, res.Passed(), "a CM that reuses its comm IDs after a restart passed: NoCrossIncarnation does not bite")
-	require.NotNil(t, st.Last)
-	report(t, st, res, "NoCrossIncarnation")
-	require.Equal(t, "NoCrossIncarnation", Invariant(st.Last.Err), "another property broke first: %v", st.Last.Err)
-	require.LessOrEqual(t, len(st.Last.Commands), 12)
+	st := mustBreak(t, Variant{ReuseIDs: true}, "NoCrossIncarnation",
+		"a CM that reuses its comm IDs after a restart passed: NoCrossIncarnation does not bite")
 
 	sc := st.Last.Scenario("NoCrossIncarnation")
 	require.Equal(t, "NoCrossIncarnation", Invariant(sc.Replay(nil)))
