@@ -8,7 +8,8 @@
 //	        n/a for an engine mutant
 //	tlc     TLC on the model's configs, until one reports a violation; n/a
 //	        for an engine mutant (the spec does not run the engine's code)
-//	pbt     the gopter suite (go test ./pbt -run TestProperty)
+//	pbt     the gopter suite: its random sequences (TestProperty) and its
+//	        scenarios (TestReplay, pbt/testdata)
 //	conf    tools/conformance.sh (graph replay and trace validation)
 //	golden  the scenario transcripts (go test ./cm/engine -run TestScenarios)
 //
@@ -383,8 +384,9 @@ func runLayers(dir string, def bool, want map[string]bool, timeout time.Duration
 	}
 	if want["pbt"] {
 		out, err := shEnv(dir, timeout, []string{"IBCM_PBT_SEQUENCES=30000", "IBCM_PBT_NOSHRINK=1"},
-			"go", "test", "-count=1", "-run", "^TestProperty$", "./pbt/")
-		res["pbt"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`labels: \[([A-Za-z]+):`))}
+			"go", "test", "-count=1", "-run", "^(TestProperty|TestReplay)$", "./pbt/")
+		// A random sequence fails with its labels, a scenario with its error.
+		res["pbt"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`(?:labels: \[|unexpected error:\s+)([A-Za-z]+):`))}
 	}
 	if want["conf"] {
 		out, err := sh(dir, timeout, "tools/conformance.sh")
