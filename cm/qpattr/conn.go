@@ -298,8 +298,11 @@ func (c *Conn) rtrAttr(p *Port) (Attr, error) {
 		a.MaxDestRdAtomic = c.responderResources()
 	}
 	alt, ok, err := c.alternate(p)
-	if err != nil || !ok {
-		return a, err
+	if err != nil {
+		return Attr{}, err
+	}
+	if !ok {
+		return a, nil
 	}
 	if err := a.setAlt(alt); err != nil {
 		return Attr{}, err
