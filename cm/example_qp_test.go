@@ -66,9 +66,23 @@ func (q *fakeQP) State() qpattr.State {
 	return q.st
 }
 
+// reached reports whether the QP has been in st, and its state now.
+func (q *fakeQP) reached(st qpattr.State) (bool, qpattr.State) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.log {
+		if s == st.String() {
+			return true, q.st
+		}
+	}
+	return false, q.st
+}
+
 // readyCheck watches the MADs a side sends: when its REP (passive) or RTU
 // (active) leaves, the peer may start sending data at any moment, so the
-// side's QP must be in RTS by then.
+// side's QP must have reached RTS by then. (It may be in ERR already: a
+// REP retransmission queued before the peer's DREQ arrived leaves behind
+// it, as it could have been delayed on the wire.)
 type readyCheck struct {
 	transport.Transport
 	qp      func() *fakeQP
@@ -83,7 +97,7 @@ func (r *readyCheck) Send(ctx context.Context, p *transport.Packet) error {
 		if qp := r.qp(); qp != nil {
 			r.mu.Lock()
 			r.checked++
-			if st := qp.State(); st != qpattr.RTS {
+			if ok, st := qp.reached(qpattr.RTS); !ok {
 				r.early = append(r.early, fmt.Sprintf("%s sent with the QP in %s", attr, st))
 			}
 			r.mu.Unlock()
