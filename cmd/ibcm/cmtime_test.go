@@ -157,3 +157,44 @@ func TestCmtimeWithQPs(t *testing.T) {
 	require.Contains(t, l.out.String(), "qps-left=0 objects-left=0")
 	_ = f
 }
+
+// ibcm listen --data qp answers a burst of requests in the order they
+// came, each QP made and moved to RTS (so its REP queued) before the next
+// one's QP is made, as rdma-core's cmtime server does: a listener that
+// made every QP of the burst first would keep the peer waiting for its
+// first REP.
+func TestListenAnswersABurstInOrder(t *testing.T) {
+	f := withMemFabric(t)
+	fab := fabricName(t)
+	l := runBG("listen", "--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471", "--count", "30",
+		"--data", "qp", "--expect", "peer-disconnect", "--timeout", "15s")
+	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
+	code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", "30",
+		"--verbs-qp", "--ack-timeout", "10", "--timeout", "15s")
+	require.Equal(t, 0, code, out+stderr)
+	require.Equal(t, 0, l.wait(t), l.out.String())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// cmtime makes all its QPs before its first REQ, so the last QP made
+	// is the listener's.
+	var server *memDevice
+	for _, o := range f.log {
+		if o.op == "new" {
+			server = o.dev
+		}
+	}
+	var seq []string
+	for _, o := range f.log {
+		if o.dev == server {
+			seq = append(seq, o.op)
+		}
+	}
+	require.Len(t, seq, 60)
+	for i, op := range seq {
+		want := "new"
+		if i%2 == 1 {
+			want = "rts"
+		}
+		require.Equal(t, want, op, "the listener's QP operations: %v", seq)
+	}
+}

@@ -26,6 +26,14 @@ type memFabric struct {
 	// rnr counts SENDs that found no receive posted (a real peer would
 	// count an RNR NAK).
 	rnr int
+	// log records, in order, each QP made ("new") and moved to RTS
+	// ("rts"), with its device.
+	log []memOp
+}
+
+type memOp struct {
+	dev *memDevice
+	op  string
 }
 
 func newMemFabric() *memFabric { return &memFabric{qps: map[uint32]*memQP{}, next: 0x100} }
@@ -57,6 +65,7 @@ func (d *memDevice) newQP(cfg dataQPConfig) (dataQP, error) {
 	q := &memQP{f: d.f, dev: d, qpn: d.f.next, ud: cfg.ud, buf: make([]byte, cfg.memSize), base: uint64(d.f.next) << 32,
 		key: 0xab000000 | d.f.next, access: cfg.access, cq: make(chan verbs.WC, 4096), maxRecv: cfg.recvDepth}
 	d.f.qps[q.qpn] = q
+	d.f.log = append(d.f.log, memOp{d, "new"})
 	d.mu.Lock()
 	d.open++
 	d.mu.Unlock()
@@ -111,6 +120,9 @@ func (q *memQP) Modify(a qpattr.Attr) error {
 		q.qpAcc = a.Access
 	}
 	q.state = a.State
+	if a.State == qpattr.RTS {
+		q.f.log = append(q.f.log, memOp{q.dev, "rts"})
+	}
 	if a.State == qpattr.Err {
 		for _, r := range q.recvs {
 			q.cq <- verbs.WC{ID: r.id, Status: verbs.WCWRFlushErr, QPN: q.qpn}
