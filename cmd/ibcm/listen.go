@@ -230,12 +230,27 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			r.mu.Unlock()
 			rep.LocalQPN = c.qpn
 		}
+		// With a QP per connection, answer the requests in the order they
+		// came, as rdma-core's cmtime server does: this request's REP is
+		// queued before the next one's QP is made. Otherwise, on a small
+		// machine, a burst of requests has its QPs all made first while
+		// the peer, which has no REP yet, waits idle.
+		var answered chan struct{}
+		if sess != nil {
+			answered = make(chan struct{})
+			r.mu.Lock()
+			c.answered = answered
+			r.mu.Unlock()
+		}
 		wg.Go(func() {
 			p := &cm.AcceptParams{REP: rep}
 			if sess != nil {
 				p.QP = sess.qp
 			}
 			conn, err := acceptRetrying(ctx, req, p)
+			r.mu.Lock()
+			c.answer()
+			r.mu.Unlock()
 			if err != nil && sess != nil {
 				defer dr.destroy(ctx, c, sess, req.Conn())
 			}
@@ -259,6 +274,12 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			}
 			r.hold(ctx, c, conn, o.hold)
 		})
+		if answered != nil {
+			select {
+			case <-answered:
+			case <-ctx.Done():
+			}
+		}
 	}
 	if !closed {
 		_ = l.Close()

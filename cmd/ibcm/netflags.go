@@ -393,6 +393,17 @@ type connRec struct {
 	estabAt   time.Time
 	sidr      bool       // --data udaddy: a SIDR exchange, no connection
 	data      *dataStats // --data: what the data phase did
+	// answered, when set, is closed once the REP is queued or Accept
+	// has failed (see listenMain).
+	answered chan struct{}
+}
+
+// answer closes c.answered, once. r.mu must be held.
+func (c *connRec) answer() {
+	if c.answered != nil {
+		close(c.answered)
+		c.answered = nil
+	}
 }
 
 // held says how long the connection was established.
@@ -667,6 +678,8 @@ func (r *netRun) onEvent(ev cm.Event) {
 			r.connEvent(c, "DREQ-SENT", "id=%#x cause=stale", id)
 			r.connEvent(c, "DISCONNECTED", "by=local cause=stale%s", c.held())
 		}
+	case cm.EventREPSent:
+		c.answer()
 	case cm.EventDREQSent:
 		c.dreqSent = true
 		r.connEvent(c, "DREQ-SENT", "id=%#x", id)
