@@ -564,3 +564,114 @@ func TestNoAutomaticMRAWhileTheTransportIsBehind(t *testing.T) {
 	require.Less(t, g.counted.count(wire.AttrMRA), n,
 		"every REQ got its MRA while the first ones could not leave")
 }
+
+// lingerTransport passes every MAD on at once, but its first Send of attr
+// returns only when release is closed: the MAD is on the wire while the
+// sending goroutine has not come back yet (a umad write that returns late,
+// or a sender not scheduled again at once on a busy machine).
+type lingerTransport struct {
+	transport.Transport
+	attr    wire.AttrID
+	left    chan struct{} // closed once that MAD is on the wire
+	release chan struct{}
+	once    sync.Once
+}
+
+func (l *lingerTransport) Send(ctx context.Context, p *transport.Packet) error {
+	err := l.Transport.Send(ctx, p)
+	if attrOf(p) == l.attr {
+		first := false
+		l.once.Do(func() { first = true })
+		if first {
+			close(l.left)
+			<-l.release
+		}
+	}
+	return err
+}
+
+// replayTransport keeps the last REQ it sent, to send it again: a duplicate
+// as the peer's retransmission would be.
+type replayTransport struct {
+	transport.Transport
+	mu  sync.Mutex
+	req *transport.Packet
+}
+
+func (r *replayTransport) Send(ctx context.Context, p *transport.Packet) error {
+	if attrOf(p) == wire.AttrREQ {
+		r.mu.Lock()
+		c := *p
+		r.req = &c
+		r.mu.Unlock()
+	}
+	return r.Transport.Send(ctx, p)
+}
+
+func (r *replayTransport) replay(ctx context.Context) error {
+	r.mu.Lock()
+	p := r.req
+	r.mu.Unlock()
+	if p == nil {
+		return errors.New("no REQ sent yet")
+	}
+	return r.Transport.Send(ctx, p)
+}
+
+// A REP that has left is not "still pending": a duplicate REQ that comes
+// after it was written gets a REP of its own (12.9.8.3: the passive side
+// answers a retried REQ with its REP again), even if the sending goroutine
+// has not come back from that write. Coalescing is for copies still in the
+// queue (the storm's fix); counting the copy being written as pending made
+// the REP for such a duplicate vanish, as the probe saw once under load
+// (req-retransmit: nothing where a REP was due).
+func TestDuplicateAfterTheREPLeftGetsAREP(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	srvEP := fab.NewEndpoint()
+	counted := &countTransport{Transport: srvEP, sent: map[wire.AttrID]int{}}
+	linger := &lingerTransport{Transport: counted, attr: wire.AttrREP, left: make(chan struct{}), release: make(chan struct{})}
+	srv, err := cm.NewManager(linger, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendTimeout: time.Hour})
+	require.NoError(t, err)
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-linger.release:
+		default:
+			close(linger.release)
+		}
+	}()
+	// The client's RTU never leaves, so the server stays in REP_SENT.
+	replay := &replayTransport{Transport: fab.NewEndpoint()}
+	noRTU := &filterTransport{Transport: replay, drop: func(p *transport.Packet) bool {
+		return attrOf(p) == wire.AttrRTU
+	}}
+	cli, err := cm.NewManager(noRTU, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	defer l.Close()
+	go serve(ctx, t, l, make(chan *cm.Conn, 1))
+	p := fastREQ(srvEP, 0x1000, 0x100)
+	// 4.3 s for each side's wait: no timer resends anything in the test.
+	p.REQ.RemoteCMResponseTimeout, p.REQ.LocalCMResponseTimeout = 20, 20
+	go func() { _, _ = cli.Connect(ctx, p) }()
+	select {
+	case <-linger.left:
+	case <-ctx.Done():
+		t.Fatal("no REP left")
+	}
+	// The REP is on the wire; its sender has not come back. The peer's
+	// retransmission of the REQ arrives now.
+	require.NoError(t, replay.replay(ctx))
+	require.Eventually(t, func() bool { return srv.Stats().Engine.Responses >= 1 }, 10*time.Second, time.Millisecond,
+		"the server did not answer the duplicate REQ")
+	close(linger.release)
+	// Well inside the REP's 4.3 s timer.
+	require.Eventually(t, func() bool { return counted.count(wire.AttrREP) >= 2 }, time.Second, time.Millisecond,
+		"the REP for the duplicate REQ never left (coalesced with the copy already on the wire)")
+	require.Zero(t, srv.Stats().Engine.Retransmits, "a timer resent the REP: the test proves nothing")
+}
