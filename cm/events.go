@@ -82,6 +82,6 @@ type Stats struct {
 	MRAsSent         uint64 // MRAs sent because the application took longer than MRADelay
 	MRAsSkipped      uint64 // such MRAs not sent because the send queue was more than an eighth full
 	Paused           uint64 // times the Manager stopped taking received MADs while the send queue was three quarters full
-	Coalesced        uint64 // MADs not queued because a copy of them had not left yet (retransmissions, resent answers)
+	Coalesced        uint64 // MADs not queued because a copy of them was still queued (retransmissions, resent answers)
 	QPErrors         uint64 // QP.Modify calls to ERR that failed
 }

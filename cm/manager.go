@@ -81,8 +81,8 @@ type Manager struct {
 	recv    chan transport.Packet
 	out     chan transport.Packet
 	drained chan struct{} // the sender made room in out
-	// pending counts the MADs in out or being sent, by sendKey: a copy of
-	// one still pending is not queued again (see flush).
+	// pending counts the MADs in out that the sender has not taken yet, by
+	// sendKey: a copy of one still pending is not queued again (enqueue).
 	pendingMu sync.Mutex
 	pending   map[sendKey]int
 	quit      chan struct{}
@@ -240,8 +240,11 @@ func (m *Manager) sendWithin(base context.Context, p *transport.Packet) bool {
 	ctx, cancel := context.WithTimeout(base, m.cfg.SendTimeout)
 	defer cancel()
 	for {
-		_ = m.tr.Send(ctx, p)
+		// Taken from the queue, p is no longer pending: a copy the
+		// engine makes from now on (a REP resent for a duplicate REQ
+		// that p's arrival prompted) is queued behind it.
 		m.sent(p)
+		_ = m.tr.Send(ctx, p)
 		if len(m.out) < cap(m.out)/2 {
 			select {
 			case m.drained <- struct{}{}:
@@ -392,8 +395,10 @@ func keyOf(p *transport.Packet) sendKey {
 		tid: binary.BigEndian.Uint64(p.MAD[8:16]), ids: binary.BigEndian.Uint64(p.MAD[24:32])}
 }
 
-// enqueue queues p for the sending goroutine, unless a copy of it has not
-// left yet: sent right behind that copy it would recover nothing. The
+// enqueue queues p for the sending goroutine, unless a copy of it is still
+// in the queue: sent right behind that copy it would recover nothing. (A
+// copy being written does not count: the peer may have it already and be
+// asking again.) The
 // engine's response timers start when a MAD is queued, so under a burst
 // that the transport sends slower than it arrives (a umad write takes
 // milliseconds on Soft-RoCE) a MAD's timer can expire before it leaves;
@@ -417,7 +422,7 @@ func (m *Manager) enqueue(p *transport.Packet) {
 	}
 }
 
-// sent is the sending goroutine's report that p has left (or failed to).
+// sent is the sending goroutine's report that it took p from the queue.
 func (m *Manager) sent(p *transport.Packet) {
 	k := keyOf(p)
 	m.pendingMu.Lock()
