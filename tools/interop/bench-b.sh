@@ -164,7 +164,19 @@ begin() { # tag role side out n round
 	WATCH=
 	say "RUN BEGIN tag=$1 role=$2 side=$3 out=$4 n=$5 round=$6 up=$(up)"
 }
+# drops: where VM B lost frames so far (cumulative): the softnet backlog,
+# eth0's receive side, UDP (rxe's tunnel) and the rxe counters that are
+# not zero.
+drops() {
+	sn=0
+	while read -r _ b _; do sn=$((sn + 0x$b)); done </proc/net/softnet_stat
+	rx=$(cat /sys/class/net/eth0/statistics/rx_dropped 2>/dev/null)
+	udp=$(awk '/^Udp:/ { if (n++) print "in-errors=" $4 ",rcvbuf=" $6 }' /proc/net/snmp)
+	hw=$(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && for f in *; do v=$(cat "$f" 2>/dev/null); [ "$v" != 0 ] && printf '%s=%s,' "$f" "$v"; done)
+	echo "softnet-dropped=$sn eth0-rx-dropped=$rx udp=$udp rxe=${hw%,}"
+}
 end() { # tag rc
+	say "RUN DROPS tag=$1 $(drops)"
 	sample
 	[ -n "$CPU1" ] || CPU1=$(cpustat)
 	cpu=$(echo "$CPU0 $CPU1" | awk '{t = 0; for (i = 1; i <= 7; i++) { d[i] = $(i + 7) - $i; t += d[i] }

@@ -60,17 +60,53 @@ interop_stage() {
 # interop_vm NAME LOCALPORT REMOTEPORT MAC: boots VM NAME from
 # $WORK/NAME.cpio.gz, its console in $WORK/NAME.console and serial ports 1-5
 # in $WORK/NAME-ttySn.log, killed after VM_TIMEOUT seconds.
+#
+# The wire between the VMs (INTEROP_WIRE): udp, a datagram socket each, or
+# tcp, one stream socket that VM a listens on and VM b connects to. A UDP
+# socket drops frames when its receive buffer is full, which a burst to a
+# VM that drains slowly does (the host's Udp RcvbufErrors count them); a
+# stream applies back-pressure instead and loses nothing, as an InfiniBand
+# link (credit-based flow control) or RoCE with PFC does.
 interop_vm() {
+	local net="socket,id=n0,udp=127.0.0.1:$3,localaddr=127.0.0.1:$2"
+	if [ "${INTEROP_WIRE:-udp}" = tcp ]; then
+		if [ "$1" = a ]; then
+			net="socket,id=n0,listen=127.0.0.1:$2"
+		else
+			net="socket,id=n0,connect=127.0.0.1:$3"
+			interop_wait_listen "$3" || return 1
+		fi
+	fi
 	timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -M pc -cpu "${IBCM_INTEROP_CPU:-qemu64}" -m 768 -smp 1 \
 		-nodefaults -no-user-config -display none -serial stdio -no-reboot \
 		-kernel "$STAGE/boot/vmlinuz-$KVER" -initrd "$WORK/$1.cpio.gz" \
 		-append "console=ttyS0 quiet panic=-1 8250.nr_uarts=6 ibcm.role=$1" \
-		-netdev "socket,id=n0,udp=127.0.0.1:$3,localaddr=127.0.0.1:$2" \
+		-netdev "$net" \
 		-serial "file:$WORK/$1-ttyS1.log" -serial "file:$WORK/$1-ttyS2.log" -serial "file:$WORK/$1-ttyS3.log" \
 		-chardev "file,id=s4,path=$WORK/$1-ttyS4.log" -chardev "file,id=s5,path=$WORK/$1-ttyS5.log" \
 		-device pci-serial-2x,chardev1=s4,chardev2=s5 \
 		-device "virtio-net-pci,netdev=n0,mac=$4" \
 		</dev/null >"$WORK/$1.console" 2>&1
+}
+
+# interop_wait_listen PORT: waits up to 30 s until a socket on 127.0.0.1
+# listens on TCP PORT (read from /proc/net/tcp: a probe connection would be
+# taken for the peer by QEMU's one-connection listener).
+interop_wait_listen() {
+	local hex i
+	hex=$(printf '%04X' "$1")
+	for i in $(seq 1 300); do
+		grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp && return 0
+		sleep 0.1
+	done
+	echo "interop: nothing listens on 127.0.0.1:$1 (VM a's wire)" >&2
+	return 1
+}
+
+# interop_udp_drops prints the host's count of UDP datagrams dropped for a
+# full receive buffer (all sockets: read it before and after a run).
+interop_udp_drops() {
+	awk '/^Udp:/ { if (n++) print $6 }' /proc/net/snmp
 }
 
 # interop_ports sets PA and PB, a pair of UDP ports on 127.0.0.1 that no

@@ -445,6 +445,13 @@ func (r *report) write(w *bufio.Writer) {
 	p("  (the two VMs account for up to 2 of it; the rest is other work on the machine)\n")
 	p("- VMs: %s; both VMs %s; guest kernel %s (Debian), rdma-core %s (Debian 12), %s\n",
 		m["qemu"], m["qemu_flags"], m["guest_kernel"], m["rdma_core"], m["go"])
+	switch m["wire"] {
+	case "tcp":
+		p("- The wire: one TCP stream between the two QEMUs, which applies back-pressure and loses no frame.\n")
+	case "udp":
+		p("- The wire: a UDP socket per QEMU; the host dropped %s datagrams for a full receive buffer while the VMs ran\n", m["udp_drops"])
+		p("  (every socket on the host counts there; drops between the VMs cost the peer a retry).\n")
+	}
 	p("- VMs ran %s s in all.", m["vm_seconds"])
 	if r.consoleSeconds > 0 {
 		p(" VM B's serial console (ttyS0, QEMU's -serial to a file) took %.0f bytes in 100-byte writes in\n", r.consoleBytes)
