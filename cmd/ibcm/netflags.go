@@ -82,6 +82,8 @@ Outcomes (--expect, comma-separated, one per connection, the last repeats):
   rej:N            rejected with REJ reason N (connect), or REJ N sent (listen)
   timeout          no answer within the CM retries
   sidr             (--data udaddy) the SIDR exchange and the UD data completed
+  any              whatever happened (a target whose peer judges the outcome,
+                   as ibcm probe's does)
 With --wait-timewait (default) every connection that entered TimeWait must
 also leave it before the command ends.
 
@@ -855,7 +857,7 @@ func parseExpect(s string) ([]string, error) {
 	for _, w := range strings.Split(s, ",") {
 		w = strings.TrimSpace(w)
 		switch {
-		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout", w == "sidr":
+		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout", w == "sidr", w == "any":
 		case strings.HasPrefix(w, "rej:"):
 			n, err := strconv.ParseUint(w[4:], 10, 16)
 			if err != nil {
@@ -863,7 +865,7 @@ func parseExpect(s string) ([]string, error) {
 			}
 			w = "rej:" + strconv.FormatUint(n, 10)
 		default:
-			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout, sidr)", w)
+			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout, sidr, any)", w)
 		}
 		out = append(out, w)
 	}
@@ -891,6 +893,8 @@ func mirrorExpect(s string) string {
 
 func outcomeMatches(want, got string) bool {
 	switch want {
+	case "any":
+		return true
 	case "established":
 		return got == "local-disconnect" || got == "peer-disconnect" || got == "crossed-disconnect" || got == "stale-disconnect"
 	case "local-disconnect":

@@ -40,7 +40,7 @@ probe_switch() { # mode: ibcm | legacy; $@: what else holds rdma_cm open
 	[ "$mode" = legacy ] && extra=--legacy-timewait-qpn
 	# With a UD service on the port udaddy had, for the SIDR check.
 	/bin/ibcm listen --transport umad --device rxe0 --port 1 --ip --tcp-port "$PROBE_PORT" --sidr-port "$PROBE_UD_PORT" --count 0 --hold -1s \
-		--timeout 60s --wait-timewait=false --name "probe-target-$mode" $extra >"/tmp/probe-$mode.log" 2>&1 &
+		--timeout 60s --wait-timewait=false --expect any --name "probe-target-$mode" $extra >"/tmp/probe-$mode.log" 2>&1 &
 	PROBE_IBCM=$!
 	i=0
 	while ! grep -q 'IBCM-EVENT LISTENING' "/tmp/probe-$mode.log" 2>/dev/null && [ $i -lt 100 ]; do
