@@ -142,12 +142,7 @@ func TestCmtimeBadFlags(t *testing.T) {
 // every one destroyed in the end; cmtime's "create qp" row is timed.
 func TestCmtimeWithQPs(t *testing.T) {
 	f := withMemFabric(t)
-	fab := fabricName(t)
-	l := runBG("listen", "--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471", "--count", "20",
-		"--data", "qp", "--expect", "peer-disconnect", "--timeout", "15s")
-	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
-	code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", "20",
-		"--verbs-qp", "--ack-timeout", "10", "--timeout", "15s")
+	l, code, out, stderr := cmtimeAgainstListen(t, 20)
 	require.Equal(t, 0, code, out+stderr)
 	require.Regexp(t, `(?m)^creating qps\nconnecting\ndisconnecting\n`, out)
 	r := cmtimeRow(t, out, "create qp")
@@ -165,12 +160,7 @@ func TestCmtimeWithQPs(t *testing.T) {
 // first REP.
 func TestListenAnswersABurstInOrder(t *testing.T) {
 	f := withMemFabric(t)
-	fab := fabricName(t)
-	l := runBG("listen", "--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471", "--count", "30",
-		"--data", "qp", "--expect", "peer-disconnect", "--timeout", "15s")
-	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
-	code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", "30",
-		"--verbs-qp", "--ack-timeout", "10", "--timeout", "15s")
+	l, code, out, stderr := cmtimeAgainstListen(t, 30)
 	require.Equal(t, 0, code, out+stderr)
 	require.Equal(t, 0, l.wait(t), l.out.String())
 	f.mu.Lock()
@@ -197,4 +187,20 @@ func TestListenAnswersABurstInOrder(t *testing.T) {
 		}
 		require.Equal(t, want, op, "the listener's QP operations: %v", seq)
 	}
+}
+
+// cmtimeAgainstListen runs ibcm cmtime --verbs-qp -c n against ibcm listen
+// --data qp --count n on a simulated fabric of the test's own (the data
+// device is the test's withMemFabric), and returns the listener and
+// cmtime's exit status and output.
+func cmtimeAgainstListen(t *testing.T, n int) (l *bg, code int, out, stderr string) {
+	t.Helper()
+	fab := fabricName(t)
+	count := strconv.Itoa(n)
+	l = runBG("listen", "--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471", "--count", count,
+		"--data", "qp", "--expect", "peer-disconnect", "--timeout", "15s")
+	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
+	code, out, stderr = runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", count,
+		"--verbs-qp", "--ack-timeout", "10", "--timeout", "15s")
+	return l, code, out, stderr
 }
