@@ -64,12 +64,11 @@ cm_retries() {
 
 # drops: where VM A lost frames so far (cumulative): eth0's transmit side
 # and the rxe counters that are not zero (send_err: a packet the stack
-# refused), and where the kernel CM's counters are.
+# refused).
 drops() {
 	tx=$(cat /sys/class/net/eth0/statistics/tx_dropped 2>/dev/null)
 	hw=$(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && for f in *; do v=$(cat "$f" 2>/dev/null); [ "$v" != 0 ] && printf '%s=%s,' "$f" "$v"; done)
-	cmd=$(find /sys/class/infiniband_cm/ -maxdepth 3 -name 'cm_tx_retries' 2>/dev/null | head -1)
-	echo "eth0-tx-dropped=$tx rxe=${hw%,} cm-counters=${cmd:-none}"
+	echo "eth0-tx-dropped=$tx rxe=${hw%,}"
 }
 
 frame() { # tag command...: runs the command with its output framed on ttyS1
