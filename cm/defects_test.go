@@ -493,9 +493,8 @@ func (c *countTransport) count(a wire.AttrID) int {
 
 // A retransmission of a MAD that still waits in the send queue is not
 // queued again: it would leave right behind its first copy and recover
-// nothing, and under a
-// connection storm, when a umad write takes milliseconds, such copies
-// outgrow the answers (the 10,000-connection storm of make interop-bench
+// nothing, and under a connection storm, when a umad write takes
+// milliseconds, such copies outgrow the answers (the 10,000-connection storm of make interop-bench
 // sent 311,383 MADs for 150,448 received, 226,676 of them retransmissions,
 // and established 420 connections). The kernel's MAD layer starts a MAD's
 // response timer when its send completes, so it never queues such copies.

@@ -398,13 +398,12 @@ func keyOf(p *transport.Packet) sendKey {
 // enqueue queues p for the sending goroutine, unless a copy of it is still
 // in the queue: sent right behind that copy it would recover nothing. (A
 // copy being written does not count: the peer may have it already and be
-// asking again.) The
-// engine's response timers start when a MAD is queued, so under a burst
-// that the transport sends slower than it arrives (a umad write takes
-// milliseconds on Soft-RoCE) a MAD's timer can expire before it leaves;
-// queued again, such copies would outgrow the answers and no answer would
-// leave in time. The kernel's MAD layer starts a MAD's timer when its send
-// completes, which has the same effect.
+// asking again.) The engine's response timers start when a MAD is queued,
+// so under a burst that the transport sends slower than it arrives (a umad
+// write takes milliseconds on Soft-RoCE) a MAD's timer can expire before it
+// leaves; queued again, such copies would outgrow the answers and no answer
+// would leave in time. The kernel's MAD layer starts a MAD's timer when its
+// send completes, which has the same effect.
 func (m *Manager) enqueue(p *transport.Packet) {
 	k := keyOf(p)
 	m.pendingMu.Lock()

@@ -33,6 +33,8 @@
 #   IBCM_BENCH_PROFILE=1    run ibcm under pprof (CPU, heap, block, mutex
 #                           profiles, copied out to $WORK/prof/); the
 #                           timings of such runs are not the plain ones
+#   IBCM_BENCH_PROF_FLAGS   with IBCM_BENCH_PROFILE=1, the profile flags
+#                           (default: all of them; see bench-b.sh)
 #   IBCM_BENCH_CALIBRATE    kernel-CM unload/load cycles timed first (default 3)
 #   IBCM_BENCH_WIRE         the VMs' wire: tcp, lossless (default), or udp
 #                           (lib.sh's interop_vm says why)
@@ -140,10 +142,10 @@ T2=$(date +%s)
 ) &
 LOADPID=$!
 interop_ports # PA, PB: a port pair no other interop run holds
-# The bench's wire is lossless (lib.sh, interop_vm): on the UDP wire a
-# burst of 1,000 REQs lost some at the host's socket whenever VM B drained
-# slowly, and each loss cost cmtime a 4.3 s retry, a stall of the harness
-# rather than of either CM.
+# The bench's wire is lossless (lib.sh, interop_vm): a frame lost between
+# the VMs costs cmtime a 4.3 s retry, a stall of the harness rather than of
+# either CM. (The stalls once seen on the UDP wire came back once on this
+# one: bench-notes.md.)
 INTEROP_WIRE=${IBCM_BENCH_WIRE:-tcp}
 DROPS0=$(interop_udp_drops)
 log "booting VM A (kernel CM, cmtime) and VM B (ibcm or the kernel CM) on $INTEROP_WIRE 127.0.0.1:$PA<->$PB, at most ${VM_TIMEOUT}s; logs in $WORK"

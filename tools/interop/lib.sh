@@ -63,10 +63,10 @@ interop_stage() {
 #
 # The wire between the VMs (INTEROP_WIRE): udp, a datagram socket each, or
 # tcp, one stream socket that VM a listens on and VM b connects to. A UDP
-# socket drops frames when its receive buffer is full, which a burst to a
-# VM that drains slowly does (the host's Udp RcvbufErrors count them); a
-# stream applies back-pressure instead and loses nothing, as an InfiniBand
-# link (credit-based flow control) or RoCE with PFC does.
+# socket drops frames when its receive buffer is full, as a burst to a VM
+# that drains slowly can fill it (the host's Udp RcvbufErrors count them);
+# a stream applies back-pressure instead and loses nothing, as an
+# InfiniBand link (credit-based flow control) or RoCE with PFC does.
 interop_vm() {
 	local net="socket,id=n0,udp=127.0.0.1:$3,localaddr=127.0.0.1:$2"
 	if [ "${INTEROP_WIRE:-udp}" = tcp ]; then
@@ -109,7 +109,7 @@ interop_udp_drops() {
 	awk '/^Udp:/ { if (n++) print $6 }' /proc/net/snmp
 }
 
-# interop_ports sets PA and PB, a pair of UDP ports on 127.0.0.1 that no
+# interop_ports sets PA and PB, a pair of ports on 127.0.0.1 that no
 # other interop run on this machine holds: each run takes a lock directory
 # per pair (mkdir is atomic) and gives it back when it exits. QEMU's socket
 # netdev binds with SO_REUSEADDR, so two runs on one pair would silently
