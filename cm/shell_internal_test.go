@@ -1,0 +1,298 @@
+package cm
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// valve is a transport whose Send waits while the valve is held: with it
+// the tests below fill a Manager's send queue and keep it full.
+type valve struct {
+	transport.Transport
+	mu      sync.Mutex
+	open    chan struct{} // nil: not held
+	waiting atomic.Int32
+}
+
+func (v *valve) hold() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.open == nil {
+		v.open = make(chan struct{})
+	}
+}
+
+func (v *valve) release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.open != nil {
+		close(v.open)
+		v.open = nil
+	}
+}
+
+func (v *valve) Send(ctx context.Context, p *transport.Packet) error {
+	v.mu.Lock()
+	ch := v.open
+	v.mu.Unlock()
+	if ch != nil {
+		v.waiting.Add(1)
+		defer v.waiting.Add(-1)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return v.Transport.Send(ctx, p)
+}
+
+// rawRig is a Manager (send queue of 2, its sends through a valve) and a
+// raw endpoint P that plays its peer MAD by MAD.
+type rawRig struct {
+	t   *testing.T
+	m   *Manager
+	v   *valve
+	p   *simnet.Endpoint
+	ctx context.Context
+}
+
+func newRawRig(t *testing.T) *rawRig {
+	t.Helper()
+	fab := simnet.NewFabric(simnet.Config{})
+	t.Cleanup(fab.Close)
+	r := &rawRig{t: t, v: &valve{Transport: fab.NewEndpoint()}, p: fab.NewEndpoint()}
+	var err error
+	r.m, err = NewManager(r.v, ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendQueue: 2,
+		SendTimeout: time.Hour, MRADelay: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.v.release(); _ = r.m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	return r
+}
+
+// recv returns the next MAD P receives.
+func (r *rawRig) recv() *wire.MAD {
+	r.t.Helper()
+	p, err := r.p.Recv(r.ctx)
+	require.NoError(r.t, err)
+	var mad wire.MAD
+	require.NoError(r.t, wire.DecodeMAD(p.MAD[:], &mad))
+	return &mad
+}
+
+// packet encodes msg as a MAD from P.
+func (r *rawRig) packet(tid uint64, msg wire.Message) transport.Packet {
+	r.t.Helper()
+	pk := transport.Packet{Addr: r.p.LocalAddr()}
+	require.NoError(r.t, wire.EncodeMAD(&pk.MAD, wire.Header{TID: tid}, msg))
+	return pk
+}
+
+// send sends msg from P to the Manager over the fabric.
+func (r *rawRig) send(tid uint64, msg wire.Message) {
+	r.t.Helper()
+	pk := r.packet(tid, msg)
+	pk.Addr = r.v.LocalAddr()
+	require.NoError(r.t, r.p.Send(r.ctx, &pk))
+}
+
+// inject hands msg from P to the engine on the loop, as if the loop had
+// taken it from the transport, whatever the send queue holds.
+func (r *rawRig) inject(tid uint64, msg wire.Message) {
+	r.t.Helper()
+	pk := r.packet(tid, msg)
+	require.NoError(r.t, r.m.do(r.ctx, func() { r.m.deliver(&pk); r.m.flush() }))
+}
+
+// fill holds the valve and fills the send queue: one MAD in Send, the
+// queue full behind it.
+func (r *rawRig) fill() {
+	r.t.Helper()
+	r.v.hold()
+	push := func() {
+		require.NoError(r.t, r.m.do(r.ctx, func() {
+			for len(r.m.out) < cap(r.m.out) {
+				r.m.out <- transport.Packet{}
+			}
+		}))
+	}
+	push()
+	require.Eventually(r.t, func() bool { return r.v.waiting.Load() == 1 }, 5*time.Second, time.Millisecond)
+	push()
+}
+
+// state is the engine state of id (IDLE once it is freed).
+func (r *rawRig) state(id CommID) engine.State {
+	for _, in := range HeldIDs(r.m) {
+		if in.ID == id {
+			return in.State
+		}
+	}
+	return engine.StateIdle
+}
+
+// connectREQ is a REQ towards P with short timers (4.2 ms a try).
+func (r *rawRig) connectREQ() *ConnectParams {
+	return &ConnectParams{To: r.p.LocalAddr(), REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11, StartingPSN: 1,
+		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
+		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7}}
+}
+
+// startConnect starts a Connect towards P and returns P's view of the REQ
+// and the outcome of the Connect.
+func (r *rawRig) startConnect(ctx context.Context) (*wire.MAD, chan connectResult) {
+	r.t.Helper()
+	res := make(chan connectResult, 1)
+	go func() {
+		c, err := r.m.Connect(ctx, r.connectREQ())
+		res <- connectResult{c, err}
+	}()
+	return r.recv(), res
+}
+
+type connectResult struct {
+	c   *Conn
+	err error
+}
+
+// rep is P's REP to the REQ in req.
+func rep(req *wire.MAD) *wire.REP {
+	return &wire.REP{LocalCommID: 0x5000, RemoteCommID: req.REQ.LocalCommID, LocalQPN: 0x22, StartingPSN: 9,
+		RNRRetryCount: 7, LocalCAGUID: 0xb}
+}
+
+// established makes a connection with P.
+func (r *rawRig) established() (*Conn, *wire.MAD) {
+	r.t.Helper()
+	req, res := r.startConnect(r.ctx)
+	r.send(req.TID, rep(req))
+	require.Equal(r.t, wire.AttrRTU, r.recv().AttrID)
+	out := <-res
+	require.NoError(r.t, out.err)
+	return out.c, req
+}
+
+func (r *rawRig) within(what string, ch <-chan struct{}) {
+	r.t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		r.t.Fatalf("%s: not within 5 s", what)
+	}
+}
+
+// The RTU the Manager sends for a REP must not be refused for a full send
+// queue: that left the id in REP_RCVD, which has no timer, and Connect
+// failing with no handle on it. Lost like a MAD on the wire, it is resent
+// when the peer repeats its REP.
+func TestRTUWithTheSendQueueFull(t *testing.T) {
+	r := newRawRig(t)
+	req, res := r.startConnect(r.ctx)
+	r.fill()
+	r.inject(req.TID, rep(req))
+	out := <-res
+	require.NoError(t, out.err)
+	require.Equal(t, engine.StateEstablished, r.state(out.c.ID()))
+	r.v.release()
+	r.send(req.TID, rep(req)) // the peer's retry of its REP gets the RTU
+	for {
+		if m := r.recv(); m.AttrID == wire.AttrRTU {
+			break
+		}
+	}
+}
+
+// A DREQ handled with the send queue full takes the id to TimeWait (the
+// DREP lost as on the wire, resent for the peer's retry), not left in
+// DREQ_RCVD, which has no timer.
+func TestDREPWithTheSendQueueFull(t *testing.T) {
+	r := newRawRig(t)
+	c, req := r.established()
+	r.fill()
+	r.inject(req.TID+1, &wire.DREQ{LocalCommID: 0x5000, RemoteCommID: req.REQ.LocalCommID, RemoteQPNEECN: 0x11})
+	require.Equal(t, engine.StateTimeWait, r.state(c.ID()))
+	r.within("Done", c.Done())
+	r.v.release()
+	r.within("TimeWaitExit", c.TimeWaitExit())
+}
+
+// A LAP answered with the send queue full leaves the LAP exchange (the APR
+// lost as on the wire), not the id waiting in LAP_RCVD for an answer that
+// nothing will send.
+func TestAPRWithTheSendQueueFull(t *testing.T) {
+	r := newRawRig(t)
+	c, req := r.established()
+	r.fill()
+	r.inject(req.TID+1, &wire.LAP{LocalCommID: 0x5000, RemoteCommID: req.REQ.LocalCommID, RemoteQPNEECN: 0x11,
+		RemoteCMResponseTimeout: 10, AlternateLocalPortLID: 3, AlternateRemotePortLID: 4})
+	var lap engine.LAPState
+	for _, in := range HeldIDs(r.m) {
+		if in.ID == c.ID() {
+			lap = in.LAP
+		}
+	}
+	require.NotEqual(t, engine.LAPRcvd, lap)
+}
+
+// Conn.Close with the send queue full still disconnects: the DREQ is lost
+// as on the wire and resent by its timer, rather than Close returning nil
+// with the connection still ESTABLISHED.
+func TestConnCloseWithTheSendQueueFull(t *testing.T) {
+	r := newRawRig(t)
+	c, _ := r.established()
+	r.fill()
+	require.NoError(t, c.Close())
+	require.Equal(t, engine.StateDreqSent, r.state(c.ID()))
+	r.v.release()
+	for {
+		if m := r.recv(); m.AttrID == wire.AttrDREQ {
+			break
+		}
+	}
+}
+
+// Listener.Close with the send queue full still stops listening: the
+// service ID is free again.
+func TestListenerCloseWithTheSendQueueFull(t *testing.T) {
+	r := newRawRig(t)
+	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+	r.fill()
+	require.NoError(t, l.Close())
+	require.Equal(t, engine.StateIdle, r.state(l.ID()))
+	_, err = r.m.Listen(r.ctx, ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+}
+
+// A Connect whose context ends with the send queue full gives its id up
+// (the REJ lost as on the wire) instead of leaving it sending REQs for a
+// caller that has gone.
+func TestConnectCancelledWithTheSendQueueFull(t *testing.T) {
+	r := newRawRig(t)
+	ctx, cancel := context.WithCancel(r.ctx)
+	req, res := r.startConnect(ctx)
+	var id CommID
+	for _, in := range HeldIDs(r.m) {
+		if in.State == engine.StateReqSent {
+			id = in.ID
+		}
+	}
+	require.Equal(t, req.REQ.LocalCommID, uint32(id))
+	r.fill()
+	cancel()
+	require.ErrorIs(t, (<-res).err, context.Canceled)
+	require.NotEqual(t, engine.StateReqSent, r.state(id))
+}
