@@ -231,11 +231,21 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 }
 
 // Close lets go of the connection in any state: an attempt is rejected, an
-// established connection disconnected (DREQ, then TimeWait), a TimeWait
-// left to run out.
+// established connection disconnected (a DREQ, resent until the DREP comes
+// or its retries run out, then TimeWait), a TimeWait left to run out.
+// Close does not wait: Done is closed at once, TimeWaitExit when the
+// comm ID is free.
 func (c *Conn) Close() error {
 	return c.m.do(context.Background(), func() {
-		_ = c.m.call(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+		now := c.m.clock.Now()
+		// Where the table allows a disconnect, Close is one, so that its
+		// DREQ has a timer: it reaches the peer even if it is lost, on the
+		// wire or at a full send queue. Elsewhere the id is destroyed.
+		if c.m.reply(func() error { return c.m.eng.Disconnect(now, c.id, nil) }) == nil {
+			c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
+		} else {
+			_ = c.m.reply(func() error { return c.m.eng.Destroy(now, c.id) })
+		}
 		c.moveQP(errAttr())
 		c.end(ErrDisconnected)
 		c.m.settleNow(c)
@@ -299,7 +309,7 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 	case <-ctx.Done():
 		_ = c.m.do(context.Background(), func() {
 			c.estab = nil
-			_ = c.m.call(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+			_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
 			c.end(ctx.Err())
 			c.m.settleNow(c)
 		})

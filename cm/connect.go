@@ -126,7 +126,7 @@ func (c *Conn) completeActive(ctx context.Context) error {
 		err = ctx.Err()
 		_ = c.m.do(context.Background(), func() {
 			c.repReady = nil
-			_ = c.m.call(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+			_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
 			c.end(err)
 			c.m.settleNow(c)
 		})
@@ -139,7 +139,7 @@ func (c *Conn) completeActive(ctx context.Context) error {
 	}
 	if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
 		_ = c.m.do(context.Background(), func() {
-			_ = c.m.call(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
+			_ = c.m.reply(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
 			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
 			c.end(err)
 			c.m.settleNow(c)

@@ -98,17 +98,17 @@ func (l *Listener) AcceptSIDR(ctx context.Context) (*SIDRRequest, error) {
 func (l *Listener) Close() error {
 	return l.m.do(context.Background(), func() {
 		now := l.m.clock.Now()
-		_ = l.m.call(func() error { return l.m.eng.Destroy(now, l.id) })
+		_ = l.m.reply(func() error { return l.m.eng.Destroy(now, l.id) })
 		delete(l.m.listeners, l.id)
 		l.shut()
 		for {
 			select {
 			case r := <-l.reqs:
 				if l.m.requests[r.id] == r {
-					r.reject(now, wire.RejectConsumerDefined, nil, nil)
+					_ = r.reject(l.m.reply, now, wire.RejectConsumerDefined, nil, nil)
 				}
 			case r := <-l.sidrs:
-				_ = l.m.call(func() error {
+				_ = l.m.reply(func() error {
 					return l.m.eng.SIDRReply(now, r.id, &engine.SIDRReplyParams{Status: wire.SIDRReject})
 				})
 			default:
@@ -130,7 +130,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	l := m.listeners[nt.Listen]
 	if l == nil {
-		r.reject(now, wire.RejectInvalidServiceID, nil, nil)
+		_ = r.reject(m.reply, now, wire.RejectInvalidServiceID, nil, nil)
 		return
 	}
 	select {
@@ -143,7 +143,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 	default:
 		// The backlog is full: reject rather than drop (Linux bug 2).
 		m.stats.BacklogFull++
-		r.reject(now, wire.RejectNoResources, nil, nil)
+		_ = r.reject(m.reply, now, wire.RejectNoResources, nil, nil)
 	}
 }
 
@@ -269,7 +269,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		if err = applyQP(c.qp, as[:]); err != nil {
 			_ = r.m.do(context.Background(), func() {
 				if r.m.requests[r.id] == r {
-					r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
+					_ = r.reject(r.m.reply, r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
 				}
 			})
 			return nil, err
@@ -295,17 +295,18 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 			err = r.m.eng.Reject(r.m.clock.Now(), r.id, reason, ari, privateData)
 			return
 		}
-		err = r.reject(r.m.clock.Now(), reason, ari, privateData)
+		err = r.reject(r.m.call, r.m.clock.Now(), reason, ari, privateData)
 	}); e != nil {
 		return e
 	}
 	return err
 }
 
-// reject sends the REJ and lets go of the request; loop goroutine.
-func (r *Request) reject(now engine.Time, reason wire.RejectReason, ari, privateData []byte) error {
+// reject sends the REJ and lets go of the request; loop goroutine. run is
+// m.call for the application's Reject, m.reply for the Manager's own.
+func (r *Request) reject(run func(func() error) error, now engine.Time, reason wire.RejectReason, ari, privateData []byte) error {
 	m := r.m
-	err := m.call(func() error { return m.eng.Reject(now, r.id, reason, ari, privateData) })
+	err := run(func() error { return m.eng.Reject(now, r.id, reason, ari, privateData) })
 	if err != nil {
 		return err
 	}

@@ -449,6 +449,20 @@ func (m *Manager) call(f func() error) error {
 	return err
 }
 
+// reply runs an engine step that the Manager takes on its own: the RTU,
+// DREP and APR it answers with, the REJ of a full backlog, and what Close,
+// Listener.Close and an abandoned call give up. These are never refused:
+// refused, they would leave the id in a state that nothing times out
+// (REP_RCVD, DREQ_RCVD, LAP_RCVD) or report success for nothing. With the
+// send queue full their MAD is dropped as a lossy wire would drop it, and
+// the protocol recovers it as it recovers a loss (the peer's retry of its
+// REP, DREQ or LAP is answered again; our DREQ's timer resends it).
+func (m *Manager) reply(f func() error) error {
+	err := f()
+	m.flush()
+	return err
+}
+
 // callNew is call for a request that starts an exchange (Connect,
 // ResolveSIDR): if its first MAD was dropped after all, the caller is told
 // (ErrSendQueueFull) and undoes the exchange, rather than wait out a retry
@@ -556,7 +570,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 		m.emit(ev)
 		// 12.9.7: the QP goes to ERR before the DREP says we are done.
 		c.moveQP(errAttr())
-		_ = m.call(func() error { return m.eng.SendDREP(now, c.id, nil) })
+		_ = m.reply(func() error { return m.eng.SendDREP(now, c.id, nil) })
 		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: c.id})
 		c.end(ErrDisconnected)
 		m.settleNow(c) // the DREP took it into TimeWait
@@ -580,7 +594,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 			lap := nt.Msg.LAP
 			c.lap, c.lapSent = &lap, false
 		}
-		_ = m.call(func() error { return m.eng.AnswerLAP(now, c.id, status, nil, nil) })
+		_ = m.reply(func() error { return m.eng.AnswerLAP(now, c.id, status, nil, nil) })
 	case engine.NoticeAPRReceived:
 		ev.Kind = EventAPRReceived
 		m.emit(ev)
@@ -624,7 +638,7 @@ func (m *Manager) forget(c *Conn) {
 
 func (m *Manager) sendRTU(c *Conn, now clock.Time) {
 	m.notWaiting(c.id)
-	if err := m.call(func() error { return m.eng.SendRTU(now, c.id, c.rtuPD) }); err != nil {
+	if err := m.reply(func() error { return m.eng.SendRTU(now, c.id, c.rtuPD) }); err != nil {
 		c.end(err)
 		return
 	}

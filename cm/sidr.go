@@ -65,7 +65,7 @@ func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 			m.stats.BacklogFull++
 		}
 	}
-	_ = m.call(func() error {
+	_ = m.reply(func() error {
 		return m.eng.SIDRReply(m.clock.Now(), nt.ID, &SIDRReplyParams{Status: wire.SIDRReject})
 	})
 }
@@ -129,7 +129,7 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 	case <-ctx.Done():
 		_ = m.do(context.Background(), func() {
 			delete(m.sidrs, id)
-			_ = m.call(func() error { return m.eng.Destroy(m.clock.Now(), id) })
+			_ = m.reply(func() error { return m.eng.Destroy(m.clock.Now(), id) })
 		})
 		return nil, ctx.Err()
 	case <-m.done:
