@@ -48,6 +48,7 @@ type listenArgs struct {
 	peerArgs    string
 	onListening func(transport.Addr) // connect --sim-peer learns the address
 	stop        <-chan struct{}      // closed: stop accepting (connect --sim-peer)
+	onRun       func(*netRun)        // tests: the run, once made
 }
 
 func runListen(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -100,6 +101,9 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	}
 	r := newNetRun(o, stdout)
 	r.ep = ep
+	if la.onRun != nil {
+		la.onRun(r)
+	}
 	dr, err := startData(o, &o.data, ep)
 	if err != nil {
 		ep.close()

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/transport"
+)
+
+// listenRecords is what a listen run keeps per connection: its records,
+// and the two maps that route the Manager's events to them.
+type listenRecords struct{ conns, byConn, byID int }
+
+func (r *netRun) records() listenRecords {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return listenRecords{len(r.conns), len(r.byConn), len(r.byID)}
+}
+
+// startListen runs listenMain with args in the background; stop ends it
+// and returns its status and output.
+func startListen(t *testing.T, args ...string) (*netRun, func() (int, string)) {
+	t.Helper()
+	o := &netOpts{cmd: "listen"}
+	var la listenArgs
+	fs := listenFlags(o, &la, io.Discard)
+	_, ok := parseAndCheck(fs, o, args, io.Discard)
+	require.True(t, ok, "listen flags %v", args)
+	var r *netRun
+	la.onRun = func(x *netRun) { r = x }
+	ready := make(chan struct{})
+	var once sync.Once
+	la.onListening = func(transport.Addr) { once.Do(func() { close(ready) }) }
+	stop := make(chan struct{})
+	la.stop = stop
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- listenMain(context.Background(), o, &la, &out, io.Discard) }()
+	select {
+	case <-ready:
+	case code := <-done:
+		t.Fatalf("listen ended (%d) before listening:\n%s", code, out.String())
+	}
+	return r, func() (int, string) {
+		close(stop)
+		return <-done, out.String()
+	}
+}
+
+// ibcm listen --count 0 serves until it is stopped, so what it keeps of a
+// connection must go once nothing needs it any more: otherwise every REQ
+// it ever saw (a storm, or REQs a peer spoofs) stays in memory. n REQs,
+// rejected or established and disconnected, leave no record behind once
+// their ids are free, and the result still counts and judges them all.
+func TestListenCountZeroLetsGoOfEndedConns(t *testing.T) {
+	const n = 3000
+	for _, tc := range []struct {
+		name   string
+		listen []string
+		status int // cmtime's
+	}{
+		{"rejected", []string{"--reject", "28", "--expect", "rej:28"}, 1},
+		{"disconnected", []string{"--expect", "peer-disconnect"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fab := fabricName(t)
+			r, stop := startListen(t, append([]string{"--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471",
+				"--count", "0", "--timeout", "120s"}, tc.listen...)...)
+			code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", strconv.Itoa(n),
+				"--ack-timeout", "10", "--timeout", "120s")
+			require.Equal(t, tc.status, code, out+stderr)
+
+			// Every connection is over on cmtime's side; the listener's
+			// ids are free once their TimeWait (about 4 ms) is over.
+			var got listenRecords
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if got = r.records(); got == (listenRecords{}) {
+					break
+				}
+			}
+			require.Equal(t, listenRecords{}, got, "records left after %d ended connections", n)
+
+			code, lo := stop()
+			require.Equal(t, 0, code, lo)
+			require.Contains(t, lo, "IBCM-RESULT listen PASS conns="+strconv.Itoa(n)+" ")
+		})
+	}
+}
