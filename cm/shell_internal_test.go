@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -67,16 +69,28 @@ type rawRig struct {
 	ctx context.Context
 }
 
-func newRawRig(t *testing.T) *rawRig {
+func newRawRig(t *testing.T, opts ...func(*ManagerConfig)) *rawRig {
 	t.Helper()
 	fab := simnet.NewFabric(simnet.Config{})
 	t.Cleanup(fab.Close)
 	r := &rawRig{t: t, v: &valve{Transport: fab.NewEndpoint()}, p: fab.NewEndpoint()}
+	cfg := ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendQueue: 2, SendTimeout: time.Hour, MRADelay: -1}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	var err error
-	r.m, err = NewManager(r.v, ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendQueue: 2,
-		SendTimeout: time.Hour, MRADelay: -1})
+	r.m, err = NewManager(r.v, cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { r.v.release(); _ = r.m.Close() })
+	t.Cleanup(func() {
+		r.v.release()
+		closed := make(chan struct{})
+		go func() { _ = r.m.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Error("Close did not return")
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	r.ctx = ctx
@@ -295,4 +309,173 @@ func TestConnectCancelledWithTheSendQueueFull(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, (<-res).err, context.Canceled)
 	require.NotEqual(t, engine.StateReqSent, r.state(id))
+}
+
+// stubQP records the states it is moved to.
+type stubQP struct {
+	mu     sync.Mutex
+	states []qpattr.State
+}
+
+func (q *stubQP) QPN() uint32 { return 0x11 }
+
+func (q *stubQP) Modify(a qpattr.Attr) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.states = append(q.states, a.State)
+	return nil
+}
+
+func (q *stubQP) last() qpattr.State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.states) == 0 {
+		return qpattr.Reset
+	}
+	return q.states[len(q.states)-1]
+}
+
+// An APR that refuses the path with an Additional Information Length
+// beyond the field's 72 bytes is an APRError with the 72 bytes, not a
+// slice out of range.
+func TestAPRInfoLengthBeyondTheField(t *testing.T) {
+	r := newRawRig(t)
+	c, req := r.established()
+	r.v.release()
+	go func() {
+		lap := r.recv()
+		if lap.AttrID != wire.AttrLAP {
+			return
+		}
+		r.send(lap.TID, &wire.APR{LocalCommID: 0x5000, RemoteCommID: req.REQ.LocalCommID,
+			AdditionalInformationLength: 200, ARStatus: wire.APRReject})
+	}()
+	err := c.LoadAltPath(r.ctx, &wire.LAP{RemoteCMResponseTimeout: 10, AlternateLocalPortLID: 3, AlternateRemotePortLID: 4})
+	var ae *APRError
+	require.ErrorAs(t, err, &ae)
+	require.Len(t, ae.Info, 72)
+}
+
+// A REP and a REJ handled in one flush, while the caller of a Connect with
+// a QP gives up, must not block the loop: the REP's hand-off to the caller
+// and the REJ's both fit, and Connect, Stats and Close still return.
+func TestConnectGivesUpBetweenREPAndREJ(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRawRig(t, func(cfg *ManagerConfig) {
+		cfg.OnEvent = func(ev Event) {
+			if ev.Kind == EventREPReceived {
+				cancel()                          // the caller gives up ...
+				time.Sleep(50 * time.Millisecond) // ... and waits for the loop
+			}
+		}
+	})
+	res := make(chan error, 1)
+	go func() {
+		p := r.connectREQ()
+		p.QP = &stubQP{}
+		_, err := r.m.Connect(ctx, p)
+		res <- err
+	}()
+	req := r.recv()
+	rp, rj := r.packet(req.TID, rep(req)), r.packet(req.TID, &wire.REJ{LocalCommID: 0x5000,
+		RemoteCommID: req.REQ.LocalCommID, MessageRejected: wire.MsgRespREP, Reason: wire.RejectConsumerDefined})
+	flushed := make(chan struct{})
+	go func() {
+		_ = r.m.do(context.Background(), func() { r.m.deliver(&rp); r.m.deliver(&rj); r.m.flush() })
+		close(flushed)
+	}()
+	r.within("the flush", flushed)
+	select {
+	case err := <-res:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Connect did not return")
+	}
+	stats := make(chan struct{})
+	go func() { r.m.Stats(); close(stats) }()
+	r.within("Stats", stats)
+}
+
+// Request.Reject after Accept (the REP sent, no RTU yet) ends the
+// connection as every other end does: the QP goes to ERR, Accept returns
+// the REJ, and the comm ID is freed after TimeWait.
+func TestRejectAfterAccept(t *testing.T) {
+	r := newRawRig(t)
+	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	r.send(1, &wire.REQ{LocalCommID: 0x6000, ServiceID: 0x1000, LocalQPN: 0x33, StartingPSN: 1, LocalCAGUID: 0xb,
+		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
+		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7, PartitionKey: 0xffff})
+	req, err := l.Accept(r.ctx)
+	require.NoError(t, err)
+	qp := &stubQP{}
+	res := make(chan error, 1)
+	go func() {
+		_, err := req.Accept(r.ctx, &AcceptParams{QP: qp})
+		res <- err
+	}()
+	require.Equal(t, wire.AttrREP, r.recv().AttrID)
+	require.NoError(t, req.Reject(r.ctx, wire.RejectConsumerDefined, nil, nil))
+	select {
+	case err := <-res:
+		var re *RejectError
+		require.True(t, errors.As(err, &re), "Accept: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept did not return")
+	}
+	require.Equal(t, qpattr.Err, qp.last())
+	r.within("TimeWaitExit", req.Conn().TimeWaitExit())
+}
+
+// Manager.Close ends the requests it had handed out or held in a backlog:
+// their Done and TimeWaitExit close.
+func TestManagerCloseEndsRequests(t *testing.T) {
+	var mu sync.Mutex
+	var conns []*Conn
+	r := newRawRig(t, func(cfg *ManagerConfig) {
+		cfg.OnEvent = func(ev Event) {
+			if ev.Kind == EventREQReceived {
+				mu.Lock()
+				conns = append(conns, ev.Conn)
+				mu.Unlock()
+			}
+		}
+	})
+	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	for i := range 2 {
+		r.send(uint64(i+1), &wire.REQ{LocalCommID: uint32(0x6000 + i), ServiceID: 0x1000, LocalQPN: uint32(0x33 + i),
+			StartingPSN: 1, LocalCAGUID: 0xb, RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20,
+			MaxCMRetries: 15, PrimaryLocalAckTimeout: 20, PathPacketPayloadMTU: wire.MTU4096, PartitionKey: 0xffff})
+	}
+	held, err := l.Accept(r.ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(conns) == 2 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, r.m.Close())
+	r.within("the held request's Done", held.Done())
+	for _, c := range conns {
+		r.within("Done", c.Done())
+		r.within("TimeWaitExit", c.TimeWaitExit())
+	}
+}
+
+// SIDR_REQs that no application answers must not take every id: they are
+// bounded with the half-open REQs, whatever the listeners' backlogs, so
+// Connect still finds an id.
+func TestUnansweredSIDRDoNotExhaustIDs(t *testing.T) {
+	r := newRawRig(t, func(cfg *ManagerConfig) { cfg.Engine.MaxIDs, cfg.Engine.MaxHalfOpen = 64, 16 })
+	r.v.release()
+	for i := range 5 {
+		_, err := r.m.Listen(r.ctx, ListenParams{ServiceID: uint64(0x3000 + i)})
+		require.NoError(t, err)
+	}
+	for i := range 100 {
+		r.send(uint64(i+1), &wire.SIDRReq{RequestID: uint32(i + 1), PartitionKey: 0xffff, ServiceID: uint64(0x3000 + i%5)})
+	}
+	require.Eventually(t, func() bool { return r.m.Stats().Engine.Received >= 100 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(r.ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := r.m.Connect(ctx, r.connectREQ())
+	require.NotErrorIs(t, err, ErrNoResources)
 }
