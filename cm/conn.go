@@ -72,9 +72,19 @@ func (c *Conn) established() {
 	c.mu.Lock()
 	c.isEstab = true
 	c.mu.Unlock()
-	if c.estab != nil {
-		c.estab <- nil
-		c.estab = nil
+	offer(&c.estab, nil)
+}
+
+// offer hands err to the one waiter of *ch, whose buffer of one holds it,
+// and lets go of the channel: each of these channels carries one outcome,
+// so the loop never waits on a caller that has stopped listening.
+func offer[T any](ch *chan T, v T) {
+	if *ch != nil {
+		select {
+		case *ch <- v:
+		default:
+		}
+		*ch = nil
 	}
 }
 
@@ -86,14 +96,8 @@ func (c *Conn) end(err error) {
 		c.err = err
 	}
 	c.mu.Unlock()
-	if c.estab != nil {
-		c.estab <- err
-		c.estab = nil
-	}
-	if c.repReady != nil {
-		c.repReady <- err
-		c.repReady = nil
-	}
+	offer(&c.estab, err)
+	offer(&c.repReady, err)
 	c.lapDone(nil, err)
 	if first {
 		close(c.done)
@@ -111,10 +115,7 @@ func (c *Conn) release() {
 }
 
 func (c *Conn) lapDone(apr *wire.APR, err error) {
-	if c.lapWait != nil {
-		c.lapWait <- lapResult{apr, err}
-		c.lapWait = nil
-	}
+	offer(&c.lapWait, lapResult{apr, err})
 }
 
 // moveQP moves the connection's QP to ERR once; loop goroutine.
@@ -286,7 +287,7 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 		}
 		if r.apr.ARStatus != wire.APRSuccess {
 			return &APRError{Status: r.apr.ARStatus,
-				Info: append([]byte(nil), r.apr.AdditionalInformation[:r.apr.AdditionalInformationLength]...)}
+				Info: append([]byte(nil), r.apr.Info()...)}
 		}
 		_ = c.m.do(context.Background(), func() {
 			l := *lap

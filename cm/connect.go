@@ -71,7 +71,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	m.fillREQ(r, &q.To)
 	var c *Conn
 	var err error
-	ch := make(chan error, 1)
+	ch, repReady := make(chan error, 1), make(chan error, 1)
 	if e := m.do(ctx, func() {
 		var id CommID
 		err = m.callNew(func() error {
@@ -94,7 +94,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		c.rtuPD = p.RTUPrivateData
 		c.qp = q.QP
 		if c.qp != nil {
-			c.repReady = make(chan error, 1)
+			c.repReady = repReady
 		}
 		m.conns[id] = c
 		m.emit(Event{Kind: EventREQSent, Conn: c, ID: id})
@@ -105,7 +105,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		return nil, err
 	}
 	if c.qp != nil {
-		if err := c.completeActive(ctx); err != nil {
+		if err := c.completeActive(ctx, repReady); err != nil {
 			return nil, err
 		}
 	}
@@ -118,10 +118,10 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 // completeActive waits for the REP, moves the QP to RTS on the caller's
 // goroutine and then lets the RTU go: the peer may send as soon as it has
 // the RTU, so the QP must be ready first.
-func (c *Conn) completeActive(ctx context.Context) error {
+func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error {
 	var err error
 	select {
-	case err = <-c.repReady:
+	case err = <-repReady:
 	case <-ctx.Done():
 		err = ctx.Err()
 		_ = c.m.do(context.Background(), func() {

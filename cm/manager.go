@@ -534,7 +534,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 			// The passive peer waits the REQ's Local CM Response Timeout
 			// for our RTU.
 			m.awaitApp(c.id, wire.TimeoutDuration(c.req.LocalCMResponseTimeout))
-			c.repReady <- nil
+			offer(&c.repReady, nil)
 		}
 	case engine.NoticeMRAReceived:
 		ev.Kind = EventMRAReceived
@@ -652,7 +652,7 @@ func rejectError(nt *engine.Notification) error {
 	err := &RejectError{Reason: nt.Reason}
 	if nt.Msg != nil && nt.Msg.AttrID == wire.AttrREJ && nt.Notice == engine.NoticeRejected && nt.Msg.REJ.Reason == nt.Reason {
 		r := &nt.Msg.REJ
-		err.ARI = append([]byte(nil), r.ARI[:min(int(r.RejectedInfoLength), len(r.ARI))]...)
+		err.ARI = append([]byte(nil), r.RejectedInfo()...)
 		err.PrivateData = append([]byte(nil), r.PrivateData[:]...)
 	}
 	if err.Reason == wire.RejectStaleConn {

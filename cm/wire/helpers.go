@@ -2,6 +2,25 @@ package wire
 
 // This file holds hand-written conveniences over the generated messages.
 
+// RejectedInfo returns the meaningful bytes of the ARI: RejectedInfoLength
+// of them, at most the field's ARISize (a peer may send any 7-bit length).
+func (m *REJ) RejectedInfo() []byte {
+	return m.ARI[:min(int(m.RejectedInfoLength), len(m.ARI))]
+}
+
+// Info returns the meaningful bytes of the additional information:
+// AdditionalInformationLength of them, at most the field's 72 (a peer may
+// send any 8-bit length).
+func (m *APR) Info() []byte {
+	return m.AdditionalInformation[:min(int(m.AdditionalInformationLength), len(m.AdditionalInformation))]
+}
+
+// Info returns the meaningful bytes of the additional information:
+// AdditionalInformationLength of them, at most the field's 72.
+func (m *SIDRRep) Info() []byte {
+	return m.AdditionalInformation[:min(int(m.AdditionalInformationLength), len(m.AdditionalInformation))]
+}
+
 // ClassPortInfo decodes the ARI of a REJ with reason RejectPortCMRedirect.
 func (m *REJ) ClassPortInfo() (ClassPortInfo, error) {
 	var c ClassPortInfo
