@@ -150,13 +150,23 @@ func (c *Conn) REP() *wire.REP { return &c.rep }
 
 // Done is closed when the connection ends: either side disconnected, it
 // was rejected or found stale, or the Manager closed. Err says why.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} {
+	if c.done == nil {
+		return closedChan // the zero Conn
+	}
+	return c.done
+}
 
 // TimeWaitExit is closed when the connection's comm ID is released: after
 // TimeWait, or at once for an attempt that never connected. Only then may
 // its QP be reused or destroyed (stale packets of the connection may still
 // arrive before it).
-func (c *Conn) TimeWaitExit() <-chan struct{} { return c.released }
+func (c *Conn) TimeWaitExit() <-chan struct{} {
+	if c.released == nil {
+		return closedChan // the zero Conn
+	}
+	return c.released
+}
 
 // Err says why the connection ended: ErrDisconnected, ErrStale, ErrClosed,
 // ErrTimeout, a *RejectError; nil while it lasts.
@@ -227,7 +237,7 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.m.done:
-		return ErrClosed
+		return c.m.closedErr()
 	}
 }
 
@@ -267,6 +277,9 @@ func (c *Conn) CommEst(ctx context.Context) error {
 // the APR. A status other than success returns an *APRError; success makes
 // the path the one QPAttr(qpattr.RTS) loads.
 func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
+	if lap == nil {
+		return badParam("LoadAltPath", "lap", "nil")
+	}
 	ch := make(chan lapResult, 1)
 	var err error
 	if e := c.m.do(ctx, func() {
@@ -298,7 +311,7 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 		_ = c.m.do(context.Background(), func() { c.lapWait = nil })
 		return ctx.Err()
 	case <-c.m.done:
-		return ErrClosed
+		return c.m.closedErr()
 	}
 }
 
@@ -316,7 +329,7 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 		})
 		return ctx.Err()
 	case <-c.m.done:
-		return ErrClosed
+		return c.m.closedErr()
 	}
 }
 

@@ -46,6 +46,15 @@ type ConnectParams struct {
 // retries ErrTimeout, a failure to move the QP the Modify error (the
 // attempt is rejected). If ctx ends first the attempt is destroyed (REJ 4).
 func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) {
+	if !m.started() {
+		return nil, errNotStarted
+	}
+	if p == nil {
+		return nil, badParam("Connect", "p", "nil")
+	}
+	if p.To == (transport.Addr{}) && !p.IP.IsValid() {
+		return nil, badParam("Connect", "ConnectParams.To", "zero (and no IP)")
+	}
 	q := *p
 	r := &q.REQ
 	if q.IP.IsValid() {
@@ -67,6 +76,9 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	}
 	if q.QP != nil && r.LocalQPN == 0 {
 		r.LocalQPN = q.QP.QPN()
+	}
+	if r.LocalQPN == 0 {
+		return nil, badParam("Connect", "REQ.LocalQPN", "zero (and no QP): QP 0 is the SMI's, never an RC or UC QP")
 	}
 	m.fillREQ(r, &q.To)
 	var c *Conn
@@ -132,7 +144,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 		})
 		return err
 	case <-c.m.done:
-		return ErrClosed
+		return c.m.closedErr()
 	}
 	if err != nil {
 		return err

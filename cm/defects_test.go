@@ -264,7 +264,7 @@ func TestConnectByIPOnly(t *testing.T) {
 	// simnet has no IP routing: the address is the peer's CM port; only
 	// the request is built from the IP and port.
 	c, err := p.a.Connect(ctx, &cm.ConnectParams{To: p.eb.LocalAddr(), IP: netip.MustParseAddrPort("10.0.0.1:7471"),
-		PrivateData: []byte("hi")})
+		PrivateData: []byte("hi"), REQ: wire.REQ{LocalQPN: 0x11}})
 	require.NoError(t, err)
 	r := <-got
 	h, port, rest, ok := cm.ParseIPCM(&r)

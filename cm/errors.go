@@ -37,6 +37,19 @@ var (
 	ErrSendQueueFull = fmt.Errorf("%w: send queue full", ErrNoResources)
 )
 
+// errNotStarted is the error of every call on a Manager (or on a Conn,
+// Request, Listener or SIDRRequest) that NewManager did not make.
+var errNotStarted = fmt.Errorf("%w: the Manager was not made by NewManager", ErrClosed)
+
+// closedChan is the Done channel of a zero value: closed, so that nothing
+// waits on it for ever.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// badParam is the ErrBadParam of a call's argument, naming it.
+func badParam(call, field, why string) error {
+	return fmt.Errorf("%w: %s: %s %s", ErrBadParam, call, field, why)
+}
+
 // StateError is the error of a call the CM state table refuses in the
 // connection's current state. It unwraps to ErrInvalidState.
 type StateError = engine.StateError

@@ -19,12 +19,13 @@ type ListenParams struct {
 	// Wildcard listens on every service ID (mask 0); a more specific
 	// listen still takes the REQs it matches.
 	Wildcard bool
-	// Backlog bounds the requests waiting for Accept (default: the
-	// engine's MaxHalfOpen, which bounds them anyway; a slot costs 8
-	// bytes); a REQ beyond it is rejected with reason 3, a SIDR_REQ with
-	// status 2. A burst of REQs must not find a smaller bound here than in
-	// the engine: on one CPU the accept loop may not run while the Manager
-	// takes the burst in.
+	// Backlog bounds the requests waiting for Accept, and apart from them
+	// the SIDR_REQs waiting for AcceptSIDR (default: the engine's
+	// MaxHalfOpen, which bounds them anyway; the queue grows with what
+	// waits in it, 8 bytes a request); a REQ beyond it is rejected with
+	// reason 3, a SIDR_REQ with status 2. A burst of REQs must not find a
+	// smaller bound here than in the engine: on one CPU the accept loop
+	// may not run while the Manager takes the burst in.
 	Backlog int
 }
 
@@ -32,14 +33,88 @@ type ListenParams struct {
 type Listener struct {
 	m      *Manager
 	id     CommID
-	reqs   chan *Request
-	sidrs  chan *SIDRRequest
+	reqs   backlog[*Request]
+	sidrs  backlog[*SIDRRequest]
 	closed chan struct{}
 	once   sync.Once
 }
 
+// backlog is a bounded queue whose memory follows what it holds: a Listen
+// costs nothing until requests wait in it. The loop pushes; the
+// application's Accept calls pop.
+type backlog[T any] struct {
+	mu    sync.Mutex
+	items []T
+	limit int
+	ready chan struct{} // holds a token while items is not empty
+}
+
+func newBacklog[T any](limit int) backlog[T] {
+	return backlog[T]{limit: limit, ready: make(chan struct{}, 1)}
+}
+
+// push queues v, or reports false when the backlog is full.
+func (b *backlog[T]) push(v T) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.items) >= b.limit {
+		return false
+	}
+	b.items = append(b.items, v)
+	b.signal()
+	return true
+}
+
+// signal leaves a token for a waiting pop; b.mu held.
+func (b *backlog[T]) signal() {
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the oldest item, if any.
+func (b *backlog[T]) take() (v T, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.items) == 0 {
+		return v, false
+	}
+	v = b.items[0]
+	var zero T
+	b.items[0] = zero
+	b.items = b.items[1:]
+	if len(b.items) == 0 {
+		b.items = nil // let the array go once the burst is taken
+	} else {
+		b.signal()
+	}
+	return v, true
+}
+
+// pop waits for the oldest item until ctx ends or closed is closed.
+func (b *backlog[T]) pop(ctx context.Context, closed <-chan struct{}) (T, error) {
+	for {
+		if v, ok := b.take(); ok {
+			return v, nil
+		}
+		select {
+		case <-b.ready:
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		case <-closed:
+			var zero T
+			return zero, ErrClosed
+		}
+	}
+}
+
 // Listen starts listening.
 func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error) {
+	if !m.started() {
+		return nil, errNotStarted
+	}
 	switch {
 	case p.Wildcard:
 		p.Mask = 0
@@ -56,7 +131,7 @@ func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error)
 		if id, err = m.eng.Listen(m.clock.Now(), p.ServiceID, p.Mask); err != nil {
 			return
 		}
-		l = &Listener{m: m, id: id, reqs: make(chan *Request, p.Backlog), sidrs: make(chan *SIDRRequest, p.Backlog),
+		l = &Listener{m: m, id: id, reqs: newBacklog[*Request](p.Backlog), sidrs: newBacklog[*SIDRRequest](p.Backlog),
 			closed: make(chan struct{})}
 		m.listeners[id] = l
 	}); e != nil {
@@ -70,50 +145,40 @@ func (l *Listener) ID() CommID { return l.id }
 
 func (l *Listener) shut() { l.once.Do(func() { close(l.closed) }) }
 
-// Accept waits for the next REQ.
+// Accept waits for the next REQ. After Close (the Listener's or the
+// Manager's) it returns ErrClosed.
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
-	select {
-	case r := <-l.reqs:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-l.closed:
-		return nil, ErrClosed
+	if l.m == nil {
+		return nil, errNotStarted
 	}
+	return l.reqs.pop(ctx, l.closed)
 }
 
-// AcceptSIDR waits for the next SIDR_REQ.
+// AcceptSIDR waits for the next SIDR_REQ. After Close it returns
+// ErrClosed.
 func (l *Listener) AcceptSIDR(ctx context.Context) (*SIDRRequest, error) {
-	select {
-	case r := <-l.sidrs:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-l.closed:
-		return nil, ErrClosed
+	if l.m == nil {
+		return nil, errNotStarted
 	}
+	return l.sidrs.pop(ctx, l.closed)
 }
 
-// Close stops listening; requests still waiting are rejected (28).
+// Close stops listening. The requests still in the backlog are rejected
+// (REJ 28, SIDR_REP status 2); those Accept already returned stay the
+// application's to answer.
 func (l *Listener) Close() error {
 	return l.m.do(context.Background(), func() {
 		now := l.m.clock.Now()
 		_ = l.m.reply(func() error { return l.m.eng.Destroy(now, l.id) })
 		delete(l.m.listeners, l.id)
 		l.shut()
-		for {
-			select {
-			case r := <-l.reqs:
-				if l.m.requests[r.id] == r {
-					_ = r.reject(l.m.reply, now, wire.RejectConsumerDefined, nil, nil)
-				}
-			case r := <-l.sidrs:
-				_ = l.m.reply(func() error {
-					return l.m.eng.SIDRReply(now, r.id, &engine.SIDRReplyParams{Status: wire.SIDRReject})
-				})
-			default:
-				return
+		for r, ok := l.reqs.take(); ok; r, ok = l.reqs.take() {
+			if l.m.requests[r.id] == r {
+				_ = r.reject(l.m.reply, now, wire.RejectConsumerDefined, nil, nil)
 			}
+		}
+		for r, ok := l.sidrs.take(); ok; r, ok = l.sidrs.take() {
+			r.answer(l.m.reply, &engine.SIDRReplyParams{Status: wire.SIDRReject})
 		}
 	})
 }
@@ -133,18 +198,17 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 		_ = r.reject(m.reply, now, wire.RejectInvalidServiceID, nil, nil)
 		return
 	}
-	select {
-	case l.reqs <- r:
-		m.requests[nt.ID] = r
-		// The active peer waits 2 × packet life time (the Local ACK
-		// Timeout stands in for it, as the engine's own wait does) plus
-		// the Remote CM Response Timeout for our REP.
-		m.awaitApp(nt.ID, wire.TimeoutDuration(c.req.PrimaryLocalAckTimeout)+wire.TimeoutDuration(c.req.RemoteCMResponseTimeout))
-	default:
+	if !l.reqs.push(r) {
 		// The backlog is full: reject rather than drop (Linux bug 2).
 		m.stats.BacklogFull++
 		_ = r.reject(m.reply, now, wire.RejectNoResources, nil, nil)
+		return
 	}
+	m.requests[nt.ID] = r
+	// The active peer waits 2 × packet life time (the Local ACK Timeout
+	// stands in for it, as the engine's own wait does) plus the Remote CM
+	// Response Timeout for our REP.
+	m.awaitApp(nt.ID, wire.TimeoutDuration(c.req.PrimaryLocalAckTimeout)+wire.TimeoutDuration(c.req.RemoteCMResponseTimeout))
 }
 
 // requestEnded: a request still waiting for the application ended (the
@@ -194,8 +258,13 @@ func (r *Request) REQ() *wire.REQ { return &r.conn.req }
 func (r *Request) From() transport.Addr { return r.from }
 
 // Done is closed if the request ends before the application answers it:
-// the peer rejected it or gave up.
-func (r *Request) Done() <-chan struct{} { return r.conn.done }
+// the peer rejected it or gave up, or the Manager closed.
+func (r *Request) Done() <-chan struct{} {
+	if r.conn == nil {
+		return closedChan // the zero Request
+	}
+	return r.conn.done
+}
 
 // AcceptParams are the arguments of Request.Accept.
 type AcceptParams struct {
@@ -211,6 +280,9 @@ type AcceptParams struct {
 // Accept answers with a REP and waits until the connection is established
 // (RTU, or CommEst).
 func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
+	if r.conn == nil {
+		return nil, errNotStarted
+	}
 	if p == nil {
 		p = &AcceptParams{}
 	}
@@ -287,15 +359,28 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	return c, nil
 }
 
-// Reject answers with a REJ (reason 0: 28, consumer defined).
+// Reject answers with a REJ (reason 0: 28, consumer defined). After
+// Accept, before the connection is established, it ends the connection
+// as a REJ received would: the QP goes to ERR, Accept returns the
+// *RejectError, and the comm ID waits out TimeWait.
 func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, privateData []byte) error {
 	var err error
 	if e := r.m.do(ctx, func() {
-		if r.m.requests[r.id] != r {
-			err = r.m.eng.Reject(r.m.clock.Now(), r.id, reason, ari, privateData)
+		now := r.m.clock.Now()
+		if r.m.requests[r.id] == r {
+			err = r.reject(r.m.call, now, reason, ari, privateData)
 			return
 		}
-		err = r.reject(r.m.call, r.m.clock.Now(), reason, ari, privateData)
+		// Accepted: the table says whether a REJ may still go (REP_SENT,
+		// MRA_REP_RCVD) or not (established, ended).
+		if err = r.m.call(func() error { return r.m.eng.Reject(now, r.id, reason, ari, privateData) }); err != nil {
+			return
+		}
+		c := r.conn
+		r.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: r.id, Reason: rejectReason(reason)})
+		c.moveQP(errAttr())
+		c.end(&RejectError{Reason: rejectReason(reason)})
+		r.m.settleNow(c)
 	}); e != nil {
 		return e
 	}
@@ -310,15 +395,22 @@ func (r *Request) reject(run func(func() error) error, now engine.Time, reason w
 	if err != nil {
 		return err
 	}
-	if reason == 0 {
-		reason = wire.RejectConsumerDefined
-	}
+	reason = rejectReason(reason)
 	delete(m.requests, r.id)
 	m.notWaiting(r.id)
 	m.emit(Event{Kind: EventRejectSent, Conn: r.conn, ID: r.id, Reason: reason})
 	r.conn.end(&RejectError{Reason: reason})
 	r.conn.release()
 	return nil
+}
+
+// rejectReason is the reason a REJ carries for the reason a caller gave:
+// 0 stands for 28, consumer defined.
+func rejectReason(r wire.RejectReason) wire.RejectReason {
+	if r == 0 {
+		return wire.RejectConsumerDefined
+	}
+	return r
 }
 
 // Delay answers with an MRA: the peer waits 4.096 µs × 2^serviceTimeout

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -91,6 +92,8 @@ type Manager struct {
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
 	once      sync.Once
+	causeMu   sync.Mutex
+	cause     error // why the Manager stopped (Err)
 
 	// Owned by the loop goroutine.
 	conns     map[engine.CommID]*Conn
@@ -98,6 +101,7 @@ type Manager struct {
 	requests  map[engine.CommID]*Request
 	listeners map[engine.CommID]*Listener
 	sidrs     map[engine.CommID]chan sidrResult
+	sidrReqs  map[engine.CommID]*SIDRRequest // SIDR_REQs waiting for the application's answer
 	mra       mraHeap                      // ids waiting for the application, by MRA deadline
 	mraDue    map[engine.CommID]clock.Time // the live entry of each
 	stats     Stats
@@ -107,6 +111,9 @@ type Manager struct {
 
 // NewManager starts a Manager over tr.
 func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
+	if tr == nil {
+		return nil, badParam("NewManager", "transport", "nil")
+	}
 	if g, ok := tr.(transport.LocalGUIDer); ok && cfg.Engine.LocalGUID == 0 {
 		cfg.Engine.LocalGUID = g.LocalGUID()
 	}
@@ -133,6 +140,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
+		sidrReqs: map[engine.CommID]*SIDRRequest{},
 		mraDue: map[engine.CommID]clock.Time{}}
 	m.wg.Add(3)
 	go m.receive()
@@ -149,12 +157,63 @@ func (m *Manager) Port() PortInfo { return m.port }
 
 // Close disconnects (or rejects) every connection as Destroy does, sends
 // what that produces, and stops the Manager's goroutines and timers. Calls
-// blocked in the Manager return ErrClosed.
+// blocked in the Manager, and every Conn, Request and Listener not yet
+// ended, end with ErrClosed; every Done and TimeWaitExit channel closes.
+// Close does not close the transport. On a Manager that NewManager did
+// not make it returns ErrClosed.
 func (m *Manager) Close() error {
-	m.once.Do(func() { close(m.quit) })
+	if !m.started() {
+		return errNotStarted
+	}
+	m.stopWith(ErrClosed)
 	<-m.done
 	m.wg.Wait()
 	return nil
+}
+
+// Err says why the Manager stopped: nil while it runs, ErrClosed after
+// Close, and an error that matches both ErrClosed and the transport's own
+// error when the transport failed (a umad device that went away, say).
+func (m *Manager) Err() error {
+	if !m.started() {
+		return errNotStarted
+	}
+	m.causeMu.Lock()
+	defer m.causeMu.Unlock()
+	return m.cause
+}
+
+// Done is closed when the Manager has stopped, after Close or a transport
+// failure (Err says which). On a Manager that NewManager did not make it
+// is closed already.
+func (m *Manager) Done() <-chan struct{} {
+	if !m.started() {
+		return closedChan
+	}
+	return m.done
+}
+
+// started reports whether NewManager made m: the zero Manager has no
+// goroutine to run calls, and every method fails at once on it.
+func (m *Manager) started() bool { return m != nil && m.calls != nil }
+
+// stopWith records why the Manager stops (the first reason wins) and tells
+// the loop to shut down.
+func (m *Manager) stopWith(cause error) {
+	m.causeMu.Lock()
+	if m.cause == nil {
+		m.cause = cause
+	}
+	m.causeMu.Unlock()
+	m.once.Do(func() { close(m.quit) })
+}
+
+// closedErr is the error of a call that finds the Manager stopped.
+func (m *Manager) closedErr() error {
+	if err := m.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
 }
 
 // Stats returns the Manager's counters and its engine's.
@@ -167,13 +226,19 @@ func (m *Manager) Stats() (st Stats) {
 
 // do runs f on the loop goroutine and waits until it ran.
 func (m *Manager) do(ctx context.Context, f func()) error {
+	if !m.started() {
+		return errNotStarted
+	}
+	if ctx == nil {
+		return badParam("call", "ctx", "nil")
+	}
 	ran := make(chan struct{})
 	select {
 	case m.calls <- func() { f(); close(ran) }:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-m.done:
-		return ErrClosed
+		return m.closedErr()
 	}
 	<-ran
 	return nil
@@ -184,10 +249,13 @@ func (m *Manager) receive() {
 	for {
 		p, err := m.tr.Recv(m.ctx)
 		if err != nil {
-			if m.ctx.Err() != nil || errors.Is(err, transport.ErrClosed) {
-				return
+			// Recv fails only when the Manager stops (m.ctx) or the
+			// transport can deliver nothing more: closed under the
+			// Manager, or its device gone. Retrying would spin.
+			if m.ctx.Err() == nil {
+				m.stopWith(fmt.Errorf("%w: transport: %w", ErrClosed, err))
 			}
-			continue
+			return
 		}
 		if p.Status != 0 {
 			continue // a send-completion report: the timers cover lost sends
@@ -347,15 +415,20 @@ func (m *Manager) shutdown() {
 		_ = m.eng.Destroy(now, id)
 	}
 	m.flush()
+	cause := m.closedErr()
 	for _, c := range m.conns {
-		c.end(ErrClosed)
+		c.end(cause)
 		c.release()
+	}
+	for _, r := range m.requests {
+		r.conn.end(cause)
+		r.conn.release()
 	}
 	for _, l := range m.listeners {
 		l.shut()
 	}
 	for id, ch := range m.sidrs {
-		ch <- sidrResult{err: ErrClosed}
+		ch <- sidrResult{err: cause}
 		delete(m.sidrs, id)
 	}
 }

@@ -44,6 +44,13 @@ func TestTransportFailureEndsTheManager(t *testing.T) {
 	defer cancel()
 	_, err = m.Connect(ctx, &cm.ConnectParams{To: fab.NewEndpoint().LocalAddr(), REQ: wire.REQ{ServiceID: 1, LocalQPN: 0x11}})
 	require.ErrorIs(t, err, syscall.EIO)
+	select {
+	case <-m.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed")
+	}
+	require.ErrorIs(t, m.Err(), syscall.EIO)
+	require.ErrorIs(t, m.Err(), cm.ErrClosed)
 }
 
 // Listen's default backlog costs nothing until it is used: a Manager may

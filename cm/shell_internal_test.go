@@ -188,6 +188,16 @@ func rep(req *wire.MAD) *wire.REP {
 		RNRRetryCount: 7, LocalCAGUID: 0xb}
 }
 
+// peerREQ is P's i-th REQ to service 0x1000 (4.2 ms a try).
+func (r *rawRig) peerREQ(i int) *wire.REQ {
+	port := r.m.Port()
+	return &wire.REQ{LocalCommID: uint32(0x6000 + i), ServiceID: 0x1000, LocalQPN: uint32(0x33 + i), StartingPSN: 1,
+		LocalCAGUID: 0xb, RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15,
+		PrimaryLocalAckTimeout: 10, PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7,
+		PartitionKey: 0xffff, PrimaryLocalPortLID: r.p.LocalAddr().LID, PrimaryRemotePortLID: port.LID,
+		PrimaryLocalPortGID: wire.GID(r.p.LocalAddr().GID), PrimaryRemotePortGID: port.GID}
+}
+
 // established makes a connection with P.
 func (r *rawRig) established() (*Conn, *wire.MAD) {
 	r.t.Helper()
@@ -404,9 +414,7 @@ func TestRejectAfterAccept(t *testing.T) {
 	r := newRawRig(t)
 	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
-	r.send(1, &wire.REQ{LocalCommID: 0x6000, ServiceID: 0x1000, LocalQPN: 0x33, StartingPSN: 1, LocalCAGUID: 0xb,
-		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
-		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7, PartitionKey: 0xffff})
+	r.send(1, r.peerREQ(0))
 	req, err := l.Accept(r.ctx)
 	require.NoError(t, err)
 	qp := &stubQP{}
@@ -445,9 +453,7 @@ func TestManagerCloseEndsRequests(t *testing.T) {
 	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
 	for i := range 2 {
-		r.send(uint64(i+1), &wire.REQ{LocalCommID: uint32(0x6000 + i), ServiceID: 0x1000, LocalQPN: uint32(0x33 + i),
-			StartingPSN: 1, LocalCAGUID: 0xb, RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20,
-			MaxCMRetries: 15, PrimaryLocalAckTimeout: 20, PathPacketPayloadMTU: wire.MTU4096, PartitionKey: 0xffff})
+		r.send(uint64(i+1), r.peerREQ(i))
 	}
 	held, err := l.Accept(r.ctx)
 	require.NoError(t, err)

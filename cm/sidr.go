@@ -45,29 +45,47 @@ func (r *SIDRRequest) From() transport.Addr { return r.from }
 // Reply answers the SIDR_REQ: the QPN and Q_Key of the service, or a
 // status other than success.
 func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
+	if p == nil {
+		return badParam("SIDRRequest.Reply", "p", "nil")
+	}
 	var err error
-	if e := r.m.do(ctx, func() { err = r.m.call(func() error { return r.m.eng.SIDRReply(r.m.clock.Now(), r.id, p) }) }); e != nil {
+	if e := r.m.do(ctx, func() { err = r.answer(r.m.call, p) }); e != nil {
 		return e
 	}
 	return err
 }
 
+// answer sends the SIDR_REP and lets go of the request; loop goroutine.
+// run is m.call for the application's Reply, m.reply for the Manager's
+// own.
+func (r *SIDRRequest) answer(run func(func() error) error, p *SIDRReplyParams) error {
+	m := r.m
+	err := run(func() error { return m.eng.SIDRReply(m.clock.Now(), r.id, p) })
+	if err == nil {
+		delete(m.sidrReqs, r.id)
+	}
+	return err
+}
+
 // sidrRequestReceived hands a SIDR_REQ to its listener; loop goroutine.
+//
+// A SIDR_REQ holds an id until the application answers it, and the
+// protocol gives that id no timer. So the SIDR_REQs waiting for an answer
+// are bounded for the whole Manager, by the engine's MaxHalfOpen, the
+// bound of the REQs waiting for one: however many listeners never call
+// AcceptSIDR, they cannot take every id.
 func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 	l := m.listeners[nt.Listen]
 	r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
 	m.emit(Event{Kind: EventSIDRRequest, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	if l != nil {
-		select {
-		case l.sidrs <- r:
+		if len(m.sidrReqs) < m.eng.Config().MaxHalfOpen && l.sidrs.push(r) {
+			m.sidrReqs[nt.ID] = r
 			return
-		default:
-			m.stats.BacklogFull++
 		}
+		m.stats.BacklogFull++
 	}
-	_ = m.reply(func() error {
-		return m.eng.SIDRReply(m.clock.Now(), nt.ID, &SIDRReplyParams{Status: wire.SIDRReject})
-	})
+	_ = r.answer(m.reply, &SIDRReplyParams{Status: wire.SIDRReject})
 }
 
 type sidrResult struct {
@@ -84,6 +102,15 @@ func (e *SIDRError) Error() string { return "cm: SIDR: " + e.Status.String() }
 // Q_Key behind a service ID. A status other than success returns the reply
 // and a *SIDRError; no answer within the retries ErrTimeout.
 func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep, error) {
+	if !m.started() {
+		return nil, errNotStarted
+	}
+	if p == nil {
+		return nil, badParam("ResolveSIDR", "p", "nil")
+	}
+	if p.To == (transport.Addr{}) {
+		return nil, badParam("ResolveSIDR", "SIDRParams.To", "zero")
+	}
 	q := engine.SIDRParams{To: p.To, ServiceID: p.ServiceID, PKey: p.PKey, PrivateData: p.PrivateData,
 		Timeout: p.Timeout, MaxRetries: p.MaxRetries}
 	if q.PKey == 0 {
@@ -133,6 +160,6 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 		})
 		return nil, ctx.Err()
 	case <-m.done:
-		return nil, ErrClosed
+		return nil, m.closedErr()
 	}
 }
