@@ -485,3 +485,4 @@ func TestUnansweredSIDRDoNotExhaustIDs(t *testing.T) {
 	_, err := r.m.Connect(ctx, r.connectREQ())
 	require.NotErrorIs(t, err, ErrNoResources)
 }
+
