@@ -1,0 +1,97 @@
+package cm_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/clock"
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// Defects the API property and FuzzManager found, each as the smallest
+// test that shows it.
+
+// cancelAtQP cancels a context when it is moved to a state.
+type cancelAtQP struct {
+	qpn    uint32
+	at     qpattr.State
+	cancel context.CancelFunc
+}
+
+func (q *cancelAtQP) QPN() uint32 { return q.qpn }
+
+func (q *cancelAtQP) Modify(a qpattr.Attr) error {
+	if a.State == q.at {
+		q.cancel()
+	}
+	return nil
+}
+
+// A Connect with a QP whose context ends once the QP is in RTS, before the
+// RTU is handed to the loop, must not leave its id behind: the attempt
+// either completes (and is torn down, the caller having no Conn) or is
+// rejected. The peer is a raw port that answers the REQ with a REP and
+// then falls silent; once the clock has run past every timer, the Manager
+// must hold no id.
+func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fab.Close()
+	ep, peer := fab.NewEndpoint(), fab.NewEndpoint()
+	clk := clock.NewFake(0)
+	m, err := cm.NewManager(ep, cm.ManagerConfig{Clock: clk, Engine: engine.Config{LocalGUID: 0xa}})
+	require.NoError(t, err)
+	defer m.Close()
+
+	for try := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		qp := &cancelAtQP{qpn: 0x100 + uint32(try), at: qpattr.RTS, cancel: cancel}
+		done := make(chan error, 1)
+		go func() {
+			_, err := m.Connect(ctx, &cm.ConnectParams{To: peer.LocalAddr(), QP: qp, REQ: wire.REQ{ServiceID: 0x1000,
+				RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 3, PrimaryLocalAckTimeout: 10,
+				PathPacketPayloadMTU: wire.MTU1024, RetryCount: 7, RNRRetryCount: 7, StartingPSN: 1}})
+			done <- err
+		}()
+		// The peer answers the REQ with a REP.
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p, err := peer.Recv(rctx)
+		rcancel()
+		require.NoError(t, err)
+		var req wire.MAD
+		require.NoError(t, wire.DecodeMAD(p.MAD[:], &req))
+		require.Equal(t, wire.AttrREQ, req.AttrID)
+		var b [wire.MADSize]byte
+		require.NoError(t, wire.EncodeMAD(&b, wire.Header{TID: req.TID}, &wire.REP{LocalCommID: 0x77 + uint32(try),
+			RemoteCommID: req.REQ.LocalCommID, LocalQPN: 0x51, StartingPSN: 5, LocalCAGUID: 0xb, RNRRetryCount: 7}))
+		require.NoError(t, peer.Send(context.Background(), &transport.Packet{Addr: ep.LocalAddr(), MAD: b}))
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Connect did not return")
+		}
+		cancel()
+		if err == nil {
+			continue // completed before the context ended: nothing to see
+		}
+		// The peer is silent from now on: run the clock past every timer.
+		for range 100 {
+			time.Sleep(time.Millisecond)
+			if clk.ArmedTimers() == 0 {
+				break
+			}
+			clk.Set(max(clk.Deadline(), clk.Now().Add(time.Hour)))
+		}
+		for _, in := range cm.HeldIDs(m) {
+			require.Failf(t, "an id was left behind", "try %d: Connect returned %v and id %v is left in %s (timer %v)",
+				try, err, in.ID, in.State, in.Timer)
+		}
+	}
+}
