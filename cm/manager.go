@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -102,8 +103,8 @@ type Manager struct {
 	listeners map[engine.CommID]*Listener
 	sidrs     map[engine.CommID]chan sidrResult
 	sidrReqs  map[engine.CommID]*SIDRRequest // SIDR_REQs waiting for the application's answer
-	mra       mraHeap                      // ids waiting for the application, by MRA deadline
-	mraDue    map[engine.CommID]clock.Time // the live entry of each
+	mra       mraHeap                        // ids waiting for the application, by MRA deadline
+	mraDue    map[engine.CommID]clock.Time   // the live entry of each
 	stats     Stats
 	dropped   uint64 // MADs dropped at the send queue, for the call under way
 	flushing  bool
@@ -141,7 +142,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
 		sidrReqs: map[engine.CommID]*SIDRRequest{},
-		mraDue: map[engine.CommID]clock.Time{}}
+		mraDue:   map[engine.CommID]clock.Time{}}
 	m.wg.Add(3)
 	go m.receive()
 	go m.send()
@@ -336,6 +337,7 @@ func (m *Manager) loop() {
 	defer m.stop()
 	timer := m.clock.NewTimer()
 	defer timer.Stop()
+	lastYield := time.Now()
 	for {
 		m.flush()
 		if d, ok := m.deadline(); ok {
@@ -357,29 +359,56 @@ func (m *Manager) loop() {
 		case <-m.drained:
 		case p := <-recv:
 			m.deliver(&p)
-			// What is ready in one wakeup, flushed every few MADs so that
-			// their answers meet the back-pressure check.
-			for n := 1; !m.busy(); n++ {
-				if n%16 == 0 {
-					m.flush()
-					continue
-				}
-				select {
-				case p := <-m.recv:
-					m.deliver(&p)
-					continue
-				default:
-				}
-				break
-			}
+			m.deliverReady()
 		case f := <-m.calls:
 			f()
+			// Fair service: a burst of application calls (a thousand
+			// Disconnects, each caller waiting in m.calls) never lets the
+			// loop block, so on one CPU the sending and receiving
+			// goroutines would wait for the loop's time slice to end, and
+			// the first DREQ would leave, and its DREP be taken, only
+			// after the whole burst. Every fairSlice the loop yields to
+			// them, then takes what has arrived before the next call.
+			if now := time.Now(); now.Sub(lastYield) >= fairSlice {
+				runtime.Gosched()
+				m.flush()
+				m.deliverReady()
+				lastYield = time.Now()
+			}
 		case <-timer.C():
 			now := m.clock.Now()
 			m.eng.Tick(now)
 			m.flush()
 			m.mraExpired(now)
 		}
+	}
+}
+
+// deliverReady delivers the received MADs that are ready now, flushed
+// every few MADs so that their answers meet the back-pressure check.
+// fairSlice is how long the loop serves application calls without
+// yielding to the goroutines that send and receive MADs: it bounds what a
+// burst of calls adds to the latency of every answer, at the cost of one
+// yield per slice.
+const fairSlice = 100 * time.Microsecond
+
+// maxDeliverBatch bounds the received MADs taken in one go, so that a
+// flood of MADs does not hold back application calls either.
+const maxDeliverBatch = 256
+
+func (m *Manager) deliverReady() {
+	for n := 1; n < maxDeliverBatch && !m.busy(); n++ {
+		if n%16 == 0 {
+			m.flush()
+			continue
+		}
+		select {
+		case p := <-m.recv:
+			m.deliver(&p)
+			continue
+		default:
+		}
+		break
 	}
 }
 
