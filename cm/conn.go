@@ -321,16 +321,24 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 	case err := <-ch:
 		return err
 	case <-ctx.Done():
-		_ = c.m.do(context.Background(), func() {
-			c.estab = nil
-			_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
-			c.end(ctx.Err())
-			c.m.settleNow(c)
-		})
+		c.abandon(ctx.Err())
 		return ctx.Err()
 	case <-c.m.done:
 		return c.m.closedErr()
 	}
+}
+
+// abandon gives up an attempt whose caller stopped waiting (its context
+// ended): the id is destroyed, what that sends goes out as the Manager's
+// own, and the QP, if it got as far as RTS, goes to ERR.
+func (c *Conn) abandon(err error) {
+	_ = c.m.do(context.Background(), func() {
+		c.estab, c.repReady = nil, nil
+		_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+		c.moveQP(errAttr())
+		c.end(err)
+		c.m.settleNow(c)
+	})
 }
 
 // moveTo moves the QP through each state in states with the attributes the

@@ -135,14 +135,8 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 	select {
 	case err = <-repReady:
 	case <-ctx.Done():
-		err = ctx.Err()
-		_ = c.m.do(context.Background(), func() {
-			c.repReady = nil
-			_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
-			c.end(err)
-			c.m.settleNow(c)
-		})
-		return err
+		c.abandon(ctx.Err())
+		return ctx.Err()
 	case <-c.m.done:
 		return c.m.closedErr()
 	}
@@ -160,5 +154,11 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 	}
 	// A REJ or a timeout that ended the attempt meanwhile makes the
 	// table refuse the RTU; waitEstab reports why it ended.
-	return c.m.do(ctx, func() { c.m.sendRTU(c, c.m.clock.Now()) })
+	if err := c.m.do(ctx, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
+		if ctx.Err() != nil {
+			c.abandon(err) // the RTU never went: the id would wait in REP_RCVD
+		}
+		return err
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package cm_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,13 +62,15 @@ func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
 			done <- err
 		}()
 		// The peer answers the REQ with a REP.
+		// (The REJ that abandoned the previous try may come first.)
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		p, err := peer.Recv(rctx)
-		rcancel()
-		require.NoError(t, err)
 		var req wire.MAD
-		require.NoError(t, wire.DecodeMAD(p.MAD[:], &req))
-		require.Equal(t, wire.AttrREQ, req.AttrID)
+		for req.AttrID != wire.AttrREQ {
+			p, err := peer.Recv(rctx)
+			require.NoError(t, err)
+			require.NoError(t, wire.DecodeMAD(p.MAD[:], &req))
+		}
+		rcancel()
 		var b [wire.MADSize]byte
 		require.NoError(t, wire.EncodeMAD(&b, wire.Header{TID: req.TID}, &wire.REP{LocalCommID: 0x77 + uint32(try),
 			RemoteCommID: req.REQ.LocalCommID, LocalQPN: 0x51, StartingPSN: 5, LocalCAGUID: 0xb, RNRRetryCount: 7}))
@@ -93,5 +96,88 @@ func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
 			require.Failf(t, "an id was left behind", "try %d: Connect returned %v and id %v is left in %s (timer %v)",
 				try, err, in.ID, in.State, in.Timer)
 		}
+	}
+}
+
+// stateQP records the state it was last moved to.
+type stateQP struct {
+	qpn   uint32
+	mu    sync.Mutex
+	state qpattr.State
+}
+
+func (q *stateQP) QPN() uint32 { return q.qpn }
+
+func (q *stateQP) Modify(a qpattr.Attr) error {
+	q.mu.Lock()
+	q.state = a.State
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *stateQP) State() qpattr.State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state
+}
+
+// A QP given to Accept moves to ERR when the connection ends
+// (AcceptParams.QP): also when the attempt ends in REP_SENT, by a REJ from
+// the peer or by the RTU's retries running out. The peer is a raw port
+// that sends a REQ and then a REJ for the REP, or nothing.
+func TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
+	for _, how := range []string{"REJ", "timeout"} {
+		t.Run(how, func(t *testing.T) {
+			fab := simnet.NewFabric(simnet.Config{Seed: 1})
+			defer fab.Close()
+			ep, peer := fab.NewEndpoint(), fab.NewEndpoint()
+			clk := clock.NewFake(0)
+			m, err := cm.NewManager(ep, cm.ManagerConfig{Clock: clk, Engine: engine.Config{LocalGUID: 0xa}, MRADelay: -1})
+			require.NoError(t, err)
+			defer m.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := m.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+			require.NoError(t, err)
+
+			send := func(msg wire.Message) {
+				var b [wire.MADSize]byte
+				require.NoError(t, wire.EncodeMAD(&b, wire.Header{TID: 1}, msg))
+				require.NoError(t, peer.Send(ctx, &transport.Packet{Addr: ep.LocalAddr(), MAD: b}))
+			}
+			send(&wire.REQ{LocalCommID: 0x51, ServiceID: 0x1000, LocalCAGUID: 0xb, LocalQPN: 0x51, StartingPSN: 1,
+				PartitionKey: 0xffff, PathPacketPayloadMTU: wire.MTU1024, RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10,
+				MaxCMRetries: 2, PrimaryLocalAckTimeout: 10, RetryCount: 7, RNRRetryCount: 7,
+				PrimaryLocalPortLID: peer.LocalAddr().LID, PrimaryRemotePortLID: ep.LocalAddr().LID})
+			r, err := l.Accept(ctx)
+			require.NoError(t, err)
+			qp := &stateQP{qpn: 0x100}
+			accepted := make(chan error, 1)
+			go func() {
+				_, err := r.Accept(ctx, &cm.AcceptParams{QP: qp})
+				accepted <- err
+			}()
+			p, err := peer.Recv(ctx) // the REP: the QP is in RTS
+			require.NoError(t, err)
+			var rep wire.MAD
+			require.NoError(t, wire.DecodeMAD(p.MAD[:], &rep))
+			require.Equal(t, wire.AttrREP, rep.AttrID)
+			require.Equal(t, qpattr.RTS, qp.State())
+			if how == "REJ" {
+				send(&wire.REJ{LocalCommID: 0x51, RemoteCommID: rep.REP.LocalCommID, MessageRejected: 1,
+					Reason: wire.RejectConsumerDefined})
+			}
+			for {
+				select {
+				case err = <-accepted:
+				case <-time.After(time.Millisecond):
+					clk.Advance(time.Second) // the REP's retries run out
+					continue
+				}
+				break
+			}
+			require.Error(t, err)
+			require.Equal(t, qpattr.Err, qp.State(), "Accept returned %v and left its QP in %s", err, qp.State())
+		})
 	}
 }
