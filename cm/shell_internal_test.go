@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/simnet"
@@ -486,3 +487,20 @@ func TestUnansweredSIDRDoNotExhaustIDs(t *testing.T) {
 	require.NotErrorIs(t, err, ErrNoResources)
 }
 
+
+// A SIDR_REQ that nobody answers does not hold its id for ever: after
+// SIDRWait the Manager lets it go, and a late Reply says so.
+func TestUnansweredSIDRLapses(t *testing.T) {
+	clk := clock.NewFake(0)
+	r := newRawRig(t, func(cfg *ManagerConfig) { cfg.Clock = clk })
+	r.v.release()
+	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x3000})
+	require.NoError(t, err)
+	r.send(1, &wire.SIDRReq{RequestID: 1, PartitionKey: 0xffff, ServiceID: 0x3000})
+	sr, err := l.AcceptSIDR(r.ctx)
+	require.NoError(t, err)
+	require.Len(t, HeldIDs(r.m), 2)
+	clk.Set(clk.Now().Add(69 * time.Second))
+	require.Eventually(t, func() bool { return len(HeldIDs(r.m)) == 1 }, 5*time.Second, time.Millisecond)
+	require.ErrorIs(t, sr.Reply(r.ctx, &SIDRReplyParams{QPN: 1, QKey: 1}), ErrTimeout)
+}
