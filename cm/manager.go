@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -61,6 +60,12 @@ type ManagerConfig struct {
 	// SendTimeout bounds one transport Send on the sending goroutine.
 	// Default 1 s.
 	SendTimeout time.Duration
+	// SIDRWait is how long a SIDR_REQ waits for AcceptSIDR and Reply
+	// before the Manager lets it go unanswered: the protocol gives the
+	// receiver no timer, and the requester has given up by then. Default
+	// 68.7 s, how long rdma_cm's requester keeps trying (16 tries of
+	// 4.096 µs × 2^20).
+	SIDRWait time.Duration
 }
 
 // Manager runs the CM for one port: the pure engine (cm/engine) on one
@@ -103,8 +108,8 @@ type Manager struct {
 	listeners map[engine.CommID]*Listener
 	sidrs     map[engine.CommID]chan sidrResult
 	sidrReqs  map[engine.CommID]*SIDRRequest // SIDR_REQs waiting for the application's answer
-	mra       mraHeap                        // ids waiting for the application, by MRA deadline
-	mraDue    map[engine.CommID]clock.Time   // the live entry of each
+	mra       dueSet                         // ids waiting for the application, by MRA deadline
+	sidrDue   dueSet                         // SIDR_REQs waiting for the application, by when they lapse
 	stats     Stats
 	dropped   uint64 // MADs dropped at the send queue, for the call under way
 	flushing  bool
@@ -130,6 +135,9 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	if cfg.SendQueue <= 0 {
 		cfg.SendQueue = 4096
 	}
+	if cfg.SIDRWait <= 0 {
+		cfg.SIDRWait = 16 * wire.TimeoutDuration(20)
+	}
 	if cfg.MRAServiceTimeout == 0 {
 		cfg.MRAServiceTimeout = 24
 	}
@@ -142,7 +150,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
 		sidrReqs: map[engine.CommID]*SIDRRequest{},
-		mraDue:   map[engine.CommID]clock.Time{}}
+		mra: newDueSet(), sidrDue: newDueSet()}
 	m.wg.Add(3)
 	go m.receive()
 	go m.send()
@@ -380,6 +388,7 @@ func (m *Manager) loop() {
 			m.eng.Tick(now)
 			m.flush()
 			m.mraExpired(now)
+			m.sidrLapsed(now)
 		}
 	}
 }
@@ -416,19 +425,14 @@ func (m *Manager) deliver(p *transport.Packet) {
 	_ = m.eng.Recv(m.clock.Now(), p.Addr, p.MAD[:])
 }
 
-// deadline is the earliest of the engine's timers and the MRA deadlines.
+// deadline is the earliest of the engine's timers and the Manager's own
+// deadlines.
 func (m *Manager) deadline() (clock.Time, bool) {
 	d, ok := m.eng.Deadline()
-	for m.mra.Len() > 0 {
-		top := m.mra[0]
-		if due, live := m.mraDue[top.id]; !live || due != top.due {
-			heap.Pop(&m.mra) // superseded
-			continue
+	for _, s := range []*dueSet{&m.mra, &m.sidrDue} {
+		if due, live := s.next(); live && (!ok || due < d) {
+			d, ok = due, true
 		}
-		if !ok || top.due < d {
-			d, ok = top.due, true
-		}
-		break
 	}
 	return d, ok
 }
@@ -765,24 +769,6 @@ func rejectError(nt *engine.Notification) error {
 
 // ---- MRAs on the application's behalf.
 
-type mraEntry struct {
-	due clock.Time
-	id  engine.CommID
-}
-
-type mraHeap []mraEntry
-
-func (h mraHeap) Len() int           { return len(h) }
-func (h mraHeap) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h mraHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *mraHeap) Push(x any)        { *h = append(*h, x.(mraEntry)) }
-func (h *mraHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 // awaitApp starts the MRA clock of an id that now waits for the
 // application (a REQ for Accept, a REP for the RTU). peerWait is how long
 // the peer waits for the message we owe it before it retries.
@@ -794,22 +780,15 @@ func (m *Manager) awaitApp(id engine.CommID, peerWait time.Duration) {
 	if d == 0 {
 		d = peerWait / 2
 	}
-	due := m.clock.Now().Add(d)
-	m.mraDue[id] = due
-	heap.Push(&m.mra, mraEntry{due: due, id: id})
+	m.mra.set(id, m.clock.Now().Add(d))
 }
 
 // notWaiting stops the MRA clock of an id.
-func (m *Manager) notWaiting(id engine.CommID) { delete(m.mraDue, id) }
+func (m *Manager) notWaiting(id engine.CommID) { m.mra.cancel(id) }
 
 // mraExpired sends an MRA for every id whose application took too long.
 func (m *Manager) mraExpired(now clock.Time) {
-	for m.mra.Len() > 0 && m.mra[0].due <= now {
-		e := heap.Pop(&m.mra).(mraEntry)
-		if due, ok := m.mraDue[e.id]; !ok || due != e.due {
-			continue
-		}
-		delete(m.mraDue, e.id)
+	for id, ok := m.mra.expired(now); ok; id, ok = m.mra.expired(now) {
 		if len(m.out) > cap(m.out)/8 {
 			// The transport is behind: the MRA would leave late, behind
 			// the answers it stands in for, and take their place. The
@@ -817,15 +796,15 @@ func (m *Manager) mraExpired(now clock.Time) {
 			m.stats.MRAsSkipped++
 			continue
 		}
-		if m.call(func() error { return m.eng.SendMRA(now, e.id, m.cfg.MRAServiceTimeout, nil) }) == nil {
+		if m.call(func() error { return m.eng.SendMRA(now, id, m.cfg.MRAServiceTimeout, nil) }) == nil {
 			m.stats.MRAsSent++
 			var c *Conn
-			if c = m.conns[e.id]; c == nil {
-				if r := m.requests[e.id]; r != nil {
+			if c = m.conns[id]; c == nil {
+				if r := m.requests[id]; r != nil {
 					c = r.conn
 				}
 			}
-			m.emit(Event{Kind: EventMRASent, Conn: c, ID: e.id})
+			m.emit(Event{Kind: EventMRASent, Conn: c, ID: id})
 		}
 	}
 }

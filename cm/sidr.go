@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -29,10 +30,11 @@ type SIDRReplyParams = engine.SIDRReplyParams
 
 // SIDRRequest is a SIDR_REQ waiting for the application's answer.
 type SIDRRequest struct {
-	m    *Manager
-	id   CommID
-	req  wire.SIDRReq
-	from transport.Addr
+	m      *Manager
+	id     CommID
+	req    wire.SIDRReq
+	from   transport.Addr
+	lapsed bool // loop-owned: SIDRWait passed unanswered
 }
 
 // Request returns the SIDR_REQ.
@@ -43,7 +45,8 @@ func (r *SIDRRequest) Request() *wire.SIDRReq { return &r.req }
 func (r *SIDRRequest) From() transport.Addr { return r.from }
 
 // Reply answers the SIDR_REQ: the QPN and Q_Key of the service, or a
-// status other than success.
+// status other than success. A request that waited longer than
+// ManagerConfig.SIDRWait was let go: Reply returns ErrTimeout.
 func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 	if p == nil {
 		return badParam("SIDRRequest.Reply", "p", "nil")
@@ -60,11 +63,26 @@ func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 // own.
 func (r *SIDRRequest) answer(run func(func() error) error, p *SIDRReplyParams) error {
 	m := r.m
+	if r.lapsed {
+		return ErrTimeout
+	}
 	err := run(func() error { return m.eng.SIDRReply(m.clock.Now(), r.id, p) })
 	if err == nil {
 		delete(m.sidrReqs, r.id)
+		m.sidrDue.cancel(r.id)
 	}
 	return err
+}
+
+// sidrLapsed lets go of the SIDR_REQs that waited SIDRWait unanswered.
+func (m *Manager) sidrLapsed(now clock.Time) {
+	for id, ok := m.sidrDue.expired(now); ok; id, ok = m.sidrDue.expired(now) {
+		if r := m.sidrReqs[id]; r != nil {
+			delete(m.sidrReqs, id)
+			r.lapsed = true
+			_ = m.reply(func() error { return m.eng.Destroy(now, id) })
+		}
+	}
 }
 
 // sidrRequestReceived hands a SIDR_REQ to its listener; loop goroutine.
@@ -81,6 +99,7 @@ func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 	if l != nil {
 		if len(m.sidrReqs) < m.eng.Config().MaxHalfOpen && l.sidrs.push(r) {
 			m.sidrReqs[nt.ID] = r
+			m.sidrDue.set(nt.ID, m.clock.Now().Add(m.cfg.SIDRWait))
 			return
 		}
 		m.stats.BacklogFull++
