@@ -148,7 +148,8 @@ func TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
 			send(&wire.REQ{LocalCommID: 0x51, ServiceID: 0x1000, LocalCAGUID: 0xb, LocalQPN: 0x51, StartingPSN: 1,
 				PartitionKey: 0xffff, PathPacketPayloadMTU: wire.MTU1024, RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10,
 				MaxCMRetries: 2, PrimaryLocalAckTimeout: 10, RetryCount: 7, RNRRetryCount: 7,
-				PrimaryLocalPortLID: peer.LocalAddr().LID, PrimaryRemotePortLID: ep.LocalAddr().LID})
+				PrimaryLocalPortLID: peer.LocalAddr().LID, PrimaryRemotePortLID: ep.LocalAddr().LID,
+				PrimaryLocalPortGID: peer.LocalAddr().GID, PrimaryRemotePortGID: ep.LocalAddr().GID, PrimarySubnetLocal: true})
 			r, err := l.Accept(ctx)
 			require.NoError(t, err)
 			qp := &stateQP{qpn: 0x100}
@@ -158,7 +159,7 @@ func TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
 				accepted <- err
 			}()
 			p, err := peer.Recv(ctx) // the REP: the QP is in RTS
-			require.NoError(t, err)
+			require.NoError(t, err, "no REP")
 			var rep wire.MAD
 			require.NoError(t, wire.DecodeMAD(p.MAD[:], &rep))
 			require.Equal(t, wire.AttrREP, rep.AttrID)
