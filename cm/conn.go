@@ -88,8 +88,11 @@ func offer[T any](ch *chan T, v T) {
 	}
 }
 
-// end records why the connection (or attempt) ended; loop goroutine.
+// end records why the connection (or attempt) ended and moves its QP to
+// ERR, however it ended (a QP left in RTS would take the peer's traffic
+// for a connection that no longer exists); loop goroutine.
 func (c *Conn) end(err error) {
+	c.moveQP(errAttr())
 	c.mu.Lock()
 	first := c.err == nil
 	if first {
