@@ -471,7 +471,7 @@ func TestManagerCloseEndsRequests(t *testing.T) {
 // bounded with the half-open REQs, whatever the listeners' backlogs, so
 // Connect still finds an id.
 func TestUnansweredSIDRDoNotExhaustIDs(t *testing.T) {
-	r := newRawRig(t, func(cfg *ManagerConfig) { cfg.Engine.MaxIDs, cfg.Engine.MaxHalfOpen = 64, 16 })
+	r := newRawRig(t, func(cfg *ManagerConfig) { cfg.Engine.MaxIDs, cfg.Engine.MaxHalfOpen, cfg.SendQueue = 64, 16, 4096 })
 	r.v.release()
 	for i := range 5 {
 		_, err := r.m.Listen(r.ctx, ListenParams{ServiceID: uint64(0x3000 + i)})
