@@ -47,47 +47,48 @@ const (
 	// An APR with a status other than success and an Additional
 	// Information Length above 72 makes LoadAltPath slice past its array.
 	// Until fixed, hostile APRs carry at most 72 bytes of it.
-	apFixedAPRInfoLength = false
+	apFixedAPRInfoLength = true
 	// LoadAltPath(nil) and SIDRRequest.Reply(nil) crash the Manager's
 	// goroutine; Connect(nil) and ResolveSIDR(nil) panic in the caller.
 	// Until fixed, no call passes nil parameters.
-	apFixedNilParams = false
+	apFixedNilParams = true
 	// Connect with a zero address, or without a QP and with QPN 0, is
 	// accepted. Once fixed, such a Connect must fail with ErrBadParam.
-	apFixedBadParams = false
+	apFixedBadParams = true
 	// Connect on a zero Manager hangs and its Close panics.
-	apFixedZeroManager = false
+	apFixedZeroManager = true
 	// A REP and a REJ handled in one flush while a Connect with a QP ends
 	// its context block the loop for good. Until fixed, the hostile peer
 	// sends no REP and REJ back to back.
-	apFixedREPREJDeadlock = false
+	apFixedREPREJDeadlock = true
 	// With the send queue full, Conn.Close and Listener.Close return nil
 	// having done nothing. Once fixed, a nil return means the id left
 	// ESTABLISHED (or the listen is gone), checked right after the call.
-	apFixedCloseRefused = false
+	apFixedCloseRefused = true
 	// A refused RTU leaves REP_RCVD, a refused DREP DREQ_RCVD, a refused
 	// LAP answer a LAP in progress; none has a timer. Until fixed, the
 	// final check tolerates ids left in those states.
-	apFixedStrandedReplies = false
+	apFixedStrandedReplies = true
 	// Manager.Close leaves the Done and TimeWaitExit of requests the
 	// application holds (or that wait in a backlog) open. Until fixed,
 	// the check after Close skips requests.
-	apFixedCloseEndsRequests = false
+	apFixedCloseEndsRequests = true
 	// Request.Reject after Accept sends a REJ behind the application's back
 	// and leaves Accept's QP in RTS. Until fixed, the final check does not
 	// require that every QP that reached RTS was moved to ERR.
-	apFixedRejectAfterAccept = false
-	// A SIDR_REQ takes an id with no timer: a listener that never calls
-	// AcceptSIDR pins them. Until fixed, the application answers every
-	// SIDR_REQ waiting in a backlog before the final check; once fixed,
-	// they must be gone by themselves.
-	apFixedSIDRPinning = false
+	apFixedRejectAfterAccept = true
 	// A Connect with a QP whose context ends after the QP reached RTS and
 	// before the RTU is handed to the loop abandons its id in REP_RCVD
 	// (then MRA_REP_SENT, once the Manager's MRA goes): no timer, no handle
 	// (TestFoundConnectWithQPContextEndsBeforeTheRTU). Until fixed, the
 	// final check tolerates active ids in those states.
 	apFixedConnectAbandonsRTU = false
+	// An Accept with a QP whose attempt ends in REP_SENT (a REJ, the REP's
+	// retries running out) leaves the QP in RTS
+	// (TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds). Until fixed, the
+	// final check does not require that every QP that reached RTS was
+	// moved to ERR.
+	apFixedQPLeftInRTS = false
 )
 
 // Budgets: go test ./cm/ (make test) runs the default; -short a quarter;
@@ -244,7 +245,7 @@ func (st *apSuite) commands() commands.Commands {
 var apWeights = [apNumKinds]int{
 	apListen: 6, apConnect: 10, apAccept: 8, apReqAccept: 4, apReqReject: 3, apReqDelay: 2, apDisconnect: 4,
 	apConnClose: 4, apLoadAltPath: 4, apResolveSIDR: 4, apAcceptSIDR: 4, apSIDRReply: 2, apListenerClose: 2,
-	apManagerClose: 1, apQuery: 3, apInject: 16, apAdvance: 6, apSleep: 5, apCancel: 2, apZero: 1, apServe: 6,
+	apManagerClose: 1, apQuery: 3, apInject: 16, apAdvance: 6, apSleep: 5, apCancel: 2, apZero: 1, apServe: 6, apBreak: 1,
 }
 
 func apGenOp() gopter.Gen {
@@ -291,12 +292,13 @@ const (
 	apCancel // every context still running ends now
 	apZero   // the zero values of the exported types
 	apServe  // a loop of Accept and Request.Accept on a listener
+	apBreak  // the transport's Recv fails from now on
 	apNumKinds
 )
 
 var apKindNames = [apNumKinds]string{"Listen", "Connect", "Accept", "Request.Accept", "Request.Reject", "Request.Delay",
 	"Disconnect", "Conn.Close", "LoadAltPath", "ResolveSIDR", "AcceptSIDR", "SIDRRequest.Reply", "Listener.Close",
-	"Manager.Close", "Query", "Inject", "Advance", "Sleep", "Cancel", "Zero", "Serve"}
+	"Manager.Close", "Query", "Inject", "Advance", "Sleep", "Cancel", "Zero", "Serve", "Break"}
 
 func (o apOp) String() string {
 	return fmt.Sprintf("%s(m%d %d %d %d)", apKindNames[o.K%apNumKinds], o.M%2, o.A, o.B, o.C)
@@ -347,7 +349,8 @@ type apSys struct {
 	log     []string
 
 	mu       sync.Mutex
-	closed   [2]bool // Manager.Close was called
+	closed   [2]bool        // Manager.Close was called
+	closing  [2]atomic.Bool // Manager.Close was started
 	conns    []*apConn
 	reqs     []*apReq
 	sreqs    []*apSReq
@@ -401,12 +404,34 @@ type apTap struct {
 	s     *apSys
 	idx   int
 	recvd atomic.Uint64
+	// broken makes Recv fail at once, a Recv under way included, as
+	// when a umad device goes away.
+	broken   atomic.Bool
+	breakCtx context.Context
+	breakNow context.CancelFunc
 }
 
+// fail breaks the transport.
+func (t *apTap) fail() {
+	t.broken.Store(true)
+	t.breakNow()
+}
+
+var errAPBroken = errors.New("apTap: input/output error")
+
 func (t *apTap) Recv(ctx context.Context) (transport.Packet, error) {
+	if t.broken.Load() {
+		return transport.Packet{}, errAPBroken
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(t.breakCtx, cancel)()
 	p, err := t.Endpoint.Recv(ctx)
 	if err == nil {
 		t.recvd.Add(1)
+	}
+	if t.broken.Load() {
+		return transport.Packet{}, errAPBroken
 	}
 	return p, err
 }
@@ -416,9 +441,10 @@ func (t *apTap) Recv(ctx context.Context) (transport.Packet, error) {
 func (t *apTap) drain() {
 	defer t.s.drains.Done()
 	for {
-		if _, err := t.Recv(context.Background()); err != nil {
+		if _, err := t.Endpoint.Recv(context.Background()); err != nil {
 			return
 		}
+		t.recvd.Add(1)
 	}
 }
 
@@ -474,6 +500,7 @@ func apNewSys(m apModel, fuzz bool) *apSys {
 			}
 		}
 		s.taps[i] = &apTap{Endpoint: s.eps[i], s: s, idx: i}
+		s.taps[i].breakCtx, s.taps[i].breakNow = context.WithCancel(context.Background())
 		mg, err := cm.NewManager(s.taps[i], cfg)
 		if err != nil {
 			panic(err)
@@ -809,10 +836,10 @@ func (s *apSys) run(o apOp) {
 		}
 	case apConnClose:
 		if c := s.pickConn(o.A); c != nil {
-			s.spawn("Conn.Close", 0, true, func(ctx context.Context) {
+			s.spawn("Conn.Close", 0, true, func(context.Context) {
 				err := c.c.Close()
 				if err == nil && apFixedCloseRefused && !s.isClosed(c.m) {
-					s.checkGone(ctx, c.m, c.c.ID(), "Conn.Close", engine.StateDreqSent, engine.StateTimeWait)
+					s.checkGone(c.m, c.c.ID(), "Conn.Close", engine.StateDreqSent, engine.StateTimeWait)
 				}
 			})
 		}
@@ -839,16 +866,17 @@ func (s *apSys) run(o apOp) {
 		}
 	case apListenerClose:
 		if l := s.pickListener(o.A); l != nil {
-			s.spawn("Listener.Close", 0, true, func(ctx context.Context) {
+			s.spawn("Listener.Close", 0, true, func(context.Context) {
 				err := l.l.Close()
 				if err == nil && apFixedCloseRefused && !s.isClosed(l.m) {
-					s.checkGone(ctx, l.m, l.l.ID(), "Listener.Close")
+					s.checkGone(l.m, l.l.ID(), "Listener.Close")
 				}
 			})
 		}
 	case apManagerClose:
 		if o.A%2 == 0 { // half of them: Manager.Close is rare
 			i, m := s.mgr(o.M)
+			s.closing[i].Store(true)
 			s.spawn("Manager.Close", 0, true, func(context.Context) {
 				_ = m.Close()
 				s.markClosed(i)
@@ -870,6 +898,19 @@ func (s *apSys) run(o apOp) {
 		s.mu.Unlock()
 	case apZero:
 		s.zero(o)
+	case apBreak:
+		if o.A%2 == 0 { // half of them: a Manager that stops is rare
+			i, m := s.mgr(o.M)
+			s.spawn("a failing transport", 0, true, func(context.Context) {
+				s.taps[i].fail()
+				<-m.Done() // late, if the Manager does not stop
+				if err := m.Err(); (!errors.Is(err, errAPBroken) || !errors.Is(err, cm.ErrClosed)) && !s.closing[i].Load() {
+					s.fail("Manager %d stopped on a failing transport with Err %v, want the transport's error and ErrClosed", i, err)
+				}
+				_ = m.Close()
+				s.markClosed(i)
+			})
+		}
 	case apServe:
 		if l := s.pickListener(o.A); l != nil {
 			s.spawn("Serve", o.C|0x60, false, func(ctx context.Context) {
@@ -888,8 +929,8 @@ func (s *apSys) run(o apOp) {
 
 // checkGone requires that id (after a Close that returned nil) is no
 // longer held, or is held only in one of the states in ok.
-func (s *apSys) checkGone(ctx context.Context, m int, id cm.CommID, call string, ok ...engine.State) {
-	ctx, cancel := context.WithTimeout(ctx, apGrace)
+func (s *apSys) checkGone(m int, id cm.CommID, call string, ok ...engine.State) {
+	ctx, cancel := context.WithTimeout(context.Background(), apGrace)
 	defer cancel()
 	ids, err := cm.HeldIDsWithin(ctx, s.mgrs[m])
 	if err != nil {
@@ -1511,6 +1552,7 @@ func (s *apSys) finish() []string {
 		s.runClock()
 		s.checkIDs()
 		s.checkChannels()
+		s.checkManagers()
 	}
 	s.shutdown(wedged)
 	s.mu.Lock()
@@ -1593,7 +1635,9 @@ func (s *apSys) release() {
 			reqs = append(reqs, &apReq{m: l.m, r: r})
 			s.addReq(l.m, r)
 		}
-		for !apFixedSIDRPinning {
+		// A SIDR_REQ waits for the application's answer (bounded by
+		// MaxHalfOpen, with no timer), as a REQ does.
+		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 			r, err := l.l.AcceptSIDR(ctx)
 			cancel()
@@ -1688,6 +1732,26 @@ func (s *apSys) runClock() {
 	s.fail("timers still armed after 400 rounds of the clock")
 }
 
+// checkManagers: a Manager not closed still runs; a closed one is done.
+func (s *apSys) checkManagers() {
+	for i, m := range s.mgrs {
+		select {
+		case <-m.Done():
+			if !s.isClosed(i) {
+				s.fail("Manager %d stopped by itself: %v", i, m.Err())
+			} else if !errors.Is(m.Err(), cm.ErrClosed) {
+				s.fail("Manager %d: Err %v after Close, want ErrClosed", i, m.Err())
+			}
+		default:
+			if s.isClosed(i) {
+				s.fail("Manager %d: Done open after Close", i)
+			} else if m.Err() != nil {
+				s.fail("Manager %d runs, and Err says %v", i, m.Err())
+			}
+		}
+	}
+}
+
 // checkIDs: no id is left but a listen (and, until fixed, the states
 // of the stranded replies).
 func (s *apSys) checkIDs() {
@@ -1754,7 +1818,7 @@ func (s *apSys) checkChannels() {
 			_, _ = l.l.Accept(ctx)
 		})
 	}
-	if apFixedRejectAfterAccept {
+	if apFixedRejectAfterAccept && apFixedQPLeftInRTS {
 		for _, q := range qps {
 			q.mu.Lock()
 			if q.rts && q.state != qpattr.Err {
@@ -1795,6 +1859,7 @@ func (s *apSys) shutdown(wedged bool) {
 		s.fab.Close()
 		return
 	}
+	s.checkManagers()
 	s.mu.Lock()
 	conns, reqs, ls := slices.Clone(s.conns), slices.Clone(s.reqs), slices.Clone(s.ls)
 	s.mu.Unlock()
