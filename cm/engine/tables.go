@@ -204,10 +204,18 @@ func (e *Engine) release(c *conn) {
 		e.tail = c.prev
 	}
 	*c = conn{heapIdx: timerNone}
-	if len(e.freeConns) < 1024 {
+	if len(e.freeConns) < maxFreeConns {
 		e.freeConns = append(e.freeConns, c)
 	}
 }
+
+// maxFreeConns and maxFreeBufs bound the ids and message buffers kept for
+// reuse after ids end: enough for a burst of connections to end and start
+// again without allocating, little against MaxIDs.
+const (
+	maxFreeConns = 1024
+	maxFreeBufs  = 1024
+)
 
 func (e *Engine) getBuf() *[wire.MADSize]byte {
 	if n := len(e.freeBufs); n > 0 {
@@ -219,7 +227,7 @@ func (e *Engine) getBuf() *[wire.MADSize]byte {
 }
 
 func (e *Engine) putBuf(b *[wire.MADSize]byte) {
-	if b != nil && len(e.freeBufs) < 1024 {
+	if b != nil && len(e.freeBufs) < maxFreeBufs {
 		e.freeBufs = append(e.freeBufs, b)
 	}
 }

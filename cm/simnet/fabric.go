@@ -43,14 +43,17 @@ type Endpoint struct {
 	down   bool // guarded by f.mu
 }
 
+// endpointQueue is the receive queue of an Endpoint, in MADs.
+const endpointQueue = 4096
+
 // NewEndpoint adds a port with the next LID (1, 2, ...) and GID fe80::LID.
-// Its receive queue holds 4096 MADs; more are dropped, as a full receive
-// queue drops them.
+// Its receive queue holds endpointQueue MADs; more are dropped, as a full
+// receive queue drops them.
 func (f *Fabric) NewEndpoint() *Endpoint {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
-	ep := &Endpoint{f: f, in: make(chan transport.Packet, 4096), closed: make(chan struct{})}
+	ep := &Endpoint{f: f, in: make(chan transport.Packet, endpointQueue), closed: make(chan struct{})}
 	ep.addr = transport.Addr{LID: f.next, QPN: 1, QKey: transport.GSIQKey}
 	ep.addr.GID[0], ep.addr.GID[1] = 0xfe, 0x80
 	binary.BigEndian.PutUint16(ep.addr.GID[14:], f.next)

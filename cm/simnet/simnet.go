@@ -448,8 +448,11 @@ func (s *Sim) newPacket() *Packet {
 	return new(Packet)
 }
 
+// maxFreePackets bounds the packets a Sim keeps for reuse.
+const maxFreePackets = 4096
+
 func (s *Sim) recycle(p *Packet) {
-	if len(s.free) < 4096 {
+	if len(s.free) < maxFreePackets {
 		s.free = append(s.free, p)
 	}
 }

@@ -120,6 +120,11 @@ func Open(opts Options) (*Transport, error) {
 	return t, nil
 }
 
+// rxQueue is how many received MADs wait between the reading goroutine
+// and Recv; beyond them the reader waits, and the kernel's umad queue fills
+// and drops.
+const rxQueue = 64
+
 // NewTransport sets up an already opened device d for port p: it enables
 // P_Key-index mode, registers the agents, and starts receiving. On error the
 // caller still owns d.
@@ -131,7 +136,7 @@ func NewTransport(d Device, p Port, opts Options) (*Transport, error) {
 		dev:      d,
 		port:     p,
 		opts:     opts,
-		rx:       make(chan transport.Packet, 64),
+		rx:       make(chan transport.Packet, rxQueue),
 		done:     make(chan struct{}),
 		readDone: make(chan struct{}),
 	}
