@@ -95,7 +95,7 @@ const (
 // IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override
 // (tools/pbt-long.sh).
 const (
-	apSequences = 60
+	apSequences = 200
 	apMaxLen    = 40
 	apSeed      = 20261203
 	// apGrace is how long after its deadline (or its start, for a call
@@ -327,26 +327,29 @@ func (o apOp) PostCondition(_ commands.State, r commands.Result) *gopter.PropRes
 // apSys is two Managers (0 and 1), a hostile endpoint, a port that never
 // answers, the application's handles and the calls under way.
 type apSys struct {
-	model   apModel
-	fuzz    bool // FuzzManager: shorter contexts, no goroutine check per input
-	fab     *simnet.Fabric
-	clk     *clock.Fake
-	eps     [2]*simnet.Endpoint
-	mgrs    [2]*cm.Manager
-	taps    [2]*apTap
-	hrecvd  atomic.Uint64 // read by the hostile peer
-	silent  atomic.Bool   // the hostile peer sends nothing more
-	serving sync.WaitGroup
-	unserve context.CancelFunc // ends the server loops of Serve
-	drains  sync.WaitGroup
-	hostile *simnet.Endpoint
-	dead    *simnet.Endpoint
-	leaks   goleak.Option
-	hdone   chan struct{}
-	ops     int
-	mads    atomic.Int64
-	ncalls  int
-	log     []string
+	model  apModel
+	fuzz   bool // FuzzManager: shorter contexts, no goroutine check per input
+	fab    *simnet.Fabric
+	clk    *clock.Fake
+	eps    [2]*simnet.Endpoint
+	mgrs   [2]*cm.Manager
+	taps   [2]*apTap
+	hrecvd atomic.Uint64 // read by the hostile peer
+	silent atomic.Bool   // the hostile peer sends nothing more
+	// unsettled: settle failed; the end checks that need a quiet network
+	// are skipped.
+	unsettled bool
+	serving   sync.WaitGroup
+	unserve   context.CancelFunc // ends the server loops of Serve
+	drains    sync.WaitGroup
+	hostile   *simnet.Endpoint
+	dead      *simnet.Endpoint
+	leaks     goleak.Option
+	hdone     chan struct{}
+	ops       int
+	mads      atomic.Int64
+	ncalls    int
+	log       []string
 
 	mu       sync.Mutex
 	closed   [2]bool        // Manager.Close was called
@@ -1550,9 +1553,11 @@ func (s *apSys) finish() []string {
 		s.settle()
 		s.release()
 		s.runClock()
-		s.checkIDs()
-		s.checkChannels()
-		s.checkManagers()
+		if !s.unsettled {
+			s.checkIDs()
+			s.checkChannels()
+			s.checkManagers()
+		}
 	}
 	s.shutdown(wedged)
 	s.mu.Lock()
@@ -1575,6 +1580,9 @@ func (s *apSys) failed() bool {
 // delivered was read, every MAD a Manager read reached its engine, and both
 // Managers are quiet: twice in a row, with nothing counted in between.
 func (s *apSys) settle() {
+	if s.unsettled {
+		return // it failed once: the checks that need it are moot
+	}
 	deadline := time.Now().Add(apGrace)
 	var prev [8]uint64
 	quietRuns := 0
@@ -1589,6 +1597,7 @@ func (s *apSys) settle() {
 			q, err := cm.Quiet(ctx, m)
 			cancel()
 			if err != nil {
+				s.unsettled = true
 				s.fail("Manager %d: its loop does not answer: %v", i, err)
 				return
 			}
@@ -1609,7 +1618,10 @@ func (s *apSys) settle() {
 		prev = snap
 		time.Sleep(100 * time.Microsecond)
 	}
-	s.fail("the network did not go quiet within %s", apGrace)
+	fs := s.fab.Stats()
+	s.unsettled = true
+	s.fail("the network did not go quiet within %s: fabric %+v, read %d+%d+%d", apGrace, fs,
+		s.taps[0].recvd.Load(), s.taps[1].recvd.Load(), s.hrecvd.Load())
 }
 
 // release lets go of every handle the application holds, as a careful
@@ -1724,7 +1736,7 @@ func (s *apSys) openIDs(conns []*apConn) bool {
 func (s *apSys) runClock() {
 	for range 400 {
 		s.settle()
-		if s.clk.ArmedTimers() == 0 {
+		if s.clk.ArmedTimers() == 0 || s.unsettled {
 			return
 		}
 		s.clk.Set(max(s.clk.Deadline(), s.clk.Now().Add(3*time.Hour)))
