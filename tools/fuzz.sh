@@ -19,7 +19,7 @@ for pkg in $(go list ./...); do
 			;;
 		esac
 		echo "fuzz: $pkg $fn for $budget"
-		go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$budget" "${extra[@]}" "$pkg"
+		go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$budget" ${extra[@]+"${extra[@]}"} "$pkg"
 	done
 done
 echo "fuzz: ran $found targets"
