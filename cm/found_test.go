@@ -20,20 +20,32 @@ import (
 // Defects the API property and FuzzManager found, each as the smallest
 // test that shows it.
 
-// cancelAtQP cancels a context when it is moved to a state.
-type cancelAtQP struct {
+// stateQP records the state it was last moved to, and cancels a context
+// (when set) once it is moved to state at.
+type stateQP struct {
 	qpn    uint32
 	at     qpattr.State
 	cancel context.CancelFunc
+	mu     sync.Mutex
+	state  qpattr.State
 }
 
-func (q *cancelAtQP) QPN() uint32 { return q.qpn }
+func (q *stateQP) QPN() uint32 { return q.qpn }
 
-func (q *cancelAtQP) Modify(a qpattr.Attr) error {
-	if a.State == q.at {
+func (q *stateQP) Modify(a qpattr.Attr) error {
+	q.mu.Lock()
+	q.state = a.State
+	q.mu.Unlock()
+	if q.cancel != nil && a.State == q.at {
 		q.cancel()
 	}
 	return nil
+}
+
+func (q *stateQP) State() qpattr.State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state
 }
 
 // A Connect with a QP whose context ends once the QP is in RTS, before the
@@ -53,7 +65,7 @@ func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
 
 	for try := range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		qp := &cancelAtQP{qpn: 0x100 + uint32(try), at: qpattr.RTS, cancel: cancel}
+		qp := &stateQP{qpn: 0x100 + uint32(try), at: qpattr.RTS, cancel: cancel}
 		done := make(chan error, 1)
 		go func() {
 			_, err := m.Connect(ctx, &cm.ConnectParams{To: peer.LocalAddr(), QP: qp, REQ: wire.REQ{ServiceID: 0x1000,
@@ -97,28 +109,6 @@ func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
 				try, err, in.ID, in.State, in.Timer)
 		}
 	}
-}
-
-// stateQP records the state it was last moved to.
-type stateQP struct {
-	qpn   uint32
-	mu    sync.Mutex
-	state qpattr.State
-}
-
-func (q *stateQP) QPN() uint32 { return q.qpn }
-
-func (q *stateQP) Modify(a qpattr.Attr) error {
-	q.mu.Lock()
-	q.state = a.State
-	q.mu.Unlock()
-	return nil
-}
-
-func (q *stateQP) State() qpattr.State {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.state
 }
 
 // A QP given to Accept moves to ERR when the connection ends
