@@ -95,7 +95,7 @@ const (
 // IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override
 // (tools/pbt-long.sh).
 const (
-	apSequences = 200
+	apSequences = 150
 	apMaxLen    = 40
 	apSeed      = 20261203
 	// apGrace is how long after its deadline (or its start, for a call
@@ -245,7 +245,7 @@ func (st *apSuite) commands() commands.Commands {
 var apWeights = [apNumKinds]int{
 	apListen: 6, apConnect: 10, apAccept: 8, apReqAccept: 4, apReqReject: 3, apReqDelay: 2, apDisconnect: 4,
 	apConnClose: 4, apLoadAltPath: 4, apResolveSIDR: 4, apAcceptSIDR: 4, apSIDRReply: 2, apListenerClose: 2,
-	apManagerClose: 1, apQuery: 3, apInject: 16, apAdvance: 6, apSleep: 5, apCancel: 2, apZero: 1, apServe: 6, apBreak: 1,
+	apManagerClose: 1, apQuery: 3, apInject: 16, apAdvance: 6, apSleep: 5, apCancel: 2, apZero: 1, apServe: 6, apBreak: 1, apEstablish: 8,
 }
 
 func apGenOp() gopter.Gen {
@@ -289,16 +289,17 @@ const (
 	apInject
 	apAdvance
 	apSleep
-	apCancel // every context still running ends now
-	apZero   // the zero values of the exported types
-	apServe  // a loop of Accept and Request.Accept on a listener
-	apBreak  // the transport's Recv fails from now on
+	apCancel    // every context still running ends now
+	apZero      // the zero values of the exported types
+	apServe     // a loop of Accept and Request.Accept on a listener
+	apBreak     // the transport's Recv fails from now on
+	apEstablish // Connect to the peer or the hostile port, waited for
 	apNumKinds
 )
 
 var apKindNames = [apNumKinds]string{"Listen", "Connect", "Accept", "Request.Accept", "Request.Reject", "Request.Delay",
 	"Disconnect", "Conn.Close", "LoadAltPath", "ResolveSIDR", "AcceptSIDR", "SIDRRequest.Reply", "Listener.Close",
-	"Manager.Close", "Query", "Inject", "Advance", "Sleep", "Cancel", "Zero", "Serve", "Break"}
+	"Manager.Close", "Query", "Inject", "Advance", "Sleep", "Cancel", "Zero", "Serve", "Break", "Establish"}
 
 func (o apOp) String() string {
 	return fmt.Sprintf("%s(m%d %d %d %d)", apKindNames[o.K%apNumKinds], o.M%2, o.A, o.B, o.C)
@@ -531,7 +532,7 @@ func apNewSys(m apModel, fuzz bool) *apSys {
 				s.serving.Go(func() {
 					actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 					defer cancel()
-					s.answerTracked(actx, i, r, []uint16{1, 1, 1, 4, 5, 2, 3, 0}[(uint64(n)+m.Seed)%8], n)
+					s.answerTracked(actx, i, r, []uint16{1, 1, 1, 1, 4, 5, 2, 3, 0}[(uint64(n)+m.Seed)%9], n)
 				})
 			}
 		})
@@ -572,6 +573,12 @@ func (s *apSys) outcome(call string, err error) {
 		what = "context"
 	case errors.Is(err, cm.ErrSendQueueFull):
 		what = "queue full"
+	case errors.Is(err, cm.ErrInvalidState):
+		what = "invalid state"
+	case errors.Is(err, cm.ErrBadParam):
+		what = "bad parameter"
+	case errors.Is(err, cm.ErrClosed):
+		what = "closed"
 	default:
 		what = strings.TrimPrefix(err.Error(), "cm: ")
 		if len(what) > 40 {
@@ -624,7 +631,7 @@ func (s *apSys) ctxFor(v uint16) (context.Context, context.CancelFunc) {
 		return ctx, cancel
 	}
 	ds := []time.Duration{50 * time.Microsecond, 200 * time.Microsecond, time.Millisecond, 3 * time.Millisecond,
-		10 * time.Millisecond, 30 * time.Millisecond, 100 * time.Millisecond, 5 * time.Millisecond}
+		10 * time.Millisecond, 30 * time.Millisecond, 100 * time.Millisecond, 30 * time.Millisecond}
 	d := ds[(v>>4)%uint16(len(ds))]
 	if s.fuzz {
 		d = min(d, 3*time.Millisecond)
@@ -866,7 +873,7 @@ func (s *apSys) run(o apOp) {
 	case apAdvance:
 		s.clk.Advance(wire.TimeoutDuration(uint8(o.A % 30)))
 	case apSleep:
-		time.Sleep(time.Duration(o.A%1500) * time.Microsecond)
+		time.Sleep(time.Duration(o.A%3000) * time.Microsecond)
 	case apCancel:
 		s.mu.Lock()
 		for _, c := range s.calls {
@@ -875,6 +882,16 @@ func (s *apSys) run(o apOp) {
 		s.mu.Unlock()
 	case apZero:
 		s.zero(o)
+	case apEstablish:
+		// Connect with the Manager's defaults to where Serve listens (or
+		// to the hostile port, which may answer), with a 100 ms context,
+		// and wait for it: the commands after it find a connection.
+		o.A = 12 + o.A%2 // the peer or the hostile port (A%6), the defaults ((A/8)%3)
+		o.B = apQPN | apServeSID
+		o.C = apCtx100ms | o.C&1
+		if c := s.connect(o); c != nil {
+			s.wait(c)
+		}
 	case apBreak:
 		if o.A%2 == 0 { // half of them: a Manager that stops is rare
 			i, m := s.mgr(o.M)
@@ -944,7 +961,7 @@ func (s *apSys) listen(o apOp) {
 	})
 }
 
-func (s *apSys) connect(o apOp) {
+func (s *apSys) connect(o apOp) *apCall {
 	i, m := s.mgr(o.M)
 	to, where := s.target(i, o.A)
 	p := &cm.ConnectParams{To: to}
@@ -978,15 +995,14 @@ func (s *apSys) connect(o apOp) {
 		copy(p.REQ.PrivateData[:], p.PrivateData)
 	}
 	if (o.A/32)%16 == 15 && apFixedNilParams {
-		s.spawn("Connect(nil)", o.C>>4, false, func(ctx context.Context) {
+		return s.spawn("Connect(nil)", o.C>>4, false, func(ctx context.Context) {
 			if _, err := m.Connect(ctx, nil); !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) {
 				s.fail("Connect(nil): %v, want ErrBadParam", err)
 			}
 		})
-		return
 	}
 	bad := where == "zero" || noQPN && qp == nil
-	s.spawn("Connect to "+where, o.C>>4, false, func(ctx context.Context) {
+	return s.spawn("Connect to "+where, o.C>>4, false, func(ctx context.Context) {
 		c, err := m.Connect(ctx, p)
 		s.outcome("Connect to "+where, err)
 		if bad && apFixedBadParams && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) {
