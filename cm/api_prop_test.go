@@ -172,11 +172,14 @@ type apModel struct {
 	// a server loop answers, most often with Accept, for the whole
 	// sequence.
 	Serve bool
+	// MRADelay of both Managers; MaxHalfOpen of their engines.
+	MRADelay    time.Duration
+	MaxHalfOpen int
 }
 
 func (m apModel) String() string {
-	return fmt.Sprintf("seed=%d sendq=%v loss=%.2f dup=%.2f maxids=%d laprefuse=%v auto=%v serve=%v", m.Seed, m.SendQueue, m.Loss, m.Dup, m.MaxIDs,
-		m.LAPRefuse, m.HostileAuto, m.Serve)
+	return fmt.Sprintf("seed=%d sendq=%v loss=%.2f dup=%.2f maxids=%d laprefuse=%v auto=%v serve=%v mradelay=%s maxhalfopen=%d", m.Seed,
+		m.SendQueue, m.Loss, m.Dup, m.MaxIDs, m.LAPRefuse, m.HostileAuto, m.Serve, m.MRADelay, m.MaxHalfOpen)
 }
 
 type apSuite struct {
@@ -230,12 +233,13 @@ func (st *apSuite) commands() commands.Commands {
 			}
 		},
 		InitialStateGen: gopter.CombineGens(gen.UInt64(), gen.IntRange(0, 4), gen.IntRange(0, 4), gen.IntRange(0, 2), gen.IntRange(0, 2),
-			gen.IntRange(0, 3), gen.Bool(), gen.IntRange(0, 3), gen.IntRange(0, 3)).Map(func(v []any) apModel {
+			gen.IntRange(0, 3), gen.Bool(), gen.IntRange(0, 3), gen.IntRange(0, 3), gen.IntRange(0, 5)).Map(func(v []any) apModel {
 			qs := []int{1, 2, 4, 32, 0}
 			return apModel{Seed: v[0].(uint64), SendQueue: [2]int{qs[v[1].(int)], qs[v[2].(int)]},
 				Loss: []float64{0, 0.05, 0.2}[v[3].(int)], Dup: []float64{0, 0.1, 0.3}[v[4].(int)],
 				MaxIDs: []int{0, 0, 48, 200}[v[5].(int)], LAPRefuse: v[6].(bool), HostileAuto: v[7].(int) != 0,
-				Serve: v[8].(int) != 0}
+				Serve: v[8].(int) != 0, MRADelay: []time.Duration{0, 0, 0, -1, time.Millisecond, time.Hour}[v[9].(int)],
+				MaxHalfOpen: []int{0, 0, 0, 2, 8, 0}[v[9].(int)]}
 		}),
 		GenCommandFunc: func(commands.State) gopter.Gen { return apGenOp() },
 	}
@@ -497,7 +501,7 @@ func apNewSys(m apModel, fuzz bool) *apSys {
 	s.dead.SetDown(true)
 	for i := range s.mgrs {
 		cfg := cm.ManagerConfig{Clock: s.clk, SendQueue: m.SendQueue[i],
-			Engine: engine.Config{Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs}}
+			MRADelay: m.MRADelay, Engine: engine.Config{Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs, MaxHalfOpen: m.MaxHalfOpen}}
 		if m.LAPRefuse {
 			cfg.LAPPolicy = func(_ *cm.Conn, lap *wire.LAP) wire.APRStatus {
 				return wire.APRStatus(lap.AlternateSL % 4)

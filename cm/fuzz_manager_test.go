@@ -7,12 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 // FuzzManager drives the system of the API property (two Managers, a
-// hostile port, the application's calls) from its input: a two-byte
+// hostile port, the application's calls) from its input: a three-byte
 // configuration, then commands of 8 bytes each (kind, Manager, and three
 // 16-bit arguments, as apOp). After each command no call has panicked and
 // every call past its deadline has returned; at the end the same checks as
@@ -38,9 +39,10 @@ const apFuzzMaxOps = 48
 // apDecode reads the configuration and the commands of a FuzzManager
 // input. Byte 0: the send queues (of 1, 2, 4, 32, default each); byte 1:
 // loss (bits 0-1), duplication (2-3), the hostile peer answering (4), the
-// server loops (5), a refusing LAP policy (6), a small MaxIDs (7).
+// server loops (5), a refusing LAP policy (6), a small MaxIDs (7); byte 2:
+// MRADelay and MaxHalfOpen (as apModel's generator picks them).
 func apDecode(data []byte) (apModel, []apOp) {
-	var cfg [2]byte
+	var cfg [3]byte
 	copy(cfg[:], data)
 	qs := []int{1, 2, 4, 32, 0}
 	m := apModel{Seed: 1, SendQueue: [2]int{qs[cfg[0]%5], qs[(cfg[0]/5)%5]},
@@ -49,8 +51,10 @@ func apDecode(data []byte) (apModel, []apOp) {
 	if cfg[1]&128 != 0 {
 		m.MaxIDs = 48
 	}
+	m.MRADelay = []time.Duration{0, 0, 0, -1, time.Millisecond, time.Hour}[cfg[2]%6]
+	m.MaxHalfOpen = []int{0, 0, 0, 2, 8, 0}[cfg[2]%6]
 	var ops []apOp
-	for rest := data[min(len(data), 2):]; len(rest) >= 8 && len(ops) < apFuzzMaxOps; rest = rest[8:] {
+	for rest := data[min(len(data), 3):]; len(rest) >= 8 && len(ops) < apFuzzMaxOps; rest = rest[8:] {
 		ops = append(ops, apOp{K: apKind(rest[0] % byte(apNumKinds)), M: rest[1] % 2,
 			A: uint16(rest[2])<<8 | uint16(rest[3]), B: uint16(rest[4])<<8 | uint16(rest[5]), C: uint16(rest[6])<<8 | uint16(rest[7])})
 	}
@@ -59,7 +63,7 @@ func apDecode(data []byte) (apModel, []apOp) {
 
 // apEncode is apDecode's inverse, for the seed corpus.
 func apEncode(cfg0, cfg1 byte, ops ...apOp) []byte {
-	b := []byte{cfg0, cfg1}
+	b := []byte{cfg0, cfg1, 0}
 	for _, o := range ops {
 		b = append(b, byte(o.K), o.M, byte(o.A>>8), byte(o.A), byte(o.B>>8), byte(o.B), byte(o.C>>8), byte(o.C))
 	}
@@ -136,6 +140,14 @@ func apFuzzSeeds() map[string][]byte {
 			apOp{K: apListen, M: 1, A: 0, B: 3, C: 4}, apOp{K: apInject, M: 1, A: 2, B: 1, C: 1}, sleep(500),
 			apOp{K: apAccept, A: 0, B: 4, C: apCtxLong << 8}, sleep(500), apOp{K: apReqReject, A: 0, B: 1, C: apCtxLong},
 			sleep(1000)),
+		"established-lap-dreq-disconnect": apEncode(queueOK, serve|auto,
+			apOp{K: apEstablish, A: 0, C: 0}, apOp{K: apEstablish, A: 1, C: 1},
+			apOp{K: apLoadAltPath, A: 0, B: 1, C: apCtxLong}, apOp{K: apLoadAltPath, A: 1, B: 3, C: apCtxLong}, sleep(500),
+			answer(15, 0), apOp{K: apDisconnect, A: 0, C: apCtxLong}, apOp{K: apDisconnect, A: 1, C: apCtxLong},
+			apOp{K: apAdvance, A: 25}, sleep(500)),
+		"transport-fails-with-calls-waiting": apEncode(queueOK, serve,
+			apOp{K: apEstablish, A: 0}, apOp{K: apConnect, A: 2, B: apQPN, C: apCtx100ms},
+			apOp{K: apResolveSIDR, A: 2, B: 1, C: apCtx100ms}, apOp{K: apBreak, A: 0}, sleep(1000)),
 		"stale-reqs-lap-apr-any-state": apEncode(queueOK, serve|auto|lossy,
 			apOp{K: apInject, M: 1, A: 2, B: 1, C: 1}, apOp{K: apInject, M: 1, A: 2, B: 1, C: 1},
 			apOp{K: apConnect, A: apToHost, B: apQPN, C: apCtx100ms}, sleep(1500),
