@@ -40,57 +40,6 @@ import (
 // past every timer: no id but a listen is held, every channel the API
 // handed out is closed or still answers, and no goroutine is left.
 
-// Known shell defects that are being fixed. Until a constant is true, the
-// generator or check that trips over its defect is held back, so that the
-// rest of the property keeps running; setting it true turns the case on.
-const (
-	// An APR with a status other than success and an Additional
-	// Information Length above 72 makes LoadAltPath slice past its array.
-	// Until fixed, hostile APRs carry at most 72 bytes of it.
-	apFixedAPRInfoLength = true
-	// LoadAltPath(nil) and SIDRRequest.Reply(nil) crash the Manager's
-	// goroutine; Connect(nil) and ResolveSIDR(nil) panic in the caller.
-	// Until fixed, no call passes nil parameters.
-	apFixedNilParams = true
-	// Connect with a zero address, or without a QP and with QPN 0, is
-	// accepted. Once fixed, such a Connect must fail with ErrBadParam.
-	apFixedBadParams = true
-	// Connect on a zero Manager hangs and its Close panics.
-	apFixedZeroManager = true
-	// A REP and a REJ handled in one flush while a Connect with a QP ends
-	// its context block the loop for good. Until fixed, the hostile peer
-	// sends no REP and REJ back to back.
-	apFixedREPREJDeadlock = true
-	// With the send queue full, Conn.Close and Listener.Close return nil
-	// having done nothing. Once fixed, a nil return means the id left
-	// ESTABLISHED (or the listen is gone), checked right after the call.
-	apFixedCloseRefused = true
-	// A refused RTU leaves REP_RCVD, a refused DREP DREQ_RCVD, a refused
-	// LAP answer a LAP in progress; none has a timer. Until fixed, the
-	// final check tolerates ids left in those states.
-	apFixedStrandedReplies = true
-	// Manager.Close leaves the Done and TimeWaitExit of requests the
-	// application holds (or that wait in a backlog) open. Until fixed,
-	// the check after Close skips requests.
-	apFixedCloseEndsRequests = true
-	// Request.Reject after Accept sends a REJ behind the application's back
-	// and leaves Accept's QP in RTS. Until fixed, the final check does not
-	// require that every QP that reached RTS was moved to ERR.
-	apFixedRejectAfterAccept = true
-	// A Connect with a QP whose context ends after the QP reached RTS and
-	// before the RTU is handed to the loop abandons its id in REP_RCVD
-	// (then MRA_REP_SENT, once the Manager's MRA goes): no timer, no handle
-	// (TestFoundConnectWithQPContextEndsBeforeTheRTU). Until fixed, the
-	// final check tolerates active ids in those states.
-	apFixedConnectAbandonsRTU = true
-	// An Accept with a QP whose attempt ends in REP_SENT (a REJ, the REP's
-	// retries running out) leaves the QP in RTS
-	// (TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds). Until fixed, the
-	// final check does not require that every QP that reached RTS was
-	// moved to ERR.
-	apFixedQPLeftInRTS = true
-)
-
 // Budgets: go test ./cm/ (make test) runs the default; -short a quarter;
 // IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override
 // (tools/pbt-long.sh).
@@ -826,7 +775,7 @@ func (s *apSys) run(o apOp) {
 		if c := apPick(s, &s.conns, o.A); c != nil {
 			s.spawn("Conn.Close", 0, true, func(context.Context) {
 				err := c.c.Close()
-				if err == nil && apFixedCloseRefused && !s.isClosed(c.m) {
+				if err == nil && !s.isClosed(c.m) {
 					s.checkGone(c.m, c.c.ID(), "Conn.Close", engine.StateDreqSent, engine.StateTimeWait)
 				}
 			})
@@ -856,7 +805,7 @@ func (s *apSys) run(o apOp) {
 		if l := apPick(s, &s.ls, o.A); l != nil {
 			s.spawn("Listener.Close", 0, true, func(context.Context) {
 				err := l.l.Close()
-				if err == nil && apFixedCloseRefused && !s.isClosed(l.m) {
+				if err == nil && !s.isClosed(l.m) {
 					s.checkGone(l.m, l.l.ID(), "Listener.Close")
 				}
 			})
@@ -998,7 +947,7 @@ func (s *apSys) connect(o apOp) *apCall {
 		p.PrivateData = apBytes(int(o.B%120), uint64(o.C))
 		copy(p.REQ.PrivateData[:], p.PrivateData)
 	}
-	if (o.A/32)%16 == 15 && apFixedNilParams {
+	if (o.A/32)%16 == 15 {
 		return s.spawn("Connect(nil)", o.C>>4, false, func(ctx context.Context) {
 			if _, err := m.Connect(ctx, nil); !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) {
 				s.fail("Connect(nil): %v, want ErrBadParam", err)
@@ -1009,7 +958,7 @@ func (s *apSys) connect(o apOp) *apCall {
 	return s.spawn("Connect to "+where, o.C>>4, false, func(ctx context.Context) {
 		c, err := m.Connect(ctx, p)
 		s.outcome("Connect to "+where, err)
-		if bad && apFixedBadParams && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) {
+		if bad && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) {
 			s.fail("Connect to %s, QPN %d: %v, want ErrBadParam", where, p.REQ.LocalQPN, err)
 		}
 		if err == nil {
@@ -1059,8 +1008,8 @@ func (s *apSys) answer(ctx context.Context, m int, r *cm.Request, v, w uint16) {
 		case v%6 == 5:
 			p = &cm.AcceptParams{REP: r.NewREP()}
 			p.REP.LocalQPN = s.qpn()
-		case apFixedNilParams:
-			// nil: Request.NewREP and QPN 0, which the peer may refuse
+		case w%4 == 0:
+			// nil: Request.NewREP, and QPN 0, which Accept refuses
 		default:
 			p = &cm.AcceptParams{REP: wire.REP{LocalQPN: s.qpn(), StartingPSN: 7, RNRRetryCount: 7}}
 		}
@@ -1089,13 +1038,9 @@ func (s *apSys) replySIDR(ctx context.Context, r *cm.SIDRRequest, v uint16) {
 	case 2:
 		_ = r.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRStatus(v >> 2 % 8)})
 	case 3:
-		if apFixedNilParams {
-			if err := r.Reply(ctx, nil); err != nil && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) &&
-				ctx.Err() == nil {
-				s.fail("SIDRRequest.Reply(nil): %v, want ErrBadParam", err)
-			}
-		} else {
-			_ = r.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+		if err := r.Reply(ctx, nil); err != nil && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) &&
+			ctx.Err() == nil {
+			s.fail("SIDRRequest.Reply(nil): %v, want ErrBadParam", err)
 		}
 	}
 }
@@ -1107,10 +1052,7 @@ func (s *apSys) loadAltPath(o apOp) {
 	}
 	var lap *wire.LAP
 	switch o.B % 4 {
-	case 0:
-		if !apFixedNilParams {
-			lap = &wire.LAP{}
-		}
+	case 0: // nil
 	case 1:
 		lap = &wire.LAP{RemoteCMResponseTimeout: 10, AlternateLocalPortLID: 11, AlternateRemotePortLID: 12,
 			AlternateLocalAckTimeout: 10, AlternateSL: uint8(o.B>>2) % 16}
@@ -1136,7 +1078,7 @@ func (s *apSys) resolveSIDR(o apOp) {
 	to, where := s.target(i, o.A)
 	p := &cm.SIDRParams{To: to, ServiceID: apSID(o.B), PrivateData: apBytes(int(o.B>>4)%240, uint64(o.C)),
 		Timeout: []time.Duration{0, time.Millisecond, 100 * time.Millisecond, time.Hour}[o.C%4], MaxRetries: uint8(o.C>>2) % 4}
-	if (o.A/8)%16 == 15 && apFixedNilParams {
+	if (o.A/8)%16 == 15 {
 		p = nil
 	}
 	s.spawn("ResolveSIDR to "+where, o.C>>4, false, func(ctx context.Context) {
@@ -1171,9 +1113,6 @@ func (s *apSys) query(o apOp) {
 // zero calls the zero values of the exported types: each either works or
 // fails at once.
 func (s *apSys) zero(o apOp) {
-	if !apFixedZeroManager {
-		return
-	}
 	s.spawn("zero Manager", o.C, false, func(ctx context.Context) {
 		var m cm.Manager
 		if _, err := m.Connect(ctx, fastREQ(s.eps[0], 0x1000, 1)); err == nil {
@@ -1364,11 +1303,7 @@ func (s *apSys) answerSniffed(r *rand.Rand, o apOp) {
 			AdditionalInformationLength: uint8(73 + (o.B>>8)%183)})
 		return
 	case 13: // a REP and a REJ back to back
-		if apFixedREPREJDeadlock {
-			exact(rep, &wire.REJ{LocalCommID: mine, RemoteCommID: local, MessageRejected: 1, Reason: wire.RejectReason(1 + (o.B>>8)%33)})
-		} else {
-			exact(rep)
-		}
+		exact(rep, &wire.REJ{LocalCommID: mine, RemoteCommID: local, MessageRejected: 1, Reason: wire.RejectReason(1 + (o.B>>8)%33)})
 		return
 	case 14: // the REP a peer sends
 		exact(rep)
@@ -1389,7 +1324,7 @@ func (s *apSys) answerSniffed(r *rand.Rand, o apOp) {
 			ResponderResources: uint8(r.IntN(4)), InitiatorDepth: uint8(r.IntN(4))}
 		pdata(rep.PrivateData[:])
 		msgs = append(msgs, rep)
-		if o.C%24 == 12 && apFixedREPREJDeadlock { // the REP and a REJ back to back
+		if o.C%24 == 12 { // the REP and a REJ back to back
 			msgs = append(msgs, &wire.REJ{LocalCommID: mine, RemoteCommID: local, MessageRejected: 1, Reason: wire.RejectReason(r.IntN(40))})
 		}
 	case 1:
@@ -1515,20 +1450,9 @@ func apPoke(b *[wire.MADSize]byte, f wire.FieldInfo, r *rand.Rand) {
 
 // send sends a MAD from the hostile port to Manager to.
 func (s *apSys) send(to int, b *[wire.MADSize]byte) {
-	if !apFixedAPRInfoLength {
-		apClampAPR(b)
-	}
 	s.mads.Add(1)
 	p := transport.Packet{Addr: s.eps[to].LocalAddr(), MAD: *b}
 	_ = s.hostile.Send(context.Background(), &p)
-}
-
-// apClampAPR keeps an APR's Additional Information Length within its 72
-// bytes (see apFixedAPRInfoLength).
-func apClampAPR(b *[wire.MADSize]byte) {
-	if wire.AttrID(uint16(b[16])<<8|uint16(b[17])) == wire.AttrAPR && b[wire.HeaderSize+8] > wire.AdditionalInfoSize {
-		b[wire.HeaderSize+8] = wire.AdditionalInfoSize
-	}
 }
 
 // ---- the end of a sequence.
@@ -1679,47 +1603,11 @@ func (s *apSys) release() {
 	s.mu.Lock()
 	conns := slices.Clone(s.conns)
 	s.mu.Unlock()
-	// Conn.Close reports no refusal: until that is fixed, the close is
-	// repeated once the queue has drained, as long as an id still needs it.
-	rounds := 1
-	if !apFixedCloseRefused {
-		rounds = 20
-	}
-	for range rounds {
-		for _, c := range conns {
-			if !s.isClosed(c.m) {
-				s.syncCall("Conn.Close", func(context.Context) { _ = c.c.Close() })
-			}
-		}
-		s.settle()
-		if !s.openIDs(conns) {
-			break
+	for _, c := range conns {
+		if !s.isClosed(c.m) {
+			s.syncCall("Conn.Close", func(context.Context) { _ = c.c.Close() })
 		}
 	}
-}
-
-// openIDs reports whether an id of conns is still held in a state its
-// Close should have left.
-func (s *apSys) openIDs(conns []*apConn) bool {
-	for i, m := range s.mgrs {
-		if s.isClosed(i) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), apGrace)
-		ids, err := cm.HeldIDsWithin(ctx, m)
-		cancel()
-		if err != nil {
-			return false
-		}
-		for _, in := range ids {
-			for _, c := range conns {
-				if c.m == i && c.c.ID() == in.ID && in.State != engine.StateDreqSent && in.State != engine.StateTimeWait {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // runClock moves the clock to each next deadline (and three hours on, so
@@ -1772,9 +1660,6 @@ func (s *apSys) checkIDs() {
 		for _, in := range ids {
 			switch {
 			case in.State == engine.StateListen:
-			case !apFixedStrandedReplies && (in.State == engine.StateRepRcvd || in.State == engine.StateDreqRcvd ||
-				in.State == engine.StateEstablished && in.LAP != 0):
-			case !apFixedConnectAbandonsRTU && in.Active && (in.State == engine.StateRepRcvd || in.State == engine.StateMraRepSent):
 			default:
 				s.fail("Manager %d: id %v left in %s (LAP %v, active %v, timer %v)", i, in.ID, in.State, in.LAP, in.Active, in.Timer)
 			}
@@ -1802,14 +1687,11 @@ func (s *apSys) checkChannels() {
 		if !closedCh(c.c.Done()) {
 			s.fail("conn %v of Manager %d: Done open after Close and every timeout", c.c.ID(), c.m)
 		}
-		if !closedCh(c.c.TimeWaitExit()) && (apFixedStrandedReplies || !s.stranded(c.m, c.c.ID())) {
+		if !closedCh(c.c.TimeWaitExit()) {
 			s.fail("conn %v of Manager %d: TimeWaitExit open after Close and every timeout", c.c.ID(), c.m)
 		}
 	}
 	for _, r := range reqs {
-		if s.isClosed(r.m) && !apFixedCloseEndsRequests {
-			continue
-		}
 		if !closedCh(r.r.Done()) {
 			s.fail("request %v of Manager %d: Done open after it was answered and every timeout", r.r.ID(), r.m)
 		}
@@ -1821,29 +1703,13 @@ func (s *apSys) checkChannels() {
 			_, _ = l.l.Accept(ctx)
 		})
 	}
-	if apFixedRejectAfterAccept && apFixedQPLeftInRTS {
-		for _, q := range qps {
-			q.mu.Lock()
-			if q.rts && q.state != qpattr.Err {
-				s.fail("QP %#x reached RTS and was left in %s after its connection ended", q.qpn, q.state)
-			}
-			q.mu.Unlock()
+	for _, q := range qps {
+		q.mu.Lock()
+		if q.rts && q.state != qpattr.Err {
+			s.fail("QP %#x reached RTS and was left in %s after its connection ended", q.qpn, q.state)
 		}
+		q.mu.Unlock()
 	}
-}
-
-// stranded reports whether id is held in a state tolerated until the
-// stranded replies are fixed.
-func (s *apSys) stranded(m int, id cm.CommID) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), apGrace)
-	defer cancel()
-	ids, _ := cm.HeldIDsWithin(ctx, s.mgrs[m])
-	for _, in := range ids {
-		if in.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // shutdown closes the Managers and the fabric and checks what Close
@@ -1878,29 +1744,23 @@ func (s *apSys) shutdown(wedged bool) {
 			s.fail("conn %v: TimeWaitExit open after Manager.Close", c.c.ID())
 		}
 	}
-	if apFixedCloseEndsRequests {
-		for _, r := range reqs {
-			select {
-			case <-r.r.Done():
-			default:
-				s.fail("request %v: Done open after Manager.Close", r.r.ID())
-			}
+	for _, r := range reqs {
+		select {
+		case <-r.r.Done():
+		default:
+			s.fail("request %v: Done open after Manager.Close", r.r.ID())
 		}
 	}
 	for _, l := range ls {
 		s.syncCall("Listener.Accept after Manager.Close", func(context.Context) {
-			// A request left in the backlog may still come out (see
-			// apFixedCloseEndsRequests), but ended.
+			// A request left in the backlog may still come out, but ended.
 			r, err := l.l.Accept(context.Background())
-			if err == nil && apFixedCloseEndsRequests {
+			if err == nil {
 				select {
 				case <-r.Done():
 					return
 				default:
 				}
-			}
-			if err == nil && !apFixedCloseEndsRequests {
-				return
 			}
 			if !errors.Is(err, cm.ErrClosed) {
 				s.fail("Accept after Manager.Close: %v, want ErrClosed or an ended request", err)
