@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -53,6 +54,7 @@ type Conn struct {
 	done     chan struct{}
 	released chan struct{}
 	mu       sync.Mutex
+	peerPD   map[wire.AttrID][]byte // the private data of the peer's last message of each kind
 	err      error
 	isEstab  bool
 	freed    bool
@@ -105,6 +107,46 @@ func (c *Conn) end(err error) {
 	if first {
 		close(c.done)
 	}
+}
+
+// remember keeps the private data of a message the peer sent on this
+// connection; loop goroutine.
+func (c *Conn) remember(msg *wire.MAD) {
+	if msg == nil {
+		return
+	}
+	pd := msg.PrivateData()
+	if pd == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peerPD == nil {
+		c.peerPD = map[wire.AttrID][]byte{}
+	}
+	c.peerPD[msg.AttrID] = append(c.peerPD[msg.AttrID][:0], pd...)
+}
+
+// PeerPrivateData returns the private data of the last message of kind a
+// the peer sent on this connection (wire.AttrREQ, AttrREP, AttrRTU,
+// AttrDREQ, AttrDREP, AttrREJ, AttrMRA, AttrLAP, AttrAPR), or nil if none
+// came. It is the whole field: the wire carries no length, so a protocol
+// over it says how much is meaningful (as the RDMA IP CM header does).
+func (c *Conn) PeerPrivateData(a wire.AttrID) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.peerPD[a])
+}
+
+// State is the connection's state in the CM's state machine, named as the
+// specification names it (REQ_SENT, ESTABLISHED, TIMEWAIT, ...): IDLE once
+// its comm ID is free or the Manager has stopped.
+func (c *Conn) State() State {
+	s := StateIdle
+	if c.m.do(context.Background(), func() { s = c.m.eng.State(c.id) }) != nil {
+		return StateIdle
+	}
+	return s
 }
 
 // release closes TimeWaitExit; loop goroutine.

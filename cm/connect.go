@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -18,7 +19,10 @@ type ConnectParams struct {
 	// IP, instead of To and a service ID, names an rdma_cm listener by IP
 	// address and TCP port (RoCE): the REQ gets the RDMA IP CM service ID
 	// and header (NewIPREQ), followed by PrivateData.
-	IP          netip.AddrPort
+	IP netip.AddrPort
+	// PrivateData is the REQ's private data: at most 92 bytes, or 56 after
+	// the IP CM header when IP is set. A longer one fails with
+	// ErrBadParam.
 	PrivateData []byte
 	// REQ is the request. Manager.NewREQ and NewIPREQ build one with
 	// rdma_cm's defaults; Connect fills in the engine's fields (Local Comm
@@ -37,7 +41,7 @@ type ConnectParams struct {
 	// and to ERR when the connection ends. Without one, the RTU goes as soon
 	// as the REP arrives (a program that owns no QP, or moves it itself).
 	QP QP
-	// RTUPrivateData is the private data of the RTU.
+	// RTUPrivateData is the private data of the RTU, at most 224 bytes.
 	RTUPrivateData []byte
 }
 
@@ -55,8 +59,13 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	if p.To == (transport.Addr{}) && !p.IP.IsValid() {
 		return nil, badParam("Connect", "ConnectParams.To", "zero (and no IP)")
 	}
+	if len(p.RTUPrivateData) > wire.RTUPrivateDataSize {
+		return nil, badParam("Connect", "ConnectParams.RTUPrivateData", fmt.Sprintf("%d bytes, at most %d (RTU)",
+			len(p.RTUPrivateData), wire.RTUPrivateDataSize))
+	}
 	q := *p
 	r := &q.REQ
+	pdUsed := false
 	if q.IP.IsValid() {
 		if q.To == (transport.Addr{}) {
 			if !m.port.RoCE {
@@ -68,10 +77,20 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 			qpn := r.LocalQPN
 			ip, err := m.NewIPREQ(q.IP, q.PrivateData)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w: Connect: ConnectParams.PrivateData: %w", ErrBadParam, err)
 			}
 			*r = ip
 			r.LocalQPN = qpn
+			pdUsed = true
+		}
+	}
+	if q.PrivateData != nil && !pdUsed {
+		if q.IP.IsValid() {
+			return nil, badParam("Connect", "ConnectParams.PrivateData",
+				"given with IP and a REQ built already: put it in the REQ with SetIPCM")
+		}
+		if err := r.SetPrivateData(q.PrivateData); err != nil {
+			return nil, fmt.Errorf("%w: Connect: ConnectParams.PrivateData: %w", ErrBadParam, err)
 		}
 	}
 	if q.QP != nil && r.LocalQPN == 0 {

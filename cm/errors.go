@@ -50,6 +50,27 @@ func badParam(call, field, why string) error {
 	return fmt.Errorf("%w: %s: %s %s", ErrBadParam, call, field, why)
 }
 
+// State is a connection's state in the CM's state machine (Conn.State),
+// named as the specification names it.
+type State = engine.State
+
+// The states a connection goes through (IBTA Vol 1, 12.9).
+const (
+	StateIdle        = engine.StateIdle
+	StateReqSent     = engine.StateReqSent
+	StateReqRcvd     = engine.StateReqRcvd
+	StateMraReqSent  = engine.StateMraReqSent
+	StateMraReqRcvd  = engine.StateMraReqRcvd
+	StateRepSent     = engine.StateRepSent
+	StateRepRcvd     = engine.StateRepRcvd
+	StateMraRepSent  = engine.StateMraRepSent
+	StateMraRepRcvd  = engine.StateMraRepRcvd
+	StateEstablished = engine.StateEstablished
+	StateDreqSent    = engine.StateDreqSent
+	StateDreqRcvd    = engine.StateDreqRcvd
+	StateTimeWait    = engine.StateTimeWait
+)
+
 // StateError is the error of a call the CM state table refuses in the
 // connection's current state. It unwraps to ErrInvalidState.
 type StateError = engine.StateError
@@ -79,6 +100,21 @@ type RejectError struct {
 
 func (e *RejectError) Error() string {
 	return fmt.Sprintf("cm: rejected: %s (%d)", e.Reason, uint16(e.Reason))
+}
+
+// Is matches the sentinels the reason implies: ErrStale for 10 (a stale
+// connection, 12.4.1), ErrTimeout for 4 (the peer timed out waiting for
+// us), ErrNoResources for 3.
+func (e *RejectError) Is(target error) bool {
+	switch target {
+	case ErrStale:
+		return e.Reason == wire.RejectStaleConn
+	case ErrTimeout:
+		return e.Reason == wire.RejectTimeout
+	case ErrNoResources:
+		return e.Reason == wire.RejectNoResources
+	}
+	return false
 }
 
 // APRError reports a LAP the peer answered with an APR status other than

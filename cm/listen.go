@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -191,6 +192,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 	c.remoteQPN = c.req.LocalQPN
 	c.remoteGUID = c.req.LocalCAGUID
 	c.from = nt.From
+	c.remember(nt.Msg)
 	r := &Request{m: m, id: nt.ID, conn: c, from: nt.From}
 	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	l := m.listeners[nt.Listen]
@@ -219,6 +221,8 @@ func (m *Manager) requestEnded(r *Request, nt *engine.Notification) {
 	}
 	delete(m.requests, r.id)
 	m.notWaiting(r.id)
+	r.conn.remember(nt.Msg)
+	m.sentOnItsOwn(r.conn, nt)
 	ev := Event{Conn: r.conn, ID: r.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
 	switch nt.Notice {
 	case engine.NoticeRejected:
@@ -226,6 +230,7 @@ func (m *Manager) requestEnded(r *Request, nt *engine.Notification) {
 		r.conn.end(rejectError(nt))
 	case engine.NoticeStale:
 		ev.Kind = EventStale
+		ev.Reason = wire.RejectStaleConn
 		r.conn.end(ErrStale)
 	default:
 		ev.Kind = EventTimedOut
@@ -257,6 +262,16 @@ func (r *Request) REQ() *wire.REQ { return &r.conn.req }
 // From returns the address the REQ came from.
 func (r *Request) From() transport.Addr { return r.from }
 
+// Err says why the request ended before the application answered it (a
+// *RejectError from the peer, ErrTimeout, ErrStale, ErrClosed), or nil
+// while it waits.
+func (r *Request) Err() error {
+	if r.conn == nil {
+		return errNotStarted
+	}
+	return r.conn.Err()
+}
+
 // Done is closed if the request ends before the application answers it:
 // the peer rejected it or gave up, or the Manager closed.
 func (r *Request) Done() <-chan struct{} {
@@ -275,6 +290,9 @@ type AcceptParams struct {
 	// (as rdma_accept does): once the peer has the REP it may send at any
 	// moment after its RTU. It moves to ERR when the connection ends.
 	QP QP
+	// PrivateData, when set, is the REP's private data, at most 196
+	// bytes; a longer one fails with ErrBadParam.
+	PrivateData []byte
 }
 
 // Accept answers with a REP and waits until the connection is established
@@ -292,6 +310,11 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	}
 	if p.QP != nil && rep.LocalQPN == 0 {
 		rep.LocalQPN = p.QP.QPN()
+	}
+	if p.PrivateData != nil {
+		if err := rep.SetPrivateData(p.PrivateData); err != nil {
+			return nil, fmt.Errorf("%w: Accept: AcceptParams.PrivateData: %w", ErrBadParam, err)
+		}
 	}
 	c := r.conn
 	ch := make(chan error, 1)
@@ -313,6 +336,9 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	// the QP reached RTS, and the attributes derived in the first.
 	if e := r.m.do(ctx, func() {
 		if r.m.requests[r.id] != r {
+			if err = c.Err(); err != nil {
+				return // the request ended: say why
+			}
 			err = r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) // refused by the table
 			if err == nil {
 				err = ErrInvalidState

@@ -625,7 +625,9 @@ func (m *Manager) handle(nt *engine.Notification) {
 	if c == nil {
 		return
 	}
+	c.remember(nt.Msg)
 	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
+	m.sentOnItsOwn(c, nt)
 	switch nt.Notice {
 	case engine.NoticeREPReceived:
 		c.rep = nt.Msg.REP
@@ -663,6 +665,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 		c.lapDone(nil, ErrTimeout)
 	case engine.NoticeStale:
 		ev.Kind = EventStale
+		ev.Reason = wire.RejectStaleConn
 		m.emit(ev)
 		c.end(ErrStale)
 	case engine.NoticeDREQReceived:
@@ -708,6 +711,20 @@ func (m *Manager) handle(nt *engine.Notification) {
 		c.lapDone(&a, nil)
 	}
 	m.settle(c, nt.State)
+}
+
+// sentOnItsOwn tells OnEvent of the REJ or DREQ the engine sent on its
+// own in the step nt reports (a timeout's REJ 4, a stale connection's REJ 10
+// or DREQ), which no application call announced.
+func (m *Manager) sentOnItsOwn(c *Conn, nt *engine.Notification) {
+	switch nt.Sent {
+	case wire.AttrREJ:
+		m.emit(Event{Kind: EventRejectSent, Conn: c, ID: nt.ID, Reason: nt.Reason})
+	case wire.AttrDREQ:
+		m.emit(Event{Kind: EventDREQSent, Conn: c, ID: nt.ID})
+	case wire.AttrDREP:
+		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: nt.ID})
+	}
 }
 
 // settle reports a connection's entry into TimeWait and lets go of it once
@@ -760,9 +777,6 @@ func rejectError(nt *engine.Notification) error {
 		r := &nt.Msg.REJ
 		err.ARI = append([]byte(nil), r.RejectedInfo()...)
 		err.PrivateData = append([]byte(nil), r.PrivateData[:]...)
-	}
-	if err.Reason == wire.RejectStaleConn {
-		return errors.Join(ErrStale, err)
 	}
 	return err
 }

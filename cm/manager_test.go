@@ -2,7 +2,6 @@ package cm_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -232,11 +231,13 @@ func TestManagerConnectContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	r, err := l.Accept(ctx)
 	require.NoError(t, err)
-	// The REJ(4) of the destroyed attempt reaches b: accepting now fails.
-	require.Eventually(t, func() bool {
-		_, err := r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 5}})
-		return errors.Is(err, cm.ErrInvalidState)
-	}, 2*time.Second, 5*time.Millisecond)
+	// The REJ(4) of the destroyed attempt reaches b: accepting now fails
+	// with it.
+	<-r.Done()
+	_, err = r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 5}})
+	var re *cm.RejectError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, wire.RejectTimeout, re.Reason)
 }
 
 // The remote side disconnects: Done closes with ErrDisconnected; Close of

@@ -145,6 +145,10 @@ type Notification struct {
 	// Reason: Rejected: the REJ's reason. TimedOut and Stale: the REJ
 	// reason we sent, if any.
 	Reason wire.RejectReason
+	// Sent is the message the step sent (the table's Send for it), or 0:
+	// so that the application hears of the REJ or DREQ the engine sends
+	// on its own (a timeout's REJ, a stale connection's REJ or DREQ).
+	Sent wire.AttrID
 	// From is the sender of Msg.
 	From transport.Addr
 	// Msg is the received message behind the notice (REQ, REP, MRA, REJ,
@@ -485,7 +489,7 @@ func (e *Engine) step(c *conn, in *input) error {
 	c.state = tr.Next
 	id := c.id
 	if tr.Notice != NoticeNone {
-		e.notify(c, tr.Notice, from, in, tr.Reason)
+		e.notify(c, tr.Notice, from, in, tr.Reason, tr.Send)
 	}
 	if eff&EffFree != 0 && c.flags&flagRegistered != 0 {
 		e.release(c)
@@ -541,7 +545,7 @@ func (e *Engine) stepLAP(c *conn, in *input, mark int) error {
 	}
 	c.lap = tr.Next
 	if tr.Notice != NoticeNone {
-		e.notify(c, tr.Notice, c.state, in, 0)
+		e.notify(c, tr.Notice, c.state, in, 0, tr.Send)
 	}
 	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
 	return nil
@@ -598,9 +602,9 @@ func (e *Engine) trace(ev Event, id CommID, from, to State, k Kind, sub *lapStep
 	e.cfg.Trace(ts)
 }
 
-func (e *Engine) notify(c *conn, n Notice, from State, in *input, sentReason uint16) {
+func (e *Engine) notify(c *conn, n Notice, from State, in *input, sentReason uint16, sent Msg) {
 	nt := Notification{Notice: n, ID: c.id, State: c.state, Prev: from, LAP: c.lap, Listen: c.listen,
-		Reason: wire.RejectReason(sentReason)}
+		Reason: wire.RejectReason(sentReason), Sent: attrOf(sent)}
 	if in.m != nil {
 		nt.Msg = in.m
 		nt.From = *in.from

@@ -1421,6 +1421,36 @@ func (m *MAD) Message() Message {
 	return nil
 }
 
+// PrivateData returns the private data of the message selected by m.AttrID
+// (all of the field: the wire gives no length), or nil when it has none.
+func (m *MAD) PrivateData() []byte {
+	switch m.AttrID {
+	case AttrREQ:
+		return m.REQ.PrivateData[:]
+	case AttrMRA:
+		return m.MRA.PrivateData[:]
+	case AttrREJ:
+		return m.REJ.PrivateData[:]
+	case AttrREP:
+		return m.REP.PrivateData[:]
+	case AttrRTU:
+		return m.RTU.PrivateData[:]
+	case AttrDREQ:
+		return m.DREQ.PrivateData[:]
+	case AttrDREP:
+		return m.DREP.PrivateData[:]
+	case AttrSIDRReq:
+		return m.SIDRReq.PrivateData[:]
+	case AttrSIDRRep:
+		return m.SIDRRep.PrivateData[:]
+	case AttrLAP:
+		return m.LAP.PrivateData[:]
+	case AttrAPR:
+		return m.APR.PrivateData[:]
+	}
+	return nil
+}
+
 // layoutOf returns the generated field table of an attribute.
 func layoutOf(a AttrID) []FieldInfo {
 	switch a {

@@ -92,6 +92,19 @@ func genFields(msgs []genMessage) *jen.File {
 		jen.Return(jen.Nil()),
 	)
 
+	f.Comment("PrivateData returns the private data of the message selected by m.AttrID")
+	f.Comment("(all of the field: the wire gives no length), or nil when it has none.")
+	f.Func().Params(jen.Id("m").Op("*").Id("MAD")).Id("PrivateData").Params().Index().Byte().Block(
+		jen.Switch(jen.Id("m").Dot("AttrID")).BlockFunc(func(g *jen.Group) {
+			for i := range msgs {
+				if msgs[i].privateData() != nil {
+					g.Case(jen.Id(msgs[i].AttrConst)).Block(jen.Return(jen.Id("m").Dot(msgs[i].Go).Dot("PrivateData").Index(jen.Empty(), jen.Empty())))
+				}
+			}
+		}),
+		jen.Return(jen.Nil()),
+	)
+
 	// Layout metadata.
 	f.Comment("layoutOf returns the generated field table of an attribute.")
 	f.Func().Id("layoutOf").Params(jen.Id("a").Id("AttrID")).Index().Id("FieldInfo").Block(

@@ -1,0 +1,142 @@
+package cm_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// Private data goes both ways, with every message that carries it, and
+// each side reads what the other sent from its Conn.
+func TestPrivateDataBothWays(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	server := make(chan *cm.Conn, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		require.NoError(t, r.Delay(ctx, 10, []byte("mra")))
+		c, err := r.Accept(ctx, &cm.AcceptParams{PrivateData: []byte("rep")})
+		if err == nil {
+			server <- c
+		}
+	}()
+	params := fastREQ(p.eb, 0x1000, 0x11)
+	params.PrivateData, params.RTUPrivateData = []byte("req"), []byte("rtu")
+	c, err := p.a.Connect(ctx, params)
+	require.NoError(t, err)
+	s := <-server
+	prefix := func(c *cm.Conn, a wire.AttrID, n int) string { return string(c.PeerPrivateData(a)[:n]) }
+	require.Equal(t, "req", prefix(s, wire.AttrREQ, 3))
+	require.Len(t, s.PeerPrivateData(wire.AttrREQ), wire.REQPrivateDataSize)
+	require.Equal(t, "rtu", prefix(s, wire.AttrRTU, 3))
+	require.Equal(t, "mra", prefix(c, wire.AttrMRA, 3))
+	require.Equal(t, "rep", prefix(c, wire.AttrREP, 3))
+	require.Nil(t, c.PeerPrivateData(wire.AttrDREQ))
+	require.NoError(t, c.Disconnect(ctx, []byte("dreq")))
+	require.Equal(t, "dreq", prefix(s, wire.AttrDREQ, 4))
+	require.NotNil(t, c.PeerPrivateData(wire.AttrDREP))
+}
+
+// Each private data is checked against its message's limit, and the error
+// names it.
+func TestPrivateDataLimits(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	params := fastREQ(p.eb, 0x1000, 0x11)
+	params.PrivateData = make([]byte, wire.REQPrivateDataSize+1)
+	_, err = p.a.Connect(ctx, params)
+	require.ErrorIs(t, err, cm.ErrBadParam)
+	require.ErrorContains(t, err, "at most 92")
+	params.PrivateData, params.RTUPrivateData = nil, make([]byte, wire.RTUPrivateDataSize+1)
+	_, err = p.a.Connect(ctx, params)
+	require.ErrorContains(t, err, "at most 224")
+
+	go func() { _, _ = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x12)) }()
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	_, err = r.Accept(ctx, &cm.AcceptParams{PrivateData: make([]byte, wire.REPPrivateDataSize+1)})
+	require.ErrorIs(t, err, cm.ErrBadParam)
+	require.ErrorContains(t, err, "at most 196")
+	err = r.Reject(ctx, 0, nil, make([]byte, wire.REJPrivateDataSize+1))
+	require.ErrorIs(t, err, cm.ErrBadParam)
+	require.ErrorContains(t, err, "at most 148")
+	require.NoError(t, r.Reject(ctx, 0, nil, []byte("no")))
+}
+
+// A connection says its state by the specification's names; a request
+// that ended says why.
+func TestStateAndRequestErr(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+	require.NoError(t, err)
+	require.Equal(t, cm.StateEstablished, c.State())
+	require.Equal(t, "ESTABLISHED", c.State().String())
+	require.NoError(t, c.Disconnect(ctx, nil))
+	require.Contains(t, []cm.State{cm.StateTimeWait, cm.StateIdle}, c.State())
+	<-c.TimeWaitExit()
+	require.Equal(t, cm.StateIdle, c.State())
+
+	l2, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+	cctx, ccancel := context.WithCancel(ctx)
+	go func() { _, _ = p.a.Connect(cctx, fastREQ(p.eb, 0x2000, 0x12)) }()
+	r, err := l2.Accept(ctx)
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	ccancel()
+	<-r.Done()
+	var re *cm.RejectError
+	require.ErrorAs(t, r.Err(), &re)
+}
+
+// A RejectError matches the sentinels its reason implies.
+func TestRejectErrorIs(t *testing.T) {
+	require.ErrorIs(t, &cm.RejectError{Reason: wire.RejectStaleConn}, cm.ErrStale)
+	require.ErrorIs(t, &cm.RejectError{Reason: wire.RejectTimeout}, cm.ErrTimeout)
+	require.ErrorIs(t, &cm.RejectError{Reason: wire.RejectNoResources}, cm.ErrNoResources)
+	require.False(t, errors.Is(&cm.RejectError{Reason: wire.RejectConsumerDefined}, cm.ErrStale))
+}
+
+// The REJ the engine sends on its own when the peer stops answering is an
+// event, as every REJ the application sends is.
+func TestEngineREJIsAnEvent(t *testing.T) {
+	var mu sync.Mutex
+	var got []cm.Event
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{OnEvent: func(ev cm.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, cm.Event{Kind: ev.Kind, Reason: ev.Reason})
+	}}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	silent := p.fab.NewEndpoint() // no CM behind it
+	params := fastREQ(silent, 0x1000, 0x11)
+	params.REQ.MaxCMRetries = 1
+	_, err := p.a.Connect(ctx, params)
+	require.ErrorIs(t, err, cm.ErrTimeout)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, got, cm.Event{Kind: cm.EventRejectSent, Reason: wire.RejectTimeout})
+}
