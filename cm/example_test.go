@@ -17,9 +17,9 @@ import (
 func ExampleManager() {
 	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
 	defer fabric.Close()
-	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}})
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xb})
 	defer server.Close()
-	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xa})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -64,9 +64,9 @@ func ExampleManager() {
 func ExampleRejectError() {
 	fabric := simnet.NewFabric(simnet.Config{Seed: 1})
 	defer fabric.Close()
-	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}})
+	server, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xb})
 	defer server.Close()
-	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	client, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xa})
 	defer client.Close()
 
 	_, err := client.Connect(context.Background(), &cm.ConnectParams{To: server.LocalAddr(),

@@ -18,9 +18,13 @@ import (
 // ManagerConfig configures a Manager. The zero value works: every field has
 // a default.
 type ManagerConfig struct {
-	// Engine configures the CM core: its bounds, its CA GUID (taken from
-	// the transport when it implements transport.LocalGUIDer), the
-	// comm-ID seed (random when zero).
+	// LocalGUID is the CA GUID the CM gives as its Local CA GUID. Zero:
+	// the transport's, when it knows it (transport.LocalGUIDer, as a umad
+	// port does); a transport that does not (simnet) needs one here.
+	LocalGUID uint64
+	// Engine configures the CM core: its bounds (zero fields take the
+	// defaults of docs/limits.md) and the comm-ID seed (random when zero).
+	// Its LocalGUID, when set, stands for LocalGUID.
 	Engine engine.Config
 	// Port describes the local port to the REQ and REP builders and to the
 	// QP-attribute derivation. Zero fields come from the transport (its
@@ -120,11 +124,14 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	if tr == nil {
 		return nil, badParam("NewManager", "transport", "nil")
 	}
+	if cfg.Engine.LocalGUID == 0 {
+		cfg.Engine.LocalGUID = cfg.LocalGUID
+	}
 	if g, ok := tr.(transport.LocalGUIDer); ok && cfg.Engine.LocalGUID == 0 {
 		cfg.Engine.LocalGUID = g.LocalGUID()
 	}
 	if cfg.Engine.LocalGUID == 0 {
-		return nil, errors.New("cm: ManagerConfig.Engine.LocalGUID is required (the transport does not know it)")
+		return nil, badParam("NewManager", "ManagerConfig.LocalGUID", "zero, and the transport does not know it")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
