@@ -3,7 +3,6 @@ package cm
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
