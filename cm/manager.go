@@ -155,8 +155,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
-		sidrReqs: map[engine.CommID]*SIDRRequest{},
-		mra: newDueSet(), sidrDue: newDueSet()}
+		sidrReqs: map[engine.CommID]*SIDRRequest{}, mra: newDueSet(), sidrDue: newDueSet()}
 	m.wg.Add(3)
 	go m.receive()
 	go m.send()

@@ -487,7 +487,6 @@ func TestUnansweredSIDRDoNotExhaustIDs(t *testing.T) {
 	require.NotErrorIs(t, err, ErrNoResources)
 }
 
-
 // A SIDR_REQ that nobody answers does not hold its id for ever: after
 // SIDRWait the Manager lets it go, and a late Reply says so.
 func TestUnansweredSIDRLapses(t *testing.T) {
