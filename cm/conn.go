@@ -261,7 +261,9 @@ func (c *Conn) attrWith(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
 
 // Disconnect sends a DREQ and waits for the DREP (or the DREQ's retries to
 // run out); the connection then waits out TimeWait inside the Manager
-// (TimeWaitExit). Outside ESTABLISHED it fails with a *StateError.
+// (TimeWaitExit). Outside ESTABLISHED it fails with a *StateError. If ctx
+// ends before the DREP, Disconnect returns ctx's error but the disconnect
+// goes on: the DREQ is resent until answered or out of retries.
 func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 	var err error
 	if e := c.m.do(ctx, func() {
