@@ -421,7 +421,18 @@ type apQP struct {
 	failAt qpattr.State // 0: never fails
 	mu     sync.Mutex
 	state  qpattr.State
-	rts    bool // reached RTS once
+	rts    bool   // reached RTS once
+	user   string // the call it was given to, and how it ended
+}
+
+// used records the call q was given to and what it returned.
+func (q *apQP) used(call string, id cm.CommID, err error) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	q.user = fmt.Sprintf("%s (id %v): %v", call, id, err)
+	q.mu.Unlock()
 }
 
 func (q *apQP) QPN() uint32 { return q.qpn }
@@ -958,6 +969,11 @@ func (s *apSys) connect(o apOp) *apCall {
 	return s.spawn("Connect to "+where, o.C>>4, false, func(ctx context.Context) {
 		c, err := m.Connect(ctx, p)
 		s.outcome("Connect to "+where, err)
+		if c != nil {
+			qp.used("Connect to "+where, c.ID(), err)
+		} else {
+			qp.used("Connect to "+where, 0, err)
+		}
 		if bad && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) {
 			s.fail("Connect to %s, QPN %d: %v, want ErrBadParam", where, p.REQ.LocalQPN, err)
 		}
@@ -1015,6 +1031,7 @@ func (s *apSys) answer(ctx context.Context, m int, r *cm.Request, v, w uint16) {
 		}
 		c, err := r.Accept(ctx, p)
 		s.outcome("Request.Accept", err)
+		qp.used("Request.Accept", r.ID(), err)
 		if err == nil {
 			s.addConn(m, c, qp)
 		}
@@ -1706,7 +1723,7 @@ func (s *apSys) checkChannels() {
 	for _, q := range qps {
 		q.mu.Lock()
 		if q.rts && q.state != qpattr.Err {
-			s.fail("QP %#x reached RTS and was left in %s after its connection ended", q.qpn, q.state)
+			s.fail("QP %#x reached RTS and was left in %s after its connection ended; %s", q.qpn, q.state, q.user)
 		}
 		q.mu.Unlock()
 	}
