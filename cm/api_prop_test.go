@@ -1022,7 +1022,7 @@ func (s *apSys) answer(ctx context.Context, m int, r *cm.Request, v, w uint16) {
 			qp = s.newQP(w)
 			p = &cm.AcceptParams{QP: qp}
 		case v%6 == 5:
-			p = &cm.AcceptParams{REP: r.NewREP()}
+			p = &cm.AcceptParams{REP: r.NewREP(), PrivateData: apBytes(int(w>>2)%220, uint64(w))}
 			p.REP.LocalQPN = s.qpn()
 		case w%4 == 0:
 			// nil: Request.NewREP, and QPN 0, which Accept refuses
@@ -1109,9 +1109,20 @@ func (s *apSys) resolveSIDR(o apOp) {
 
 func (s *apSys) query(o apOp) {
 	_, m := s.mgr(o.M)
-	switch o.A % 3 {
+	switch o.A % 4 {
 	case 0:
 		s.syncCall("Stats", func(context.Context) { _ = m.Stats() })
+	case 3: // what a connection and a request say of themselves
+		c, r := apPick(s, &s.conns, o.B), apPick(s, &s.reqs, o.B)
+		s.syncCall("Conn.State, Request.Err", func(context.Context) {
+			if c != nil {
+				_ = c.c.State()
+				_ = c.c.PeerPrivateData(wire.AttrID(0x10 + o.C%12))
+			}
+			if r != nil {
+				_ = r.r.Err()
+			}
+		})
 	case 1:
 		if c := apPick(s, &s.conns, o.B); c != nil {
 			s.spawn("QPAttr", o.C, false, func(ctx context.Context) {
