@@ -150,7 +150,6 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	want, _ := parseExpect(o.expect)
 	if o.simPeer {
 		po := &netOpts{cmd: "listen"}
 		var la listenArgs
@@ -230,7 +229,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 	r.event("READY", "%s seed=%#x%s", ep.desc, o.seed, dataDesc(o))
 	if dr != nil && dr.mode.ud {
 		udaddyConnect(ctx, r, dr, to, hdr, ca.waitListener)
-		return r.finish(ctx, want, "")
+		return r.finish(ctx, "")
 	}
 
 	var wg sync.WaitGroup
@@ -326,7 +325,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		}
 	}
 	wg.Wait()
-	return r.finish(ctx, want, "")
+	return r.finish(ctx, "")
 }
 
 // qpnReuse describes an earlier connection of the run that announced the

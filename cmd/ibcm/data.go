@@ -438,23 +438,20 @@ func (dr *dataRun) close() {
 	dr.r.event("DATA-DEVICE-CLOSED", "qps-left=%d objects-left=%d%s", left, live, msg)
 }
 
-// dataProblems lists the failed data phases of the run's connections.
-// r.mu must be held.
-func (r *netRun) dataProblems() []string {
-	var bad []string
-	for _, c := range r.conns {
-		switch {
-		case c.data == nil && c.estab:
-			bad = append(bad, fmt.Sprintf("conn %d: no data phase", c.num))
-		case c.data != nil && !c.data.verified:
-			p := c.data.problem
-			if p == "" {
-				p = "not verified"
-			}
-			bad = append(bad, fmt.Sprintf("conn %d: data: %s", c.num, p))
+// dataProblem says how connection c's data phase failed, or "". The
+// run's r.mu must be held.
+func (c *connRec) dataProblem() string {
+	switch {
+	case c.data == nil && c.estab:
+		return fmt.Sprintf("conn %d: no data phase", c.num)
+	case c.data != nil && !c.data.verified:
+		p := c.data.problem
+		if p == "" {
+			p = "not verified"
 		}
+		return fmt.Sprintf("conn %d: data: %s", c.num, p)
 	}
-	return bad
+	return ""
 }
 
 // failConn records that connection c failed outside the CM and says why.

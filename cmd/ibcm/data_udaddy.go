@@ -165,6 +165,7 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 		r.mu.Lock()
 		c := r.newConn(0)
 		c.sidr = true
+		c.refs++
 		r.mu.Unlock()
 		q := sr.Request()
 		ipcm := ""
@@ -176,18 +177,21 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 		if err != nil {
 			r.failConn(c, "UD QP: "+err.Error())
 			_ = sr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+			r.unref(c)
 			continue
 		}
 		c.qpn = s.qp.QPN()
 		if err := sr.Reply(ctx, &cm.SIDRReplyParams{QPN: s.qp.QPN(), QKey: udpQKey}); err != nil {
 			r.failConn(c, "SIDR reply: "+err.Error())
 			dr.destroy(ctx, c, s, nil)
+			r.unref(c)
 			continue
 		}
 		r.connEvent(c, "SIDR-REP-SENT", "qpn=%#x qkey=%#x", s.qp.QPN(), udpQKey)
 		err = udaddyServer(ctx, s)
 		dr.report(c, s, err)
 		dr.destroy(ctx, c, s, nil)
+		r.unref(c)
 	}
 	return n
 }

@@ -94,7 +94,6 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	want, _ := parseExpect(o.expect)
 	ep, err := openEndpoint(o)
 	if err != nil {
 		return setupFailed(o, stdout, err)
@@ -130,7 +129,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	l, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: o.sid})
 	if err != nil {
 		r.event("ERROR", "kind=listen msg=%q", err.Error())
-		return r.finish(ctx, want, "listen failed: "+err.Error())
+		return r.finish(ctx, "listen failed: "+err.Error())
 	}
 	port := ""
 	if o.ip {
@@ -147,7 +146,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		ul, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: sid})
 		if err != nil {
 			r.event("ERROR", "kind=listen msg=%q", err.Error())
-			return r.finish(ctx, want, "SIDR listen failed: "+err.Error())
+			return r.finish(ctx, "SIDR listen failed: "+err.Error())
 		}
 		defer ul.Close() // before sidrs.Wait: it ends answerSIDR
 		qpn := uint32(la.sidrQPN)
@@ -200,12 +199,19 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		}
 		r.mu.Lock()
 		c := r.byConn[req.Conn()]
+		if c == nil && o.count == 0 {
+			// The request ended before it was taken (the peer gave up
+			// or rejected), and its record has gone with its id.
+			r.mu.Unlock()
+			continue
+		}
 		if c == nil { // beyond --count: its event found no room
 			c = r.newConn(0)
 			c.conn = req.Conn()
 			r.byConn[c.conn] = c
 		}
 		c.qpn = o.qpnOf(c.num)
+		c.refs++ // this loop's, then the goroutine's that serves it
 		r.mu.Unlock()
 		if la.reject != 0 {
 			if err := req.Reject(ctx, wire.RejectReason(la.reject), nil, nil); err != nil {
@@ -214,6 +220,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 				r.mu.Unlock()
 				r.connEvent(c, "ERROR", "msg=%q", "reject: "+err.Error())
 			}
+			r.unref(c)
 			continue
 		}
 		rep := req.NewREP()
@@ -226,6 +233,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			if err != nil {
 				r.failConn(c, "QP: "+err.Error())
 				_ = req.Reject(ctx, wire.RejectConsumerDefined, nil, nil)
+				r.unref(c)
 				continue
 			}
 			sess = s
@@ -247,6 +255,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 			r.mu.Unlock()
 		}
 		wg.Go(func() {
+			defer r.unref(c)
 			p := &cm.AcceptParams{REP: rep}
 			if sess != nil {
 				p.QP = sess.qp
@@ -293,7 +302,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	if o.count > 0 && accepted < o.count {
 		missing = fmt.Sprintf("%d of %d connection requests came", accepted, o.count)
 	}
-	code := r.finish(ctx, want, missing)
+	code := r.finish(ctx, missing)
 	if waitPeer != nil {
 		waitPeer(3 * time.Second)
 	}

@@ -59,20 +59,28 @@ func startListen(t *testing.T, args ...string) (*netRun, func() (int, string)) {
 // rejected or established and disconnected, leave no record behind once
 // their ids are free, and the result still counts and judges them all.
 func TestListenCountZeroLetsGoOfEndedConns(t *testing.T) {
-	const n = 3000
 	for _, tc := range []struct {
 		name   string
+		n      int
 		listen []string
-		status int // cmtime's
+		status int    // cmtime's
+		code   int    // listen's
+		result string // in listen's IBCM-RESULT line
 	}{
-		{"rejected", []string{"--reject", "28", "--expect", "rej:28"}, 1},
-		{"disconnected", []string{"--expect", "peer-disconnect"}, 0},
+		{"rejected", 3000, []string{"--reject", "28", "--expect", "rej:28"}, 1, 0,
+			"PASS conns=3000 outcomes=rej:28*3000 want=rej:28 "},
+		{"disconnected", 3000, []string{"--expect", "peer-disconnect"}, 0, 0,
+			"PASS conns=3000 outcomes=peer-disconnect*3000 want=peer-disconnect "},
+		// Judged as each record goes: the first problems named, the
+		// rest counted.
+		{"judged", 100, []string{"--reject", "28", "--expect", "established"}, 1, 1,
+			"FAIL conns=100 outcomes=rej:28*100 want=established "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fab := fabricName(t)
 			r, stop := startListen(t, append([]string{"--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7471",
 				"--count", "0", "--timeout", "120s"}, tc.listen...)...)
-			code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", strconv.Itoa(n),
+			code, out, stderr := runCmd(t, nil, "cmtime", "--transport", "sim", "--sim-fabric", fab, "-c", strconv.Itoa(tc.n),
 				"--ack-timeout", "10", "--timeout", "120s")
 			require.Equal(t, tc.status, code, out+stderr)
 
@@ -84,11 +92,14 @@ func TestListenCountZeroLetsGoOfEndedConns(t *testing.T) {
 					break
 				}
 			}
-			require.Equal(t, listenRecords{}, got, "records left after %d ended connections", n)
+			require.Equal(t, listenRecords{}, got, "records left after %d ended connections", tc.n)
 
 			code, lo := stop()
-			require.Equal(t, 0, code, lo)
-			require.Contains(t, lo, "IBCM-RESULT listen PASS conns="+strconv.Itoa(n)+" ")
+			require.Equal(t, tc.code, code, lo)
+			require.Contains(t, lo, "IBCM-RESULT listen "+tc.result)
+			if tc.code != 0 {
+				require.Regexp(t, `problems="conn \d+: rej:28, want established; (conn \d+: rej:28, want established; ){63}36 more"`, lo)
+			}
 		})
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +88,11 @@ Outcomes (--expect, comma-separated, one per connection, the last repeats):
                    as ibcm probe's does)
 With --wait-timewait (default) every connection that entered TimeWait must
 also leave it before the command ends.
+listen --count 0 serves any number of connections: it keeps what it knows
+of one only until its id is free (after TimeWait, or at once for a REQ it
+rejected), then only its outcome's count. Past 64 connections its result
+line gives each outcome once with that count ("outcomes=rej:28*3000"), and
+names the first 64 problems and counts the rest.
 
 Flags:
 `
@@ -375,7 +382,9 @@ func (l *lineOut) close() {
 // netRun.mu.
 type connRec struct {
 	num       int
+	idx       int // its place in netRun.conns
 	conn      *cm.Conn
+	id        cm.CommID // the id its events name (netRun.byID)
 	qpn       uint32
 	ackTO     uint8 // Local ACK Timeout: TimeWait length
 	estab     bool
@@ -398,6 +407,11 @@ type connRec struct {
 	// answered, when set, is closed once the REP is queued or Accept
 	// has failed (see listenMain).
 	answered chan struct{}
+	// refs counts what still needs the record (--count 0): its id until
+	// the Manager frees it, and the goroutine that serves the connection.
+	// At 0 the run lets the record go (netRun.unrefLocked).
+	refs   int
+	folded bool // its outcome is in netRun.ended
 }
 
 // answer closes c.answered, once. r.mu must be held.
@@ -414,6 +428,25 @@ func (c *connRec) held() string {
 		return " held=none"
 	}
 	return fmt.Sprintf(" held=%.3fs", time.Since(c.estabAt).Seconds())
+}
+
+// connCounts are the summary line's counts of connections.
+type connCounts struct{ estab, ended, rej, to, tw int }
+
+func (k *connCounts) add(c *connRec) {
+	switch o := c.outcome(); {
+	case c.rejReason >= 0:
+		k.rej++
+	case c.timedOut:
+		k.to++
+	case c.timewait || c.dreqRcvd && c.drepSent || strings.HasSuffix(o, "disconnect"):
+		k.ended++
+	case c.estab:
+		k.estab++
+	}
+	if c.timewait && !c.twExit {
+		k.tw++
+	}
 }
 
 // outcome classifies a finished connection.
@@ -455,10 +488,14 @@ type netRun struct {
 	ep      *endpoint
 	mgr     *cm.Manager
 	start   time.Time
+	want    []string // --expect, one outcome per connection, the last repeating
 	mu      sync.Mutex
-	conns   []*connRec
+	made    int        // connection records made (the last one's number)
+	conns   []*connRec // the records the run still keeps
+	ended   tally      // the records it let go
 	byConn  map[*cm.Conn]*connRec
 	byID    map[cm.CommID]*connRec // for --trace's lines
+	stopped chan struct{}          // closed by finish: ids the Manager never freed are not waited for
 	sumDone chan struct{}          // stops the summary lines
 	data    *dataRun               // --data
 	next    *connRec               // the active connection whose REQ goes next
@@ -467,8 +504,9 @@ type netRun struct {
 }
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
-	return &netRun{o: o, out: newLineOut(stdout), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
-		byID: map[cm.CommID]*connRec{}, change: make(chan struct{}, 1)}
+	want, _ := parseExpect(o.expect) // checked with the flags
+	return &netRun{o: o, want: want, out: newLineOut(stdout), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+		byID: map[cm.CommID]*connRec{}, stopped: make(chan struct{}), change: make(chan struct{}, 1)}
 }
 
 func (r *netRun) since() string { return r.at(time.Now()) }
@@ -526,24 +564,12 @@ func (r *netRun) summarize(done <-chan struct{}) {
 func (r *netRun) summaryLine() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var estab, ended, rej, to, tw int
+	k := r.ended.counts
 	for _, c := range r.conns {
-		switch o := c.outcome(); {
-		case c.rejReason >= 0:
-			rej++
-		case c.timedOut:
-			to++
-		case c.timewait || c.dreqRcvd && c.drepSent || strings.HasSuffix(o, "disconnect"):
-			ended++
-		case c.estab:
-			estab++
-		}
-		if c.timewait && !c.twExit {
-			tw++
-		}
+		k.add(c)
 	}
 	return fmt.Sprintf("IBCM-SUMMARY t=%s conns=%d established=%d disconnected=%d rejected=%d timeouts=%d in-timewait=%d",
-		r.since(), len(r.conns), estab, ended, rej, to, tw)
+		r.since(), r.made, k.estab, k.ended, k.rej, k.to, k.tw)
 }
 
 func (r *netRun) signal() {
@@ -553,9 +579,11 @@ func (r *netRun) signal() {
 	}
 }
 
-// newConn adds connection record number len+1. r.mu must be held.
+// newConn adds the record of the run's next connection. r.mu must be
+// held.
 func (r *netRun) newConn(qpn uint32) *connRec {
-	c := &connRec{num: len(r.conns) + 1, qpn: qpn, rejReason: -1}
+	r.made++
+	c := &connRec{num: r.made, idx: len(r.conns), qpn: qpn, rejReason: -1}
 	r.conns = append(r.conns, c)
 	return c
 }
@@ -566,8 +594,123 @@ func (r *netRun) dropConn(c *connRec) {
 	defer r.mu.Unlock()
 	if n := len(r.conns); n > 0 && r.conns[n-1] == c {
 		r.conns = r.conns[:n-1]
+		r.made--
 	}
 	delete(r.byConn, c.conn)
+}
+
+// unref lets go of one reference to c's record.
+func (r *netRun) unref(c *connRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unrefLocked(c)
+}
+
+// unrefLocked lets go of one reference to c's record. With --count 0 the
+// last one takes the record out of the run, which keeps only its outcome
+// (r.ended): the run may serve connections without end. With --count N
+// the result line lists N outcomes, and the records stay. r.mu must be
+// held.
+func (r *netRun) unrefLocked(c *connRec) {
+	if c.refs--; c.refs > 0 || r.o.count != 0 || c.folded {
+		return
+	}
+	if c.conn != nil {
+		if r.byConn[c.conn] == c {
+			delete(r.byConn, c.conn)
+		}
+		if r.byID[c.id] == c {
+			delete(r.byID, c.id)
+		}
+	}
+	last := r.conns[len(r.conns)-1]
+	r.conns[c.idx], last.idx = last, c.idx
+	r.conns[len(r.conns)-1] = nil
+	r.conns = r.conns[:len(r.conns)-1]
+	r.fold(c)
+}
+
+// unrefAtExit lets go of the reference c's id holds on the record once the
+// Manager freed the id: no event of it comes after that.
+func (r *netRun) unrefAtExit(c *connRec, conn *cm.Conn) {
+	select {
+	case <-conn.TimeWaitExit():
+	case <-r.stopped:
+		return // finish judges what is left
+	}
+	r.unref(c)
+}
+
+// maxListed is how many outcomes and problems a --count 0 run's result
+// line lists one by one.
+const maxListed = 64
+
+// tally is what a run keeps of the connections whose records it let go:
+// what its summary and result lines say of them.
+type tally struct {
+	counts    connCounts
+	listed    []string       // outcomes by connection number, up to maxListed with --count 0
+	byOutcome map[string]int // connections of each outcome
+	problems  []string       // outcomes not wanted, TimeWaits not ended
+	data      []string       // failed data phases (listed after problems)
+	unnamed   int            // problems past maxListed (--count 0)
+}
+
+// fold judges c, whose outcome is final, and adds it to r.ended. r.mu must
+// be held.
+func (r *netRun) fold(c *connRec) {
+	if c.folded {
+		return
+	}
+	c.folded = true
+	e := &r.ended
+	o := c.outcome()
+	e.counts.add(c)
+	if e.byOutcome == nil {
+		e.byOutcome = map[string]int{}
+	}
+	e.byOutcome[o]++
+	if r.o.count > 0 || c.num <= maxListed {
+		for len(e.listed) < c.num {
+			e.listed = append(e.listed, "none")
+		}
+		e.listed[c.num-1] = o
+	}
+	if w := r.want[min(c.num-1, len(r.want)-1)]; !outcomeMatches(w, o) {
+		r.problem(&e.problems, fmt.Sprintf("conn %d: %s, want %s", c.num, o, w))
+	}
+	if r.o.waitTimeWait && c.timewait && !c.twExit {
+		r.problem(&e.problems, fmt.Sprintf("conn %d: TimeWait did not end", c.num))
+	}
+	if r.data != nil {
+		if p := c.dataProblem(); p != "" {
+			r.problem(&e.data, p)
+		}
+	}
+}
+
+// problem adds p to the list l of the result's problems (with --count 0,
+// only a count past maxListed).
+func (r *netRun) problem(l *[]string, p string) {
+	e := &r.ended
+	if r.o.count == 0 && len(e.problems)+len(e.data) >= maxListed {
+		e.unnamed++
+		return
+	}
+	*l = append(*l, p)
+}
+
+// outcomes lists the outcomes of connections 1 to n, or, when they were
+// not all kept, gives each outcome once with its count.
+func (e *tally) outcomes(n int) string {
+	if len(e.listed) >= n {
+		return strings.Join(e.listed[:n], ",")
+	}
+	var l []string
+	for _, o := range slices.Sorted(maps.Keys(e.byOutcome)) {
+		l = append(l, o+"*"+strconv.Itoa(e.byOutcome[o]))
+	}
+	return strings.Join(l, ",")
 }
 
 // startManager starts the Manager on r.ep; its events drive the output.
@@ -613,13 +756,17 @@ func (r *netRun) onEvent(ev cm.Event) {
 		switch {
 		case ev.Kind == cm.EventREQSent && r.next != nil:
 			c, r.next = r.next, nil
-		case ev.Kind == cm.EventREQReceived && r.passiv && (r.o.count == 0 || len(r.conns) < r.o.count):
+		case ev.Kind == cm.EventREQReceived && r.passiv && (r.o.count == 0 || r.made < r.o.count):
 			c = r.newConn(0)
 		}
 		if c != nil {
-			c.conn = ev.Conn
+			c.conn, c.id = ev.Conn, ev.ID
 			r.byConn[ev.Conn] = c
 			r.byID[ev.ID] = c
+			if r.o.count == 0 {
+				c.refs++
+				go r.unrefAtExit(c, ev.Conn)
+			}
 		}
 	}
 	if c == nil {
@@ -780,7 +927,7 @@ func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.
 }
 
 // finish closes the Manager and the transport and prints the result line.
-func (r *netRun) finish(ctx context.Context, want []string, missing string) int {
+func (r *netRun) finish(ctx context.Context, missing string) int {
 	r.waitTimeWait(ctx)
 	if r.mgr != nil {
 		st := r.mgr.Stats()
@@ -791,6 +938,7 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 			e.Timeouts, st.SendQueueFull, st.SendQueueRefused, st.Paused, st.MRAsSent, st.BacklogFull, st.Coalesced, st.MRAsSkipped))
 		_ = r.mgr.Close()
 	}
+	close(r.stopped)
 	if r.sumDone != nil {
 		close(r.sumDone)
 		r.out.line(r.summaryLine())
@@ -800,38 +948,23 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 	}
 	r.ep.close()
 	r.mu.Lock()
-	var got []string
-	ok := true
-	var bad []string
-	n := r.o.count
-	if n == 0 {
-		n = len(r.conns)
+	slices.SortFunc(r.conns, func(a, b *connRec) int { return a.num - b.num })
+	for _, c := range r.conns {
+		r.fold(c)
 	}
-	for i := range max(n, len(r.conns)) {
-		o := "none"
-		var c *connRec
-		if i < len(r.conns) {
-			c = r.conns[i]
-			o = c.outcome()
-		}
-		got = append(got, o)
-		w := want[min(i, len(want)-1)]
-		if !outcomeMatches(w, o) {
-			ok = false
-			bad = append(bad, fmt.Sprintf("conn %d: %s, want %s", i+1, o, w))
-		}
-		if c != nil && r.o.waitTimeWait && c.timewait && !c.twExit {
-			ok = false
-			bad = append(bad, fmt.Sprintf("conn %d: TimeWait did not end", i+1))
-		}
+	n := max(r.o.count, r.made)
+	for i := r.made; i < n; i++ { // connections that never came
+		r.fold(&connRec{num: i + 1, rejReason: -1})
 	}
-	if r.data != nil {
-		if d := r.dataProblems(); len(d) > 0 {
-			ok = false
-			bad = append(bad, d...)
-		}
+	e := &r.ended
+	got := e.outcomes(n)
+	bad := slices.Concat(e.problems, e.data)
+	if e.unnamed > 0 {
+		bad = append(bad, fmt.Sprintf("%d more", e.unnamed))
 	}
+	conns := r.made
 	r.mu.Unlock()
+	ok := len(bad) == 0
 	verdict := "PASS"
 	if !ok {
 		verdict = "FAIL"
@@ -843,8 +976,8 @@ func (r *netRun) finish(ctx context.Context, want []string, missing string) int 
 	if missing != "" {
 		detail += " note=" + strconv.Quote(missing)
 	}
-	r.out.line(fmt.Sprintf("IBCM-RESULT %s %s conns=%d outcomes=%s want=%s t=%s%s", r.o.name, verdict, len(r.conns),
-		strings.Join(got, ","), r.o.expect, r.since(), detail))
+	r.out.line(fmt.Sprintf("IBCM-RESULT %s %s conns=%d outcomes=%s want=%s t=%s%s", r.o.name, verdict, conns,
+		got, r.o.expect, r.since(), detail))
 	r.out.close()
 	if !ok {
 		return 1
