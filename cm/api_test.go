@@ -29,6 +29,7 @@ func TestPrivateDataBothWays(t *testing.T) {
 			return
 		}
 		require.NoError(t, r.Delay(ctx, 10, []byte("mra")))
+		time.Sleep(20 * time.Millisecond) // simnet may deliver a REP sent right behind the MRA first
 		c, err := r.Accept(ctx, &cm.AcceptParams{PrivateData: []byte("rep")})
 		if err == nil {
 			server <- c
@@ -139,4 +140,91 @@ func TestEngineREJIsAnEvent(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Contains(t, got, cm.Event{Kind: cm.EventRejectSent, Reason: wire.RejectTimeout})
+}
+
+// Every event carries the fields its godoc names: the connection and its
+// id (but for SIDR), the time, the REJ's reason for Rejected, RejectSent
+// and Stale, and, for a received message, the message and its sender.
+func TestEventsCarryTheirFields(t *testing.T) {
+	var mu sync.Mutex
+	var evs []cm.Event
+	record := func(ev cm.Event) {
+		if ev.Msg != nil { // valid during the call only
+			m := *ev.Msg
+			ev.Msg = &m
+		}
+		mu.Lock()
+		evs = append(evs, ev)
+		mu.Unlock()
+	}
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{OnEvent: record},
+		cm.ManagerConfig{OnEvent: record, LAPPolicy: func(*cm.Conn, *wire.LAP) wire.APRStatus { return wire.APRReject }})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	go func() {
+		for i := 0; ; i++ {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			if i == 0 {
+				_ = r.Reject(ctx, wire.RejectConsumerDefined, nil, nil)
+				continue
+			}
+			_ = r.Delay(ctx, 10, nil)
+			time.Sleep(20 * time.Millisecond) // simnet may deliver a REP sent right behind the MRA first
+			_, _ = r.Accept(ctx, nil)
+		}
+	}()
+	go func() {
+		r, err := l.AcceptSIDR(ctx)
+		if err == nil {
+			_ = r.Reply(ctx, &cm.SIDRReplyParams{QPN: 1, QKey: 1})
+		}
+	}()
+	_, err = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
+	require.ErrorAs(t, err, new(*cm.RejectError))
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x12))
+	require.NoError(t, err)
+	require.Error(t, c.LoadAltPath(ctx, &wire.LAP{RemoteCMResponseTimeout: 10, AlternateLocalPortLID: 3}))
+	_, err = p.a.ResolveSIDR(ctx, &cm.SIDRParams{To: p.eb.LocalAddr(), ServiceID: 0x1000})
+	require.NoError(t, err)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	<-c.TimeWaitExit()
+
+	received := map[cm.EventKind]wire.AttrID{
+		cm.EventREQReceived: wire.AttrREQ, cm.EventMRAReceived: wire.AttrMRA, cm.EventREPReceived: wire.AttrREP,
+		cm.EventRejected: wire.AttrREJ, cm.EventDREQReceived: wire.AttrDREQ, cm.EventDisconnected: wire.AttrDREP,
+		cm.EventLAPReceived: wire.AttrLAP, cm.EventAPRReceived: wire.AttrAPR, cm.EventSIDRRequest: wire.AttrSIDRReq,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[cm.EventKind]bool{}
+	for _, ev := range evs {
+		seen[ev.Kind] = true
+		require.NotZero(t, ev.Time, "%s", ev.Kind)
+		require.NotZero(t, ev.ID, "%s", ev.Kind)
+		if ev.Kind != cm.EventSIDRRequest {
+			require.NotNil(t, ev.Conn, "%s", ev.Kind)
+			require.Equal(t, ev.ID, ev.Conn.ID(), "%s", ev.Kind)
+		}
+		switch ev.Kind {
+		case cm.EventRejected, cm.EventRejectSent, cm.EventStale:
+			require.NotZero(t, ev.Reason, "%s", ev.Kind)
+		}
+		if a, ok := received[ev.Kind]; ok {
+			require.NotNil(t, ev.Msg, "%s", ev.Kind)
+			require.Equal(t, a, ev.Msg.AttrID, "%s", ev.Kind)
+			require.NotZero(t, ev.From, "%s", ev.Kind)
+		}
+	}
+	for _, k := range []cm.EventKind{cm.EventREQSent, cm.EventREQReceived, cm.EventRejectSent, cm.EventRejected,
+		cm.EventMRASent, cm.EventMRAReceived, cm.EventREPSent, cm.EventREPReceived, cm.EventRTUSent,
+		cm.EventEstablished, cm.EventLAPSent, cm.EventLAPReceived, cm.EventAPRReceived, cm.EventSIDRRequest,
+		cm.EventDREQSent, cm.EventDREQReceived, cm.EventDREPSent, cm.EventDisconnected, cm.EventTimeWait,
+		cm.EventTimeWaitExit} {
+		require.True(t, seen[k], "no %s", k)
+	}
 }
