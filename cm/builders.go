@@ -40,8 +40,10 @@ type PortInfo struct {
 	LMC uint8
 }
 
-// PortInfoer is implemented by transports that know their port's tables
-// (hw/umad reads them from sysfs, hw/verbs queries the device).
+// PortInfoer describes a port: a transport that implements it supplies
+// what ManagerConfig.Port leaves zero. hw/verbs' PortSnapshot implements
+// it with what the device reports: give its PortInfo as
+// ManagerConfig.Port, or embed it in the transport.
 type PortInfoer interface {
 	PortInfo() PortInfo
 }

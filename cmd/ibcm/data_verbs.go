@@ -46,51 +46,17 @@ func openVerbsDevice(ep *endpoint) (*verbsDevice, error) {
 	return v, nil
 }
 
-// verbsPortInfo describes the port as the device reports it: the active
-// MTU, LID, P_Key table, the GID table (on RoCE only its RoCE v2 entries:
-// the kernel resolves a RoCE v2 path's GID among those), the CA's ACK
-// delay and its RDMA READ depths.
+// verbsPortInfo describes the port as the device reports it
+// (verbs.PortSnapshot.PortInfo), with the umad port's source GID: the
+// CM's messages and the data QPs' paths start from the same entry.
 func verbsPortInfo(dev *verbs.Device, ep *endpoint) (cm.PortInfo, error) {
-	pa, err := dev.Port(ep.portNum)
+	s, err := dev.PortSnapshot(ep.portNum)
 	if err != nil {
 		return cm.PortInfo{}, err
 	}
-	da, err := dev.Attr()
-	if err != nil {
-		return cm.PortInfo{}, err
-	}
-	gids, err := dev.GIDs(ep.portNum)
-	if err != nil {
-		return cm.PortInfo{}, err
-	}
-	pkeys, err := dev.PKeys(ep.portNum)
-	if err != nil {
-		return cm.PortInfo{}, err
-	}
-	roce := pa.LinkLayer == verbs.LinkEthernet
-	n := pa.GIDTableLen
-	for _, g := range gids {
-		n = max(n, g.Index+1)
-	}
-	table := make([]qpattr.GID, n)
-	for _, g := range gids {
-		if !roce || g.Type == verbs.GIDTypeRoCEv2 {
-			table[g.Index] = g.GID
-		}
-	}
-	return cm.PortInfo{
-		Num:         ep.portNum,
-		RoCE:        roce,
-		LID:         pa.LID,
-		GID:         wire.GID(ep.local.GID),
-		GIDIndex:    ep.local.GIDIndex,
-		GIDs:        table,
-		PKeys:       pkeys,
-		MTU:         pa.ActiveMTU,
-		CAAckDelay:  da.LocalCAAckDelay,
-		MaxRdAtomic: uint8(min(da.MaxQPRdAtom, da.MaxQPInitRdAtom, 255)),
-		LMC:         pa.LMC,
-	}, nil
+	pi := s.PortInfo()
+	pi.GID, pi.GIDIndex = wire.GID(ep.local.GID), ep.local.GIDIndex
+	return pi, nil
 }
 
 func (v *verbsDevice) portInfo() cm.PortInfo { return v.pi }

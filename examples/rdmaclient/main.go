@@ -37,25 +37,33 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
+	// The device first: the Manager builds the REQ and the QP's
+	// attributes from its port (MTU, P_Key and GID tables, READ depth).
+	// dev.Close frees whatever is left of the objects made on it, in order.
+	dev, err := verbs.Open(*device)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	snap, err := dev.PortSnapshot(uint8(*port))
+	if err != nil {
+		log.Fatal(err)
+	}
+
 	// The CM runs over the port's user_mad device.
 	tr, err := umad.Open(umad.Options{Device: *device, Port: *port})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer tr.Close()
-	m, err := cm.NewManager(tr, cm.ManagerConfig{})
+	m, err := cm.NewManager(tr, cm.ManagerConfig{Port: snap.PortInfo()})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer m.Close()
 
 	// The QP, its completion queue and one buffer: 16 bytes to receive,
-	// 16 to send. dev.Close frees whatever is left, in order.
-	dev, err := verbs.Open(*device)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer dev.Close()
+	// 16 to send.
 	pd, err := dev.AllocPD()
 	must(err)
 	ch, err := dev.NewCompChannel()

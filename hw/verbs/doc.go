@@ -8,6 +8,7 @@
 //	dev, err := verbs.Open("rxe0")                  // Devices lists them
 //	port, err := dev.Port(1)                        // state, MTU, LID, link layer
 //	gids, err := dev.GIDs(1)                        // RoCE v2: ::ffff:a.b.c.d
+//	snap, err := dev.PortSnapshot(1)                // snap.PortInfo(): cm.ManagerConfig.Port
 //	pd, err := dev.AllocPD()
 //	mr, err := pd.AllocMR(4096, qpattr.LocalWrite|qpattr.RemoteWrite)
 //	ch, err := dev.NewCompChannel()

@@ -274,6 +274,30 @@ func TestRxeDeviceAndPort(t *testing.T) {
 	require.ErrorIs(t, err, syscall.EINVAL, "a port that does not exist")
 }
 
+// The snapshot is the port as its own queries report it, and PortInfo
+// describes the RoCE port a Manager runs on.
+func TestRxePortSnapshot(t *testing.T) {
+	e := open(t)
+	s, err := e.dev.PortSnapshot(e.port)
+	require.NoError(t, err)
+	require.Equal(t, e.port, s.Num)
+	require.Equal(t, e.pa, s.Port)
+	pi := s.PortInfo()
+	t.Logf("port info: %+v", pi)
+	require.Equal(t, e.port, pi.Num)
+	require.True(t, pi.RoCE)
+	require.Equal(t, e.pa.ActiveMTU, pi.MTU)
+	require.Greater(t, len(pi.GIDs), e.gid.Index)
+	require.Equal(t, e.gid.GID, pi.GIDs[e.gid.Index], "the RoCE v2 GID at its index")
+	require.Len(t, pi.PKeys, e.pa.PKeyTableLen)
+	require.Equal(t, uint16(0xffff), pi.PKeys[0])
+	require.Positive(t, pi.MaxRdAtomic)
+	require.Equal(t, s.Device.LocalCAAckDelay, pi.CAAckDelay)
+
+	_, err = e.dev.PortSnapshot(e.port + 1)
+	require.ErrorIs(t, err, syscall.EINVAL, "a port that does not exist")
+}
+
 func sysfsGID(g qpattr.GID) string {
 	var parts []string
 	for i := 0; i < 16; i += 2 {

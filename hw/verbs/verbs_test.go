@@ -27,6 +27,8 @@ func TestUnopenedObjectsReportClosed(t *testing.T) {
 	require.ErrorIs(t, err, verbs.ErrClosed)
 	_, err = d.PKeys(1)
 	require.ErrorIs(t, err, verbs.ErrClosed)
+	_, err = d.PortSnapshot(1)
+	require.ErrorIs(t, err, verbs.ErrClosed)
 	_, err = d.AllocPD()
 	require.ErrorIs(t, err, verbs.ErrClosed)
 	_, err = d.NewCompChannel()
