@@ -120,15 +120,16 @@ func TestRejectErrorIs(t *testing.T) {
 	require.False(t, errors.Is(&cm.RejectError{Reason: wire.RejectConsumerDefined}, cm.ErrStale))
 }
 
-// The REJ the engine sends on its own when the peer stops answering is an
-// event, as every REJ the application sends is.
+// The REJ the engine sends on its own when the peer stops answering is
+// told with the event of its step, as every REJ the application sends is
+// told with its own.
 func TestEngineREJIsAnEvent(t *testing.T) {
 	var mu sync.Mutex
 	var got []cm.Event
 	p := newPair(t, simnet.Config{}, cm.ManagerConfig{OnEvent: func(ev cm.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, cm.Event{Kind: ev.Kind, Reason: ev.Reason})
+		got = append(got, cm.Event{Kind: ev.Kind, Reason: ev.Reason, Sent: ev.Sent})
 	}}, cm.ManagerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -139,7 +140,7 @@ func TestEngineREJIsAnEvent(t *testing.T) {
 	require.ErrorIs(t, err, cm.ErrTimeout)
 	mu.Lock()
 	defer mu.Unlock()
-	require.Contains(t, got, cm.Event{Kind: cm.EventRejectSent, Reason: wire.RejectTimeout})
+	require.Contains(t, got, cm.Event{Kind: cm.EventTimedOut, Reason: wire.RejectTimeout, Sent: wire.AttrREJ})
 }
 
 // Every event carries the fields its godoc names: the connection and its

@@ -222,8 +222,7 @@ func (m *Manager) requestEnded(r *Request, nt *engine.Notification) {
 	delete(m.requests, r.id)
 	m.notWaiting(r.id)
 	r.conn.remember(nt.Msg)
-	m.sentOnItsOwn(r.conn, nt)
-	ev := Event{Conn: r.conn, ID: r.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
+	ev := Event{Conn: r.conn, ID: r.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From, Sent: nt.Sent}
 	switch nt.Notice {
 	case engine.NoticeRejected:
 		ev.Kind = EventRejected

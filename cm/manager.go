@@ -631,8 +631,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 		return
 	}
 	c.remember(nt.Msg)
-	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From}
-	m.sentOnItsOwn(c, nt)
+	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From, Sent: nt.Sent}
 	switch nt.Notice {
 	case engine.NoticeREPReceived:
 		c.rep = nt.Msg.REP
@@ -716,20 +715,6 @@ func (m *Manager) handle(nt *engine.Notification) {
 		c.lapDone(&a, nil)
 	}
 	m.settle(c, nt.State)
-}
-
-// sentOnItsOwn tells OnEvent of the REJ or DREQ the engine sent on its
-// own in the step nt reports (a timeout's REJ 4, a stale connection's REJ 10
-// or DREQ), which no application call announced.
-func (m *Manager) sentOnItsOwn(c *Conn, nt *engine.Notification) {
-	switch nt.Sent {
-	case wire.AttrREJ:
-		m.emit(Event{Kind: EventRejectSent, Conn: c, ID: nt.ID, Reason: nt.Reason})
-	case wire.AttrDREQ:
-		m.emit(Event{Kind: EventDREQSent, Conn: c, ID: nt.ID})
-	case wire.AttrDREP:
-		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: nt.ID})
-	}
 }
 
 // settle reports a connection's entry into TimeWait and lets go of it once
