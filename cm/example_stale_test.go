@@ -45,13 +45,14 @@ func Example_reuseInTimeWait() {
 	defer cancel()
 	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	accepted := acceptAll(ctx, l)
-	// TimeWait lasts 4.096 µs × 2^PrimaryLocalAckTimeout: 0.5 s here.
-	params := func() *cm.ConnectParams {
-		return &cm.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11,
-			PrimaryLocalAckTimeout: 17, RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10}}
+	connect := func() (*cm.Conn, error) {
+		req := client.NewREQ(server.LocalAddr(), 0x1000)
+		req.LocalQPN = 0x11
+		req.PrimaryLocalAckTimeout = 17 // TimeWait: 4.096 µs × 2^17, about 0.5 s
+		return client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: req})
 	}
 
-	old, err := client.Connect(ctx, params())
+	old, err := connect()
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +60,7 @@ func Example_reuseInTimeWait() {
 	_ = old.Disconnect(ctx, nil)
 	fmt.Println("disconnected:", old.State(), oldServer.State())
 
-	conn, err := client.Connect(ctx, params())
+	conn, err := connect() // QPN 0x11 again, within TimeWait
 	if err != nil {
 		panic(err)
 	}
@@ -90,11 +91,12 @@ func Example_staleConnection() {
 	defer cancel()
 	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	accepted := acceptAll(ctx, l)
-	params := func() *cm.ConnectParams {
-		return &cm.ConnectParams{To: server.LocalAddr(), REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11,
-			PrimaryLocalAckTimeout: 14, RemoteCMResponseTimeout: 14, LocalCMResponseTimeout: 14}}
+	connect := func(m *cm.Manager) (*cm.Conn, error) {
+		req := m.NewREQ(server.LocalAddr(), 0x1000)
+		req.LocalQPN = 0x11
+		return m.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: req})
 	}
-	if _, err := client.Connect(ctx, params()); err != nil {
+	if _, err := connect(client); err != nil {
 		panic(err)
 	}
 	old := <-accepted
@@ -104,13 +106,13 @@ func Example_staleConnection() {
 	port.SetDown(true)
 	restarted, _ := cm.NewManager(fabric.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xa})
 	defer restarted.Close()
-	_, err := restarted.Connect(ctx, params())
+	_, err := connect(restarted)
 	fmt.Println(err)
 	fmt.Println("stale:", errors.Is(err, cm.ErrStale))
 	<-old.Done()
 	fmt.Println("old connection:", old.Err(), "in", old.State())
 
-	conn, err := restarted.Connect(ctx, params())
+	conn, err := connect(restarted)
 	if err != nil {
 		panic(err)
 	}
