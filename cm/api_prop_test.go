@@ -703,6 +703,15 @@ func (s *apSys) addConn(m int, c *cm.Conn, qp *apQP) {
 		s.fail("a call returned a nil Conn with a nil error")
 		return
 	}
+	// A connection handed out is established, or has ended (Done): its
+	// state changes and Done closes in one step of the loop.
+	if st := c.State(); st != engine.StateEstablished {
+		select {
+		case <-c.Done():
+		default:
+			s.fail("Manager %d handed out connection %v in %s with its Done open", m, c.ID(), st)
+		}
+	}
 	s.mu.Lock()
 	s.conns = append(s.conns, &apConn{m: m, c: c, qp: qp})
 	s.mu.Unlock()
@@ -779,13 +788,20 @@ func (s *apSys) run(o apOp) {
 	case apDisconnect:
 		if c := apPick(s, &s.conns, o.A); c != nil {
 			s.spawn("Disconnect", o.C, false, func(ctx context.Context) {
-				s.outcome("Disconnect", c.c.Disconnect(ctx, apBytes(int(o.B%240), uint64(o.B))))
+				err := c.c.Disconnect(ctx, apBytes(int(o.B%240), uint64(o.B)))
+				s.outcome("Disconnect", err)
+				if err == nil {
+					s.ended("Disconnect", c.c.Done())
+				}
 			})
 		}
 	case apConnClose:
 		if c := apPick(s, &s.conns, o.A); c != nil {
 			s.spawn("Conn.Close", 0, true, func(context.Context) {
 				err := c.c.Close()
+				if err == nil {
+					s.ended("Conn.Close", c.c.Done())
+				}
 				if err == nil && !s.isClosed(c.m) {
 					s.checkGone(c.m, c.c.ID(), "Conn.Close", engine.StateDreqSent, engine.StateTimeWait)
 				}
@@ -818,6 +834,11 @@ func (s *apSys) run(o apOp) {
 				err := l.l.Close()
 				if err == nil && !s.isClosed(l.m) {
 					s.checkGone(l.m, l.l.ID(), "Listener.Close")
+				}
+				if err == nil {
+					if _, err := l.l.Accept(context.Background()); !errors.Is(err, cm.ErrClosed) {
+						s.fail("Accept after Listener.Close: %v, want ErrClosed", err)
+					}
 				}
 			})
 		}
@@ -882,6 +903,16 @@ func (s *apSys) run(o apOp) {
 				}
 			})
 		}
+	}
+}
+
+// ended requires that done, of a call that returned nil having ended
+// something, is closed.
+func (s *apSys) ended(call string, done <-chan struct{}) {
+	select {
+	case <-done:
+	default:
+		s.fail("%s returned nil and Done is open", call)
 	}
 }
 
@@ -1037,7 +1068,11 @@ func (s *apSys) answer(ctx context.Context, m int, r *cm.Request, v, w uint16) {
 		}
 	case 2:
 		reason := wire.RejectReason(w % 40)
-		s.outcome("Request.Reject", r.Reject(ctx, reason, apBytes(int(w>>6)%80, uint64(w)), apBytes(int(w>>4)%160, uint64(v))))
+		err := r.Reject(ctx, reason, apBytes(int(w>>6)%80, uint64(w)), apBytes(int(w>>4)%160, uint64(v)))
+		s.outcome("Request.Reject", err)
+		if err == nil {
+			s.ended("Request.Reject", r.Done())
+		}
 	case 3:
 		s.outcome("Request.Delay", r.Delay(ctx, uint8(w%40), apBytes(int(w>>4)%230, uint64(v))))
 	}
@@ -1099,8 +1134,11 @@ func (s *apSys) resolveSIDR(o apOp) {
 		p = nil
 	}
 	s.spawn("ResolveSIDR to "+where, o.C>>4, false, func(ctx context.Context) {
-		_, err := m.ResolveSIDR(ctx, p)
+		rep, err := m.ResolveSIDR(ctx, p)
 		s.outcome("ResolveSIDR to "+where, err)
+		if err == nil && rep == nil {
+			s.fail("ResolveSIDR returned no reply and no error")
+		}
 		if p == nil && !errors.Is(err, cm.ErrBadParam) && !errors.Is(err, cm.ErrClosed) && ctx.Err() == nil {
 			s.fail("ResolveSIDR(nil): %v, want ErrBadParam", err)
 		}
