@@ -41,8 +41,10 @@ import (
 // handed out is closed or still answers, and no goroutine is left.
 
 // Budgets: go test ./cm/ (make test) runs the default; -short a quarter;
-// IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override
-// (tools/pbt-long.sh).
+// IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override,
+// for a longer campaign:
+//
+//	IBCM_CMPROP_SEQUENCES=5000 go test -race ./cm/ -run '^TestAPIProperty$' -timeout 0
 const (
 	apSequences = 150
 	apMaxLen    = 40
@@ -238,7 +240,7 @@ const (
 	apSIDRReply
 	apListenerClose
 	apManagerClose
-	apQuery // Stats, QPAttr, CommEst
+	apQuery // Stats, QPAttr, CommEst, State, PeerPrivateData, Request.Err
 	apInject
 	apAdvance
 	apSleep
