@@ -207,10 +207,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 		return
 	}
 	m.requests[nt.ID] = r
-	// The active peer waits 2 × packet life time (the Local ACK Timeout
-	// stands in for it, as the engine's own wait does) plus the Remote CM
-	// Response Timeout for our REP.
-	m.awaitApp(nt.ID, wire.TimeoutDuration(c.req.PrimaryLocalAckTimeout)+wire.TimeoutDuration(c.req.RemoteCMResponseTimeout))
+	m.awaitApp(nt.ID, c.req.REPWait()) // the active peer's wait for our REP
 }
 
 // requestEnded: a request still waiting for the application ended (the

@@ -130,7 +130,7 @@ func (e *Engine) Connect(now Time, p *ConnectParams) (CommID, error) {
 	c.sid = p.REQ.ServiceID
 	c.maxRetry = e.capRetries(p.REQ.MaxCMRetries)
 	c.ackTO = p.REQ.PrimaryLocalAckTimeout
-	c.respTO = e.capWait(wire.TimeoutDuration(p.REQ.PrimaryLocalAckTimeout) + wire.TimeoutDuration(p.REQ.RemoteCMResponseTimeout))
+	c.respTO = e.capWait(p.REQ.REPWait())
 	c.flags |= flagActive
 	if hasAlt(&p.REQ) {
 		c.flags |= flagAlt

@@ -2,6 +2,8 @@ package wire
 
 // This file holds hand-written conveniences over the generated messages.
 
+import "time"
+
 // RejectedInfo returns the meaningful bytes of the ARI: RejectedInfoLength
 // of them, at most the field's ARISize (a peer may send any 7-bit length).
 func (m *REJ) RejectedInfo() []byte {
@@ -92,6 +94,14 @@ func (m *APR) SetAdditionalInformation(p []byte) error {
 	}
 	m.AdditionalInformationLength = uint8(len(p))
 	return nil
+}
+
+// REPWait is how long the active side waits for the REP (or an MRA) after
+// each try of this REQ: 2 × the packet life time, which the Local ACK
+// Timeout stands in for as in Linux, plus the Remote CM Response Timeout.
+// The passive side reads it as the time it has to answer.
+func (m *REQ) REPWait() time.Duration {
+	return TimeoutDuration(m.PrimaryLocalAckTimeout) + TimeoutDuration(m.RemoteCMResponseTimeout)
 }
 
 // ECEVendorID returns the 24-bit ECE vendor ID split over VendorIDH/M/L.
