@@ -1,6 +1,9 @@
 package umad
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of these (test
 // with errors.Is) and, where one exists, the underlying errno as well.
@@ -20,11 +23,15 @@ var (
 	ErrPermission = errors.New("umad: permission denied opening the umad device")
 
 	// ErrClassInUse: the kernel refused to register the MAD agent (EINVAL)
-	// because another agent already owns that class, version and method. For
-	// class 0x07 (CM) this is the kernel CM, ib_cm: a user-space CM cannot
-	// run on a host where ib_cm is loaded (rmmod rdma_ucm rdma_cm ib_cm, or
-	// blacklist them).
-	ErrClassInUse = errors.New("umad: MAD agent registration refused (EINVAL): the management class is already registered, for class 0x07 by the kernel CM (ib_cm); ib_cm must not be loaded on this host")
+	// because another agent already holds that class, version and method on
+	// the port. The MAD layer gives each method of the CM class (0x07) to
+	// one agent per port: the kernel CM, ib_cm, on every port while it is
+	// loaded, or else one user process. So one process per port can run a
+	// user-space CM, and none while ib_cm is loaded (rmmod rdma_ucm rdma_cm
+	// ib_cm, or blacklist them). The error names the holder: the kernel CM
+	// when sysfs shows ib_cm loaded (/sys/module/ib_cm), another process
+	// otherwise.
+	ErrClassInUse = errors.New("umad: MAD agent registration refused (EINVAL): the management class is already registered on this port")
 
 	// ErrABI: the kernel speaks another user_mad ABI version, or returned a
 	// malformed record.
@@ -36,3 +43,14 @@ var (
 	// be built for the destination.
 	ErrSendRejected = errors.New("umad: send refused by the kernel")
 )
+
+// classInUse is ErrClassInUse for err, the kernel's refusal of an agent for
+// the CM class, naming the agent that holds the class.
+func (c Config) classInUse(err error) error {
+	if c.kernelCMLoaded() {
+		return fmt.Errorf("%w, by the kernel CM (ib_cm), which holds it on every port while it is loaded: "+
+			"unload it (rmmod rdma_ucm rdma_cm ib_cm) or blacklist it: %w", ErrClassInUse, err)
+	}
+	return fmt.Errorf("%w, by another process: one process per port can run a user-space CM: %w",
+		ErrClassInUse, err)
+}

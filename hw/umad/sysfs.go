@@ -35,6 +35,13 @@ func (c Config) devRoot() string {
 	return c.DevRoot
 }
 
+// kernelCMLoaded reports whether the kernel CM, ib_cm, is loaded: sysfs
+// lists a loaded module under /sys/module.
+func (c Config) kernelCMLoaded() bool {
+	_, err := os.Stat(filepath.Join(c.sysfs(), "module", "ib_cm"))
+	return err == nil
+}
+
 // GID is one entry of a port's GID table.
 type GID struct {
 	Index int

@@ -147,7 +147,7 @@ func NewTransport(d Device, p Port, opts Options) (*Transport, error) {
 	if err := d.Ioctl(ioctlEnablePKey, nil); err != nil {
 		return nil, fmt.Errorf("umad: %s: IB_USER_MAD_ENABLE_PKEY: %w", p.DevPath, err)
 	}
-	id, err := register(d, MethodSend)
+	id, err := register(opts.Config, d, MethodSend)
 	if err != nil {
 		return nil, fmt.Errorf("umad: %s (%s port %d): register class 0x07 version 2 method Send: %w", p.DevPath, p.Device, p.Port, err)
 	}
@@ -155,7 +155,7 @@ func NewTransport(d Device, p Port, opts Options) (*Transport, error) {
 	if !opts.NoClassPortInfo {
 		// A separate agent, so that a Get already owned by someone else
 		// costs only ClassPortInfo, not the CM.
-		if id, err := register(d, MethodGet); err == nil {
+		if id, err := register(opts.Config, d, MethodGet); err == nil {
 			t.getID, t.hasGet = id, true
 		}
 	}
@@ -194,8 +194,10 @@ func (t *Transport) setLocal() error {
 
 // register registers one GSI agent for class 0x07 version 2 with the given
 // methods, with IB_USER_MAD_REGISTER_AGENT2, or the older
-// IB_USER_MAD_REGISTER_AGENT on kernels without it.
-func register(d Device, methods ...uint8) (uint32, error) {
+// IB_USER_MAD_REGISTER_AGENT on kernels without it. A refusal because
+// another agent holds a method is ErrClassInUse, naming that agent as c's
+// sysfs shows it.
+func register(c Config, d Device, methods ...uint8) (uint32, error) {
 	r2 := regReq2{QPN: gsiQPN, MgmtClass: MgmtClassCM, MgmtClassVersion: CMClassVersion}
 	r2.setMethodMask(methods...)
 	err := d.Ioctl(ioctlRegisterAgent2, bytesOf(&r2))
@@ -211,7 +213,7 @@ func register(d Device, methods ...uint8) (uint32, error) {
 		}
 	}
 	if errors.Is(err, syscall.EINVAL) {
-		return 0, fmt.Errorf("%w: %w", ErrClassInUse, err)
+		return 0, c.classInUse(err)
 	}
 	return 0, err
 }
