@@ -5,9 +5,10 @@
 //
 //	rdmaclient -device rxe0 -server 10.0.0.1:7471
 //
-// The kernel CM (ib_cm) must not be loaded on this host: ibcm speaks the
-// CM protocol itself, over the port's user_mad device. Build with cgo
-// (hw/verbs links libibverbs).
+// ibcm speaks the CM protocol itself, over the port's user_mad device, and
+// the CM class goes to one agent per port: the kernel CM (ib_cm) must not
+// be loaded on this host, and no other ibcm process may run on the port.
+// Build with cgo (hw/verbs links libibverbs).
 package main
 
 import (
