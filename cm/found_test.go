@@ -172,3 +172,134 @@ func TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
 		})
 	}
 }
+
+// gateQP holds its move to INIT until released, and records its state.
+type gateQP struct {
+	stateQP
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (q *gateQP) Modify(a qpattr.Attr) error {
+	if a.State == qpattr.Init {
+		close(q.entered)
+		<-q.release
+	}
+	return q.stateQP.Modify(a)
+}
+
+// A Connect with a QP moves the QP on its own goroutine once the REP has
+// come. A REJ that ends the attempt while it does moves the QP to ERR on
+// the Manager's goroutine; the moves still under way must not take the QP
+// back to RTS after that: Connect returns the *RejectError, and the QP
+// must be in ERR. The peer is a raw port: it answers the REQ with a REP,
+// and sends a REJ while the QP's move to INIT is held.
+func TestFoundConnectQPMovedToRTSAfterTheREJ(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fab.Close()
+	ep, peer := fab.NewEndpoint(), fab.NewEndpoint()
+	rejected := make(chan struct{}, 1)
+	m, err := cm.NewManager(ep, cm.ManagerConfig{Clock: clock.NewFake(0), Engine: engine.Config{LocalGUID: 0xa},
+		OnEvent: func(ev cm.Event) {
+			if ev.Kind == cm.EventRejected {
+				rejected <- struct{}{}
+			}
+		}})
+	require.NoError(t, err)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	qp := &gateQP{stateQP: stateQP{qpn: 0x100}, entered: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Connect(ctx, &cm.ConnectParams{To: peer.LocalAddr(), QP: qp, REQ: wire.REQ{ServiceID: 0x1000,
+			RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 3, PrimaryLocalAckTimeout: 10,
+			PathPacketPayloadMTU: wire.MTU1024, RetryCount: 7, RNRRetryCount: 7, StartingPSN: 1}})
+		done <- err
+	}()
+	p, err := peer.Recv(ctx)
+	require.NoError(t, err)
+	var req wire.MAD
+	require.NoError(t, wire.DecodeMAD(p.MAD[:], &req))
+	require.Equal(t, wire.AttrREQ, req.AttrID)
+	send := func(msg wire.Message) {
+		var b [wire.MADSize]byte
+		require.NoError(t, wire.EncodeMAD(&b, wire.Header{TID: req.TID}, msg))
+		require.NoError(t, peer.Send(ctx, &transport.Packet{Addr: ep.LocalAddr(), MAD: b}))
+	}
+	send(&wire.REP{LocalCommID: 0x77, RemoteCommID: req.REQ.LocalCommID, LocalQPN: 0x51, StartingPSN: 5,
+		LocalCAGUID: 0xb, RNRRetryCount: 7})
+	select {
+	case <-qp.entered:
+	case <-ctx.Done():
+		t.Fatal("the QP was not moved")
+	}
+	send(&wire.REJ{LocalCommID: 0x77, RemoteCommID: req.REQ.LocalCommID, MessageRejected: 1,
+		Reason: wire.RejectConsumerDefined})
+	select {
+	case <-rejected:
+	case <-ctx.Done():
+		t.Fatal("the REJ was not handled")
+	}
+	close(qp.release)
+	err = <-done
+	var rej *cm.RejectError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, qpattr.Err, qp.State(), "Connect returned %v and left its QP in %s", err, qp.State())
+}
+
+// The same for Accept: it moves the QP on its own goroutine before the REP
+// goes out; a REJ from the peer (it gave up) that ends the request while
+// it does must leave the QP in ERR, not RTS.
+func TestFoundAcceptQPMovedToRTSAfterTheREJ(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fab.Close()
+	ep, peer := fab.NewEndpoint(), fab.NewEndpoint()
+	rejected := make(chan struct{}, 1)
+	m, err := cm.NewManager(ep, cm.ManagerConfig{Clock: clock.NewFake(0), Engine: engine.Config{LocalGUID: 0xa}, MRADelay: -1,
+		OnEvent: func(ev cm.Event) {
+			if ev.Kind == cm.EventRejected {
+				rejected <- struct{}{}
+			}
+		}})
+	require.NoError(t, err)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := m.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	send := func(msg wire.Message) {
+		var b [wire.MADSize]byte
+		require.NoError(t, wire.EncodeMAD(&b, wire.Header{TID: 1}, msg))
+		require.NoError(t, peer.Send(ctx, &transport.Packet{Addr: ep.LocalAddr(), MAD: b}))
+	}
+	send(&wire.REQ{LocalCommID: 0x51, ServiceID: 0x1000, LocalCAGUID: 0xb, LocalQPN: 0x51, StartingPSN: 1,
+		PartitionKey: 0xffff, PathPacketPayloadMTU: wire.MTU1024, RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10,
+		MaxCMRetries: 2, PrimaryLocalAckTimeout: 10, RetryCount: 7, RNRRetryCount: 7,
+		PrimaryLocalPortLID: peer.LocalAddr().LID, PrimaryRemotePortLID: ep.LocalAddr().LID,
+		PrimaryLocalPortGID: peer.LocalAddr().GID, PrimaryRemotePortGID: ep.LocalAddr().GID, PrimarySubnetLocal: true})
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	qp := &gateQP{stateQP: stateQP{qpn: 0x100}, entered: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Accept(ctx, &cm.AcceptParams{QP: qp})
+		done <- err
+	}()
+	select {
+	case <-qp.entered:
+	case <-ctx.Done():
+		t.Fatal("the QP was not moved")
+	}
+	send(&wire.REJ{LocalCommID: 0x51, RemoteCommID: uint32(r.ID()), MessageRejected: 2, Reason: wire.RejectTimeout})
+	select {
+	case <-rejected:
+	case <-ctx.Done():
+		t.Fatal("the REJ was not handled")
+	}
+	close(qp.release)
+	err = <-done
+	require.Error(t, err)
+	require.Equal(t, qpattr.Err, qp.State(), "Accept returned %v and left its QP in %s", err, qp.State())
+}
