@@ -72,7 +72,7 @@ func TestPortSnapshotPortInfo(t *testing.T) {
 		snap: verbs.PortSnapshot{Num: 1, Device: verbs.DeviceAttr{MaxQPRdAtom: 1 << 16, MaxQPInitRdAtom: 300}},
 		want: cm.PortInfo{Num: 1, MaxRdAtomic: 255},
 	}, {
-		name: "a device that answers no READ offers none",
+		name: "no READ depth reported: zero, which the Manager takes as unset",
 		snap: verbs.PortSnapshot{Num: 1, Device: verbs.DeviceAttr{MaxQPRdAtom: 0, MaxQPInitRdAtom: 4}},
 		want: cm.PortInfo{Num: 1},
 	}} {
