@@ -323,6 +323,7 @@ type apSys struct {
 	calls    []*apCall
 	fails    []string
 	sniffed  []apSniffed // the MADs the Managers sent, newest last
+	events   [2]*apEvents
 	qps      []*apQP
 	nextQPN  uint32
 	outcomes map[string]int
@@ -423,6 +424,45 @@ func (t *apTap) Send(ctx context.Context, p *transport.Packet) error {
 	return t.Endpoint.Send(ctx, p)
 }
 
+// apEvents checks what a Manager tells OnEvent: one call at a time, a
+// Conn with every event but a SIDR_REQ's and with the event's id, one
+// ESTABLISHED per connection, nothing after its TIMEWAIT-EXIT.
+type apEvents struct {
+	s    *apSys
+	m    int
+	in   atomic.Bool
+	seen map[*cm.Conn]uint32 // the events of each connection, a bit each
+}
+
+func (e *apEvents) check(ev cm.Event) {
+	if !e.in.CompareAndSwap(false, true) {
+		e.s.fail("Manager %d: OnEvent called again while a call runs (%s)", e.m, ev.Kind)
+		return
+	}
+	defer e.in.Store(false)
+	if ev.Kind == cm.EventSIDRRequest {
+		return
+	}
+	if ev.Conn == nil {
+		e.s.fail("Manager %d: event %s of id %v without a Conn", e.m, ev.Kind, ev.ID)
+		return
+	}
+	if ev.Conn.ID() != ev.ID {
+		e.s.fail("Manager %d: event %s of id %v names Conn %v", e.m, ev.Kind, ev.ID, ev.Conn.ID())
+	}
+	if e.seen == nil {
+		e.seen = map[*cm.Conn]uint32{}
+	}
+	had := e.seen[ev.Conn]
+	switch {
+	case had&(1<<cm.EventTimeWaitExit) != 0:
+		e.s.fail("Manager %d: event %s of id %v after its TIMEWAIT-EXIT", e.m, ev.Kind, ev.ID)
+	case ev.Kind == cm.EventEstablished && had&(1<<cm.EventEstablished) != 0:
+		e.s.fail("Manager %d: a second ESTABLISHED for id %v", e.m, ev.ID)
+	}
+	e.seen[ev.Conn] = had | 1<<ev.Kind
+}
+
 // apQP is a QP that records its state and can fail a Modify.
 type apQP struct {
 	qpn    uint32
@@ -470,8 +510,10 @@ func apNewSys(m apModel, fuzz bool) *apSys {
 	s.hostile, s.dead = s.fab.NewEndpoint(), s.fab.NewEndpoint()
 	s.dead.SetDown(true)
 	for i := range s.mgrs {
+		s.events[i] = &apEvents{s: s, m: i}
 		cfg := cm.ManagerConfig{Clock: s.clk, SendQueue: m.SendQueue[i],
-			MRADelay: m.MRADelay, Engine: engine.Config{Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs, MaxHalfOpen: m.MaxHalfOpen}}
+			MRADelay: m.MRADelay, Engine: engine.Config{Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs, MaxHalfOpen: m.MaxHalfOpen},
+			OnEvent: s.events[i].check}
 		if m.LAPRefuse {
 			cfg.LAPPolicy = func(_ *cm.Conn, lap *wire.LAP) wire.APRStatus {
 				return wire.APRStatus(lap.AlternateSL % 4)
