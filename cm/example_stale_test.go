@@ -11,25 +11,6 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// acceptAll accepts every request on l, each with a QP of its own
-// (0x22, 0x23, ...), and hands the connections over.
-func acceptAll(ctx context.Context, l *cm.Listener) <-chan *cm.Conn {
-	conns := make(chan *cm.Conn, 4)
-	go func() {
-		for qpn := uint32(0x22); ; qpn++ {
-			req, err := l.Accept(ctx)
-			if err != nil {
-				return
-			}
-			c, err := req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: qpn}})
-			if err == nil {
-				conns <- c
-			}
-		}
-	}()
-	return conns
-}
-
 // A QP whose connection was disconnected is no longer connected, even while
 // the connection's comm ID waits out TimeWait: a client that reuses the QPN
 // at once is accepted. (The server answers with a new QP of its own: its
@@ -44,7 +25,18 @@ func Example_reuseInTimeWait() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	accepted := acceptAll(ctx, l)
+	accepted := make(chan *cm.Conn, 2)
+	go func() {
+		for qpn := uint32(0x22); ; qpn++ { // a QP of its own for each connection
+			req, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			if c, err := req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: qpn}}); err == nil {
+				accepted <- c
+			}
+		}
+	}()
 	connect := func() (*cm.Conn, error) {
 		req := client.NewREQ(server.LocalAddr(), 0x1000)
 		req.LocalQPN = 0x11
@@ -90,7 +82,18 @@ func Example_staleConnection() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, _ := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	accepted := acceptAll(ctx, l)
+	accepted := make(chan *cm.Conn, 2)
+	go func() {
+		for qpn := uint32(0x22); ; qpn++ { // a QP of its own for each connection
+			req, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			if c, err := req.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: qpn}}); err == nil {
+				accepted <- c
+			}
+		}
+	}()
 	connect := func(m *cm.Manager) (*cm.Conn, error) {
 		req := m.NewREQ(server.LocalAddr(), 0x1000)
 		req.LocalQPN = 0x11
