@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/transport"
@@ -174,12 +175,14 @@ func (m *Manager) NewIPREQ(dst netip.AddrPort, privateData []byte) (wire.REQ, er
 
 // fillREQ fills in what a hand-made request left zero where zero is not a
 // usable value. A request with no P_Key and no MTU was not built at all:
-// it gets every default of NewREQ but its service ID, QPN and private data.
+// every field it left zero gets NewREQ's default, and every field it set
+// (its timeouts and retries, say) is kept.
 func (m *Manager) fillREQ(r *wire.REQ, to *transport.Addr) {
 	if r.PartitionKey == 0 && r.PathPacketPayloadMTU == 0 {
 		d := m.NewREQ(*to, r.ServiceID)
-		d.LocalQPN, d.PrivateData = r.LocalQPN, r.PrivateData
-		d.ResponderResources, d.InitiatorDepth = max(d.ResponderResources, r.ResponderResources), max(d.InitiatorDepth, r.InitiatorDepth)
+		depths := [2]uint8{max(d.ResponderResources, r.ResponderResources), max(d.InitiatorDepth, r.InitiatorDepth)}
+		setFields(&d, r)
+		d.ResponderResources, d.InitiatorDepth = depths[0], depths[1]
 		*r = d
 		return
 	}
@@ -223,3 +226,13 @@ func (r *Request) NewREP() wire.REP {
 
 // errNoIPRoute is Connect's error for an IP target on a port with no RoCE.
 var errNoIPRoute = fmt.Errorf("%w: an IP address names a port only on RoCE; give To (IB has no address resolution here)", ErrBadParam)
+
+// setFields copies into dst every field of src that is not zero.
+func setFields[T any](dst, src *T) {
+	dv, sv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
+	for i := range sv.NumField() {
+		if f := sv.Field(i); !f.IsZero() {
+			dv.Field(i).Set(f)
+		}
+	}
+}
