@@ -283,7 +283,8 @@ func TestRxePortSnapshot(t *testing.T) {
 	require.Equal(t, e.port, s.Num)
 	require.Equal(t, e.pa, s.Port)
 	pi := s.PortInfo()
-	t.Logf("port info: %+v", pi)
+	t.Logf("port info: RoCE %v, MTU %v, %d GID entries, P_Keys %#x, CA ACK delay %d, READ depth %d",
+		pi.RoCE, pi.MTU, len(pi.GIDs), pi.PKeys, pi.CAAckDelay, pi.MaxRdAtomic)
 	require.Equal(t, e.port, pi.Num)
 	require.True(t, pi.RoCE)
 	require.Equal(t, e.pa.ActiveMTU, pi.MTU)
