@@ -174,6 +174,17 @@ func (c *Conn) moveQP(a qpattr.Attr) {
 	}
 }
 
+// callerMovedQP runs on the loop once the caller of Connect or Accept has
+// moved the QP on its own goroutine: if the connection ended meanwhile, the
+// loop's move to ERR may have come before the caller's last move, so it is
+// made again.
+func (c *Conn) callerMovedQP() {
+	if c.qpErr {
+		c.qpErr = false
+		c.moveQP(errAttr())
+	}
+}
+
 func errAttr() qpattr.Attr { return qpattr.Attr{State: qpattr.Err, Mask: qpattr.MaskState} }
 
 // ID returns the local comm ID.
@@ -304,9 +315,7 @@ func (c *Conn) Close() error {
 		} else {
 			_ = c.m.reply(func() error { return c.m.eng.Destroy(now, c.id) })
 		}
-		c.moveQP(errAttr())
-		c.end(ErrDisconnected)
-		c.m.settleNow(c)
+		c.m.settleWith(c, ErrDisconnected)
 	})
 }
 
@@ -382,9 +391,8 @@ func (c *Conn) abandon(err error) {
 	_ = c.m.do(context.Background(), func() {
 		c.estab, c.repReady = nil, nil
 		_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
-		c.moveQP(errAttr())
-		c.end(err)
-		c.m.settleNow(c)
+		c.callerMovedQP()
+		c.m.settleWith(c, err)
 	})
 }
 

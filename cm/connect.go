@@ -164,16 +164,16 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 	}
 	if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
 		_ = c.m.do(context.Background(), func() {
+			c.callerMovedQP()
 			_ = c.m.reply(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
 			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
-			c.end(err)
-			c.m.settleNow(c)
+			c.m.settleWith(c, err)
 		})
 		return err
 	}
 	// A REJ or a timeout that ended the attempt meanwhile makes the
 	// table refuse the RTU; waitEstab reports why it ended.
-	if err := c.m.do(ctx, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
+	if err := c.m.do(ctx, func() { c.callerMovedQP(); c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
 		if ctx.Err() != nil {
 			c.abandon(err) // the RTU never went: the id would wait in REP_RCVD
 		}

@@ -318,7 +318,11 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	var as [3]qpattr.Attr
 	// accept sends the REP; loop goroutine.
 	accept := func() {
+		c.callerMovedQP()
 		if err = r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
+			if e := c.Err(); e != nil {
+				err = e // the request ended while the QP moved: say why
+			}
 			return
 		}
 		delete(r.m.requests, r.id)
@@ -362,6 +366,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	if c.qp != nil {
 		if err = applyQP(c.qp, as[:]); err != nil {
 			_ = r.m.do(context.Background(), func() {
+				c.callerMovedQP()
 				if r.m.requests[r.id] == r {
 					_ = r.reject(r.m.reply, r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
 				}
@@ -401,8 +406,7 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 		c := r.conn
 		r.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: r.id, Reason: rejectReason(reason)})
 		c.moveQP(errAttr())
-		c.end(&RejectError{Reason: rejectReason(reason)})
-		r.m.settleNow(c)
+		r.m.settleWith(c, &RejectError{Reason: rejectReason(reason)})
 	}); e != nil {
 		return e
 	}

@@ -632,6 +632,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 	}
 	c.remember(nt.Msg)
 	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From, Sent: nt.Sent}
+	var ended error // why the connection ended, if it did: settle ends it
 	switch nt.Notice {
 	case engine.NoticeREPReceived:
 		c.rep = nt.Msg.REP
@@ -658,11 +659,11 @@ func (m *Manager) handle(nt *engine.Notification) {
 	case engine.NoticeRejected:
 		ev.Kind = EventRejected
 		m.emit(ev)
-		c.end(rejectError(nt))
+		ended = rejectError(nt)
 	case engine.NoticeTimedOut:
 		ev.Kind = EventTimedOut
 		m.emit(ev)
-		c.end(ErrTimeout)
+		ended = ErrTimeout
 	case engine.NoticeLAPTimedOut:
 		ev.Kind = EventTimedOut
 		m.emit(ev)
@@ -671,7 +672,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 		ev.Kind = EventStale
 		ev.Reason = wire.RejectStaleConn
 		m.emit(ev)
-		c.end(ErrStale)
+		ended = ErrStale
 	case engine.NoticeDREQReceived:
 		if c.estab != nil {
 			// REP_SENT: the RTU was lost or overtaken, and the DREQ
@@ -685,14 +686,12 @@ func (m *Manager) handle(nt *engine.Notification) {
 		c.moveQP(errAttr())
 		_ = m.reply(func() error { return m.eng.SendDREP(now, c.id, nil) })
 		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: c.id})
-		c.end(ErrDisconnected)
-		m.settleNow(c) // the DREP took it into TimeWait
+		m.settle(c, m.eng.State(c.id), ErrDisconnected) // the DREP took it into TimeWait
 		return
 	case engine.NoticeDisconnected:
 		ev.Kind = EventDisconnected
 		m.emit(ev)
-		c.moveQP(errAttr())
-		c.end(ErrDisconnected)
+		ended = ErrDisconnected
 	case engine.NoticeTimeWaitExit:
 		ev.Kind = EventTimeWaitExit
 		m.emit(ev)
@@ -714,20 +713,26 @@ func (m *Manager) handle(nt *engine.Notification) {
 		a := nt.Msg.APR
 		c.lapDone(&a, nil)
 	}
-	m.settle(c, nt.State)
+	m.settle(c, nt.State, ended)
 }
 
-// settle reports a connection's entry into TimeWait and lets go of it once
-// its id is free (after TimeWait, or at once for an attempt that failed).
-// s is the id's state after the step being reported: while a batch of MADs
-// is handled, the engine may already be further on.
-func (m *Manager) settle(c *Conn, s engine.State) {
+// settle reports a connection's entry into TimeWait, ends it if it ended
+// (ended, or ErrDisconnected for TimeWait), and lets go of it once its id
+// is free (after TimeWait, or at once for an attempt that failed). s is
+// the id's state after the step being reported: while a batch of MADs is
+// handled, the engine may already be further on. The TimeWait event comes
+// before Done closes, so that whoever Done wakes has heard of it.
+func (m *Manager) settle(c *Conn, s engine.State, ended error) {
 	at := s.Attr()
 	if at.TimeWait && !c.inTimeWait {
 		c.inTimeWait = true
-		c.moveQP(errAttr())
-		c.end(ErrDisconnected)
 		m.emit(Event{Kind: EventTimeWait, Conn: c, ID: c.id})
+		if ended == nil {
+			ended = ErrDisconnected
+		}
+	}
+	if ended != nil {
+		c.end(ended)
 	}
 	if !at.Holds {
 		m.forget(c)
@@ -735,7 +740,10 @@ func (m *Manager) settle(c *Conn, s engine.State) {
 }
 
 // settleNow is settle after an application call, with the id's state now.
-func (m *Manager) settleNow(c *Conn) { m.settle(c, m.eng.State(c.id)) }
+func (m *Manager) settleNow(c *Conn) { m.settle(c, m.eng.State(c.id), nil) }
+
+// settleWith is settleNow for a call that ended the connection, and why.
+func (m *Manager) settleWith(c *Conn, ended error) { m.settle(c, m.eng.State(c.id), ended) }
 
 // forget drops a connection whose id is free and tells the application its
 // QP may be reused.
