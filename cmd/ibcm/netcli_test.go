@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -310,14 +312,16 @@ func TestNetBadFlags(t *testing.T) {
 
 // ---- hw/umad's fake device.
 
-// useFakeUMAD makes --transport umad open the fake ports by device name.
-func useFakeUMAD(t *testing.T, ports ...*umadfake.Port) {
+// useFakeUMAD makes --transport umad open the fake ports by device name,
+// over a sysfs root of their own (no kernel module loaded), which it returns.
+func useFakeUMAD(t *testing.T, ports ...*umadfake.Port) (sysfs string) {
 	t.Helper()
+	sysfs = t.TempDir()
 	saved := openUMAD
 	openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
 		for _, p := range ports {
 			if p.Info().Device == device {
-				opts := umad.Options{}
+				opts := umad.Options{Config: umad.Config{SysfsRoot: sysfs}}
 				if gidIndex >= 0 {
 					g, ok := p.Info().GIDAt(gidIndex)
 					if !ok {
@@ -331,6 +335,7 @@ func useFakeUMAD(t *testing.T, ports ...*umadfake.Port) {
 		return nil, fmt.Errorf("%w: device %q", umad.ErrNoPort, device)
 	}
 	t.Cleanup(func() { openUMAD = saved })
+	return sysfs
 }
 
 // listen and connect over hw/umad on a RoCE fake: GRH addressing by the
@@ -378,14 +383,23 @@ func TestUMADFakeIB(t *testing.T) {
 }
 
 // With ib_cm loaded the port's class 0x07 is taken: the command says so.
+// Without it, the holder is another process on the port.
 func TestUMADFakeClassInUse(t *testing.T) {
 	fab := umadfake.NewFabric()
 	p := fab.AddPort(umadfake.PortConfig{Device: "rxe0", RoCE: true, GID: netip.MustParseAddr("::ffff:10.0.0.1")})
 	p.ReserveMethod(umad.MgmtClassCM, umad.CMClassVersion, umad.MethodSend)
-	useFakeUMAD(t, p)
-	code, out, _ := runCmd(t, nil, "listen", "--transport", "umad", "--device", "rxe0", "--sid", "1", "--name", "in-use")
+	q := fab.AddPort(umadfake.PortConfig{Device: "rxe1", RoCE: true, GID: netip.MustParseAddr("::ffff:10.0.0.2")})
+	held, err := q.Transport(umad.Options{})
+	require.NoError(t, err)
+	defer held.Close()
+	sysfs := useFakeUMAD(t, p, q)
+	code, out, _ := runCmd(t, nil, "listen", "--transport", "umad", "--device", "rxe1", "--sid", "1", "--name", "in-use")
 	require.Equal(t, 1, code)
-	require.Regexp(t, `IBCM-EVENT ERROR t=\S+ kind=class-in-use msg=".*ib_cm`, out)
+	require.Regexp(t, `IBCM-EVENT ERROR t=\S+ kind=class-in-use msg=".*by another process`, out)
+	require.NoError(t, os.MkdirAll(filepath.Join(sysfs, "module", "ib_cm"), 0o755))
+	code, out, _ = runCmd(t, nil, "listen", "--transport", "umad", "--device", "rxe0", "--sid", "1", "--name", "in-use")
+	require.Equal(t, 1, code)
+	require.Regexp(t, `IBCM-EVENT ERROR t=\S+ kind=class-in-use msg=".*by the kernel CM \(ib_cm\)`, out)
 	require.Contains(t, out, "IBCM-RESULT in-use FAIL conns=0")
 	code, out, _ = runCmd(t, nil, "connect", "--transport", "umad", "--device", "rxe9", "--sid", "1", "--dst-ip", "10.0.0.2")
 	require.Equal(t, 1, code)
