@@ -102,7 +102,7 @@ func serveErr(ctx context.Context, l *cm.Listener, conns chan<- *cm.Conn, failed
 	}()
 }
 
-// The acceptance test of issue 4: two Managers establish, reject,
+// Two Managers establish, reject,
 // disconnect, migrate (LAP/APR) and resolve SIDR under 20% loss and
 // duplication.
 func TestManagerUnderLoss(t *testing.T) {

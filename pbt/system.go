@@ -1,5 +1,5 @@
-// Package pbt is the property-based test suite of the CM engine (project
-// issue 5): a stateful gopter test (github.com/leanovate/gopter/commands)
+// Package pbt is the property-based test suite of the CM engine: a
+// stateful gopter test (github.com/leanovate/gopter/commands)
 // that drives 2–4 engines on a manual-mode simnet fabric with random
 // application calls and network faults, and checks spec/cm.tla's
 // invariants after every command and its liveness properties at the end of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: measures issue 8's figures, prints them against their targets
+# make bench: measures the performance figures, prints them against their targets
 # with a table of every benchmark, and writes both to docs/perf.md with the
 # machine they ran on.
 #   tools/bench.sh                  everything (about 5 minutes), writes docs/perf.md
@@ -190,7 +190,7 @@ Measured by \`make bench\` (tools/bench.sh), which writes this file.
 - Go: $(go version | sed 's/^go version //')
 - Repetitions: ${COUNT} of each benchmark (per-call benchmarks ${MICRO} each); "1M" is ${IBCM_SCALE_N:-1000000}
 
-## Issue 8's figures
+## The figures and their targets
 
 $fig
 

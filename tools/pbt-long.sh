@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long property-test campaign (project issue 5): the stateful gopter
+# The long property-test campaign: the stateful gopter
 # suite of pbt/ over the real engine for many command sequences.
 #   tools/pbt-long.sh                 100,000 sequences of up to 100 commands
 #   tools/pbt-long.sh 500000 120      sequences, max length

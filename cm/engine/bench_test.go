@@ -80,8 +80,8 @@ func TestBenchLifecycleIsFull(t *testing.T) {
 	}
 }
 
-// Twelve engine steps per lifecycle; the allocation budget of issue 8
-// is two per step. In steady state the engine allocates nothing: ids,
+// Twelve engine steps per lifecycle; the allocation budget is two per
+// step (docs/perf.md). In steady state the engine allocates nothing: ids,
 // buffers and payload slots come from free lists, outbound slices are
 // reused across Ready/Advance.
 func TestLifecycleAllocs(t *testing.T) {
@@ -96,7 +96,7 @@ func TestLifecycleAllocs(t *testing.T) {
 	}
 }
 
-// Issue 8's memory budget: a TimeWait entry (the id, its buffers released)
+// The memory budget of docs/perf.md: a TimeWait entry (the id, its buffers released)
 // within 256 B, a live connection (plus its stored message) within 1 KiB.
 func TestConnSize(t *testing.T) {
 	size := unsafe.Sizeof(conn{})

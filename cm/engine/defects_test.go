@@ -9,7 +9,7 @@ import (
 )
 
 // Regression tests of engine defects found while moving the protocol's
-// rules into gen/def (issue 14). Each was committed failing, before its fix.
+// rules into gen/def. Each was committed failing, before its fix.
 
 // sent decodes what a node has queued and acknowledges it.
 func sent(t *testing.T, n *testNode) []wire.MAD {

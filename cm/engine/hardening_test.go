@@ -16,7 +16,7 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// Issue 8's hardening tests for the engine: a REQ flood, malformed input,
+// The engine's hardening tests (docs/limits.md): a REQ flood, malformed input,
 // and the bounds on notifications and per-peer half-open ids. The fault
 // campaign is cm/simnet's TestFaultCampaign, the Manager leak checks
 // hardening_manager_test.go.

@@ -16,7 +16,7 @@ import (
 // type at a time, and times the Recv calls of each type as one span; ns/op
 // is the time in Recv per message of the sub-benchmark's type, allocs/op
 // the allocations of the whole lifecycle (so at least those of the step).
-// Issue 8's budget: at most 2 allocations per engine step.
+// The budget: at most 2 allocations per engine step (docs/perf.md).
 func BenchmarkEngineRecv(b *testing.B) {
 	for _, attr := range []wire.AttrID{wire.AttrREQ, wire.AttrREP, wire.AttrRTU, wire.AttrDREQ, wire.AttrDREP} {
 		b.Run(attr.String(), func(b *testing.B) {

@@ -13,7 +13,7 @@ import (
 // memberships always match State.Attr() (TablesMatchStates).
 type conn struct {
 	// Fields ordered so that the struct has no padding: 176 bytes, which
-	// issue 8's TimeWait budget (256 B an entry with its table slots)
+	// the TimeWait budget (256 B an entry with its table slots, docs/perf.md)
 	// depends on (TestConnSize).
 	id       CommID
 	state    State

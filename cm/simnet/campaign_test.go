@@ -10,7 +10,7 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// TestFaultCampaign is issue 8's fault campaign: a seeded simulation of
+// TestFaultCampaign is the fault campaign: a seeded simulation of
 // 100,000 connection attempts (10,000 under -short) between five nodes
 // over a fabric that loses 30% of the MADs, duplicates 10%, reorders 10%
 // and jitters the rest, while crash/restart storms (one to three nodes

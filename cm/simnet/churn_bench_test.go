@@ -11,7 +11,7 @@ import (
 // at once), and reports them per second: conns/s of wall time and
 // conns/cpu-s of the process's CPU time (user + system; the run is single
 // threaded but for the garbage collector, so this is the rate on one core
-// whatever else the machine runs). Issue 8's target is 250,000 a second
+// whatever else the machine runs). The target is 250,000 a second
 // on one core; tools/bench.sh runs it with -cpu 1 and a fixed count.
 func BenchmarkChurnLifecycle(b *testing.B) {
 	benchChurn(b, ChurnConfig{})

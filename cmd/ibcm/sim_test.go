@@ -17,7 +17,7 @@ func runSimJSON(t *testing.T, args ...string) simSummary {
 	return s
 }
 
-// The acceptance criterion of issue 4: on the same seed the default engine
+// The seed bug, measured: on the same seed the default engine
 // reports no bogus stale rejects and the legacy option (the Linux seed bug)
 // some.
 func TestSimBogusStaleRejects(t *testing.T) {
