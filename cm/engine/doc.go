@@ -1,5 +1,5 @@
 // Package engine is the pure core of ibcm's Communication Manager (IBTA
-// Vol 1 ch. 12): package engine is the runtime shell around it.
+// Vol 1 ch. 12); package cm is the shell that runs it for applications.
 //
 // Engine is the pure core, in the spirit of etcd-io/raft's RawNode: one
 // engine per CM port, no goroutines, no I/O, no wall clock and no global

@@ -1,6 +1,6 @@
 // Package simnet is a simulated InfiniBand fabric for CM engines.
 //
-// Its main mode is deterministic: a Sim drives several cm.Engines directly
+// Its main mode is deterministic: a Sim drives several engines (cm/engine) directly
 // on a virtual clock with a seeded scheduler (math/rand/v2), no goroutines
 // and no wall clock, so a seed replays a run exactly. Messages can be lost,
 // duplicated, reordered and delayed at configurable rates, and nodes can
