@@ -40,12 +40,6 @@ import (
 // past every timer: no id but a listen is held, every channel the API
 // handed out is closed or still answers, and no goroutine is left.
 
-// A REJ that ends a Connect or an Accept while its goroutine moves the QP
-// leaves the QP in RTS (TestFoundConnectQPMovedToRTSAfterTheREJ). Until
-// that is fixed, the final check does not require ERR of the QP of a call
-// that failed.
-const apFixedQPMoveRace = false
-
 // Budgets: go test ./cm/ (make test) runs the default; -short a quarter;
 // IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override,
 // for a longer campaign:
@@ -471,7 +465,6 @@ type apQP struct {
 	state  qpattr.State
 	rts    bool   // reached RTS once
 	user   string // the call it was given to, and how it ended
-	failed bool   // that call returned an error
 }
 
 // used records the call q was given to and what it returned.
@@ -481,7 +474,6 @@ func (q *apQP) used(call string, id cm.CommID, err error) {
 	}
 	q.mu.Lock()
 	q.user = fmt.Sprintf("%s (id %v): %v", call, id, err)
-	q.failed = err != nil
 	q.mu.Unlock()
 }
 
@@ -1823,7 +1815,7 @@ func (s *apSys) checkChannels() {
 	}
 	for _, q := range qps {
 		q.mu.Lock()
-		if q.rts && q.state != qpattr.Err && (apFixedQPMoveRace || !q.failed) {
+		if q.rts && q.state != qpattr.Err {
 			s.fail("QP %#x reached RTS and was left in %s after its connection ended; %s", q.qpn, q.state, q.user)
 		}
 		q.mu.Unlock()
