@@ -200,7 +200,7 @@ func (st *apSuite) commands() commands.Commands {
 var apWeights = [apNumKinds]int{
 	apListen: 6, apConnect: 10, apAccept: 8, apReqAccept: 4, apReqReject: 3, apReqDelay: 2, apDisconnect: 4,
 	apConnClose: 4, apLoadAltPath: 4, apResolveSIDR: 4, apAcceptSIDR: 4, apSIDRReply: 2, apListenerClose: 2,
-	apManagerClose: 1, apQuery: 3, apInject: 16, apAdvance: 6, apSleep: 5, apCancel: 2, apZero: 1, apServe: 6, apBreak: 1, apEstablish: 8,
+	apManagerClose: 1, apQuery: 3, apInject: 16, apAdvance: 6, apSleep: 5, apCancel: 2, apZero: 1, apServe: 6, apBreak: 1, apEstablish: 8, apStall: 2,
 }
 
 func apGenOp() gopter.Gen {
@@ -249,12 +249,13 @@ const (
 	apServe     // a loop of Accept and Request.Accept on a listener
 	apBreak     // the transport's Recv fails from now on
 	apEstablish // Connect to the peer or the hostile port, waited for
+	apStall     // the transport's Send is slow for a while
 	apNumKinds
 )
 
 var apKindNames = [apNumKinds]string{"Listen", "Connect", "Accept", "Request.Accept", "Request.Reject", "Request.Delay",
 	"Disconnect", "Conn.Close", "LoadAltPath", "ResolveSIDR", "AcceptSIDR", "SIDRRequest.Reply", "Listener.Close",
-	"Manager.Close", "Query", "Inject", "Advance", "Sleep", "Cancel", "Zero", "Serve", "Break", "Establish"}
+	"Manager.Close", "Query", "Inject", "Advance", "Sleep", "Cancel", "Zero", "Serve", "Break", "Establish", "Stall"}
 
 func (o apOp) String() string {
 	return fmt.Sprintf("%s(m%d %d %d %d)", apKindNames[o.K%apNumKinds], o.M%2, o.A, o.B, o.C)
@@ -369,6 +370,9 @@ type apTap struct {
 	broken   atomic.Bool
 	breakCtx context.Context
 	breakNow context.CancelFunc
+	// stallUntil (Unix ns) makes Send wait until then: a slow transport.
+	stallUntil atomic.Int64
+	sending    atomic.Int64 // Sends under way
 }
 
 // fail breaks the transport.
@@ -409,6 +413,18 @@ func (t *apTap) drain() {
 }
 
 func (t *apTap) Send(ctx context.Context, p *transport.Packet) error {
+	t.sending.Add(1)
+	defer t.sending.Add(-1)
+	// A slow transport: the Send waits out a stall (or its context).
+	if d := time.Until(time.Unix(0, t.stallUntil.Load())); d > 0 {
+		tm := time.NewTimer(d)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+	}
 	t.s.mu.Lock()
 	if len(t.s.sniffed) >= 64 {
 		t.s.sniffed = t.s.sniffed[1:]
@@ -921,6 +937,9 @@ func (s *apSys) run(o apOp) {
 		if c := s.connect(o); c != nil {
 			s.wait(c)
 		}
+	case apStall:
+		i, _ := s.mgr(o.M)
+		s.taps[i].stallUntil.Store(time.Now().Add(time.Duration(o.A%20000) * time.Microsecond).UnixNano())
 	case apBreak:
 		if o.A%2 == 0 { // half of them: a Manager that stops is rare
 			i, m := s.mgr(o.M)
@@ -1640,6 +1659,9 @@ func (s *apSys) settle() {
 				st := m.Stats()
 				snap[4+2*i], snap[5+2*i] = st.Engine.Received, st.Engine.Sent
 				quiet = quiet && st.Engine.Received == s.taps[i].recvd.Load()
+			}
+			if s.taps[i].sending.Load() != 0 {
+				quiet = false
 			}
 		}
 		if quiet && snap == prev {
