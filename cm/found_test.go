@@ -272,3 +272,30 @@ func TestFoundAcceptQPMovedToRTSAfterTheREJ(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, qpattr.Err, qp.State(), "Accept returned %v and left its QP in %s", err, qp.State())
 }
+
+// The Manager stopping (Close, or a transport that fails) while a Connect
+// or an Accept moves its QP ends the attempt as a REJ would: the moves
+// still under way must not leave the QP in RTS once the call returns.
+func TestFoundQPMovedToRTSAfterTheManagerStopped(t *testing.T) {
+	for _, side := range []string{"Connect", "Accept"} {
+		t.Run(side, func(t *testing.T) {
+			r := newRawPeer(t, cm.ManagerConfig{MRADelay: -1})
+			qp := newGateQP(0x100)
+			var done <-chan error
+			if side == "Connect" {
+				done = r.connect(r.ctx, qp)
+				req := r.recv(wire.AttrREQ)
+				r.send(req.TID, &wire.REP{LocalCommID: 0x77, RemoteCommID: req.REQ.LocalCommID, LocalQPN: 0x51,
+					StartingPSN: 5, LocalCAGUID: 0xb, RNRRetryCount: 7})
+			} else {
+				done = r.accept(r.request(), qp)
+			}
+			r.wait(qp.entered, "the move of the QP")
+			require.NoError(t, r.m.Close())
+			close(qp.release)
+			err := <-done
+			require.ErrorIs(t, err, cm.ErrClosed)
+			require.Equal(t, qpattr.Err, qp.State(), "%s returned %v and left its QP in %s", side, err, qp.State())
+		})
+	}
+}
