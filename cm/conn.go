@@ -185,6 +185,19 @@ func (c *Conn) callerMovedQP() {
 	}
 }
 
+// afterMoves runs f on the loop once the caller has moved the QP on its own
+// goroutine, after callerMovedQP. If the Manager has stopped, no loop runs
+// f: its shutdown may have moved the QP to ERR before the caller's last
+// move, and nothing else will, so the caller does (the loop is gone, so the
+// QP is the caller's alone).
+func (c *Conn) afterMoves(ctx context.Context, f func()) error {
+	err := c.m.do(ctx, func() { c.callerMovedQP(); f() })
+	if err != nil && c.qp != nil && c.m.stopped() {
+		_ = c.qp.Modify(errAttr())
+	}
+	return err
+}
+
 func errAttr() qpattr.Attr { return qpattr.Attr{State: qpattr.Err, Mask: qpattr.MaskState} }
 
 // ID returns the local comm ID.
@@ -388,10 +401,9 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 // ended): the id is destroyed, what that sends goes out as the Manager's
 // own, and the QP, if it got as far as RTS, goes to ERR.
 func (c *Conn) abandon(err error) {
-	_ = c.m.do(context.Background(), func() {
+	_ = c.afterMoves(context.Background(), func() {
 		c.estab, c.repReady = nil, nil
 		_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
-		c.callerMovedQP()
 		c.m.settleWith(c, err)
 	})
 }

@@ -163,8 +163,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 		return err
 	}
 	if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
-		_ = c.m.do(context.Background(), func() {
-			c.callerMovedQP()
+		_ = c.afterMoves(context.Background(), func() {
 			_ = c.m.reply(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
 			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
 			c.m.settleWith(c, err)
@@ -173,7 +172,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 	}
 	// A REJ or a timeout that ended the attempt meanwhile makes the
 	// table refuse the RTU; waitEstab reports why it ended.
-	if err := c.m.do(ctx, func() { c.callerMovedQP(); c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
+	if err := c.afterMoves(ctx, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
 		if ctx.Err() != nil {
 			c.abandon(err) // the RTU never went: the id would wait in REP_RCVD
 		}

@@ -318,7 +318,6 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	var as [3]qpattr.Attr
 	// accept sends the REP; loop goroutine.
 	accept := func() {
-		c.callerMovedQP()
 		if err = r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
 			if e := c.Err(); e != nil {
 				err = e // the request ended while the QP moved: say why
@@ -365,15 +364,14 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	}
 	if c.qp != nil {
 		if err = applyQP(c.qp, as[:]); err != nil {
-			_ = r.m.do(context.Background(), func() {
-				c.callerMovedQP()
+			_ = c.afterMoves(context.Background(), func() {
 				if r.m.requests[r.id] == r {
 					_ = r.reject(r.m.reply, r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
 				}
 			})
 			return nil, err
 		}
-		if e := r.m.do(ctx, accept); e != nil {
+		if e := c.afterMoves(ctx, accept); e != nil {
 			return nil, e
 		}
 		if err != nil {

@@ -207,6 +207,16 @@ func (m *Manager) Done() <-chan struct{} {
 	return m.done
 }
 
+// stopped reports whether the loop has ended.
+func (m *Manager) stopped() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // started reports whether NewManager made m: the zero Manager has no
 // goroutine to run calls, and every method fails at once on it.
 func (m *Manager) started() bool { return m != nil && m.calls != nil }
