@@ -4,24 +4,19 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/engine"
-	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
 // ConnectParams.PrivateData reaches the peer whether or not the request is
 // built from an IP address.
 func TestConnectPrivateDataWithoutIP(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	got := make(chan []byte, 1)
 	go func() {
 		r, err := l.Accept(ctx)
@@ -41,11 +36,8 @@ func TestConnectPrivateDataWithoutIP(t *testing.T) {
 // Accept on a request the peer gave up returns why it ended (the peer's
 // REJ), not a state error.
 func TestAcceptAbandonedRequestSaysWhy(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	cctx, ccancel := context.WithCancel(ctx)
 	go func() { _, _ = p.a.Connect(cctx, fastREQ(p.eb, 0x1000, 0x11)) }()
 	r, err := l.Accept(ctx)
@@ -60,11 +52,8 @@ func TestAcceptAbandonedRequestSaysWhy(t *testing.T) {
 // The REJ 10 of a stale connection is one error that matches ErrStale and
 // reads as one line.
 func TestStaleRejectIsOneError(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	serve(ctx, t, l, nil)
 	_, err = p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
 	require.NoError(t, err)

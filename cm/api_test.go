@@ -17,11 +17,8 @@ import (
 // Private data goes both ways, with every message that carries it, and
 // each side reads what the other sent from its Conn.
 func TestPrivateDataBothWays(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	server := make(chan *cm.Conn, 1)
 	go func() {
 		r, err := l.Accept(ctx)
@@ -55,11 +52,8 @@ func TestPrivateDataBothWays(t *testing.T) {
 // Each private data is checked against its message's limit, and the error
 // names it.
 func TestPrivateDataLimits(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	params := fastREQ(p.eb, 0x1000, 0x11)
 	params.PrivateData = make([]byte, wire.REQPrivateDataSize+1)
 	_, err = p.a.Connect(ctx, params)
@@ -84,11 +78,8 @@ func TestPrivateDataLimits(t *testing.T) {
 // A connection says its state by the specification's names; a request
 // that ended says why.
 func TestStateAndRequestErr(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	serve(ctx, t, l, nil)
 	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))
 	require.NoError(t, err)

@@ -1,14 +1,11 @@
 package cm_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -17,11 +14,8 @@ import (
 // MTU, keeps the timing it asked for (it decides how long Connect waits
 // for an absent peer, and how long TimeWait lasts).
 func TestConnectKeepsTheTimingGiven(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	serve(ctx, t, l, nil)
 	c, err := p.a.Connect(ctx, &cm.ConnectParams{To: p.eb.LocalAddr(), REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11,
 		PrimaryLocalAckTimeout: 10, RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 2}})

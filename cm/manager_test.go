@@ -50,6 +50,18 @@ func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 	return p
 }
 
+// listeningPair is a pair on a lossless fabric whose B listens on service
+// 0x1000, and a context that ends with the test or after 5 s.
+func listeningPair(t *testing.T) (*pair, context.Context, *cm.Listener) {
+	t.Helper()
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	return p, ctx, l
+}
+
 // fastREQ: 4.2 ms per try (2^10 + 2^10 x 4.096 us), 15 retries, 4 ms TimeWait.
 func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *cm.ConnectParams {
 	return &cm.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,

@@ -72,11 +72,8 @@ func TestListenCostsLittle(t *testing.T) {
 // Bad arguments fail at the API's edge with ErrBadParam, before anything
 // reaches the Manager's goroutine, where a panic would end the process.
 func TestBadArguments(t *testing.T) {
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
+	p, ctx, l := listeningPair(t)
+	var err error
 	serve(ctx, t, l, nil)
 
 	_, err = p.a.Connect(ctx, nil)
