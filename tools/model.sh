@@ -18,6 +18,15 @@
 #         graph             a conformance graph: skipped here, checked by
 #                           tools/conformance.sh, which dumps its state graph
 #                           (one worker: the count is exact)
+#         full              breadth first, a complete search too long for
+#                           make test: skipped here, run by --full
+#       The diameter column, where it is a number, is the depth TLC reports
+#       for a complete search ("The depth of the complete state graph
+#       search is N"), and must match too.
+#       A config runs against spec/cm.tla, or against the module its name
+#       starts with (IndInvcm_init.cfg: spec/IndInvcm.tla) when that exists.
+#   tools/model.sh --full spec/manifest.tsv
+#       only the manifest's "full" rows (make model-full).
 #       After the manifest, the counterexample of cm_legacy.cfg is drawn as
 #       docs/cm-legacy.svg (tools/seqchart); the run fails when the chart
 #       in the repository was stale (it is rewritten: commit it).
@@ -38,9 +47,11 @@ run() {
 		args=(-workers 1 -simulate "num=$num" -depth "$depth" -seed "$seed")
 		;;
 	esac
+	local base=$(basename "$cfg" .cfg) module=cm.tla
+	[ -f "spec/${base%%_*}.tla" ] && module=${base%%_*}.tla
 	start=$(date +%s)
 	(cd spec && ../tools/tlc.sh "${args[@]}" -deadlock -metadir "$meta/$(basename "$cfg")" \
-		-config "$(basename "$cfg")" cm.tla) >"$out" 2>&1 || true
+		-config "$(basename "$cfg")" "$module") >"$out" 2>&1 || true
 	end=$(date +%s)
 	local outcome count len
 	if name=$(grep -oE "^Error: Invariant [A-Za-z]+ is violated" "$out" | awk '{print $3}') && [ -n "$name" ]; then
@@ -56,24 +67,25 @@ run() {
 	else
 		echo "model: TLC failed on $cfg:" >&2
 		tail -40 "$out" >&2
-		echo "error 0 0 $((end - start))"
+		echo "error 0 0 $((end - start)) -"
 		return
 	fi
 	if [[ $mode == sim:* ]]; then
 		count=$(grep -oE "^Progress: [0-9,]+ states checked" "$out" | tail -1 | awk '{print $2}' | tr -d ,)
 	else
-		count=$(grep -oE "[0-9,]+ distinct states found" "$out" | tail -1 | awk '{print $1}' | tr -d ,)
+		count=$(grep -oE "[0-9,]+ distinct states found" "$out" | tail -1 | awk '{print $1}' | tr -d , || true)
 	fi
 	len=$(grep -cE "^State [0-9]+: " "$out" || true)
+	depth=$(grep -oE "depth of the complete state graph search is [0-9]+" "$out" | awk '{print $NF}' || true)
 	cp "$out" "$meta/last.out"
 	cp "$out" "$meta/$(basename "$cfg").result"
-	echo "$outcome ${count:-0} $len $((end - start))"
+	echo "$outcome ${count:-0} $len $((end - start)) ${depth:--}"
 }
 
-if [ "${1:-}" != --manifest ]; then
+if [ "${1:-}" != --manifest ] && [ "${1:-}" != --full ]; then
 	cfg=${1:-spec/cm.cfg}
-	read -r outcome distinct len secs < <(run "$cfg" "$workers")
-	echo "model: $cfg: $outcome, $distinct distinct states, ${secs}s"
+	read -r outcome distinct len secs depth < <(run "$cfg" "$workers")
+	echo "model: $cfg: $outcome, $distinct distinct states, depth $depth, ${secs}s"
 	[ "$outcome" = ok ] || { tail -60 "$meta/last.out" 2>/dev/null; exit 1; }
 	exit 0
 fi
@@ -89,24 +101,31 @@ count_ok() {
 	esac
 }
 
+full=0
+[ "$1" = --full ] && full=1
 manifest=${2:-spec/manifest.tsv}
 fail=0
 total_start=$(date +%s)
-while IFS=$'\t' read -r cfg want want_count mode note; do
+while IFS=$'\t' read -r cfg want want_count mode note want_depth; do
 	case "$cfg" in ''|'#'*) continue ;; esac
 	[ "$mode" = graph ] && continue
+	if [ $full = 1 ]; then [ "$mode" = full ] || continue; else [ "$mode" = full ] && continue; fi
 	w=$workers
 	[ "$want" = ok ] && [ "$mode" != bfs1 ] || w=1
-	read -r outcome count len secs < <(run "spec/$cfg" "$w" "$mode")
+	read -r outcome count len secs depth < <(run "spec/$cfg" "$w" "$mode")
 	unit="distinct states"
 	[[ $mode == sim:* ]] && unit="states checked ($mode)"
 	msg="model: $cfg: $outcome after $count $unit in ${secs}s"
+	[ "$depth" = - ] || [ "$outcome" != ok ] || msg="$msg, depth $depth (complete)"
 	[ "$outcome" = ok ] || msg="$msg; counterexample of $len states"
 	if [ "$outcome" != "$want" ]; then
 		echo "$msg -- FAIL: expected $want" >&2
 		fail=1
 	elif ! count_ok "$count" "$want_count"; then
 		echo "$msg -- FAIL: manifest says $want_count; update spec/manifest.tsv if the change is deliberate" >&2
+		fail=1
+	elif [[ ${want_depth:-} =~ ^[0-9]+$ ]] && [ "$depth" != "$want_depth" ]; then
+		echo "$msg -- FAIL: manifest says depth $want_depth; update spec/manifest.tsv if the change is deliberate" >&2
 		fail=1
 	else
 		echo "$msg -- as expected"
