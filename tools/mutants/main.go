@@ -8,6 +8,9 @@
 //	        n/a for an engine mutant
 //	tlc     TLC on the model's configs, until one reports a violation; n/a
 //	        for an engine mutant (the spec does not run the engine's code)
+//	deep    the checks at every depth: the complete search of the core
+//	        model (spec/cm_core.cfg) and IndInv's consecution
+//	        (spec/IndInvcm.cfg); n/a for an engine mutant
 //	pbt     the gopter suite: its random sequences (TestProperty) and its
 //	        scenarios (TestReplay, pbt/testdata)
 //	conf    tools/conformance.sh (graph replay and trace validation)
@@ -155,17 +158,23 @@ var catalogue = []mutant{
 
 // The TLC configs a mutant is checked against, cheapest first: every
 // config the manifest expects to pass, and the conformance graphs.
-var tlcConfigs = []struct {
+type tlcConfig struct {
 	cfg  string
 	args []string
-}{
+}
+
+var tlcConfigs = []tlcConfig{
 	{"cm_sidr.cfg", nil}, {"cm_graph.cfg", nil}, {"cm_lap.cfg", nil}, {"cm_graph_lap.cfg", nil},
 	{"cm_limits.cfg", nil}, {"cm_drop.cfg", nil}, {"cm_graph_sidr.cfg", nil}, {"cm_graph_stale.cfg", nil},
 	{"cm_listen.cfg", nil}, {"cm_cluster.cfg", []string{"-simulate", "num=20000", "-depth", "60", "-seed", "17"}},
 	{"cm.cfg", nil}, {"cm_live.cfg", nil},
 }
 
-var layerNames = []string{"build", "tlc", "pbt", "conf", "golden"}
+// The checks at every depth, each run against the module its name starts
+// with (as tools/model.sh does).
+var deepConfigs = []tlcConfig{{"IndInvcm.cfg", nil}, {"cm_core.cfg", nil}}
+
+var layerNames = []string{"build", "tlc", "deep", "pbt", "conf", "golden"}
 
 type result struct {
 	caught bool
@@ -380,7 +389,10 @@ func runLayers(dir string, def bool, want map[string]bool, timeout time.Duration
 		_ = os.RemoveAll(filepath.Join(dir, ".mutant-build"))
 	}
 	if want["tlc"] && def {
-		res["tlc"] = tlc(dir, timeout)
+		res["tlc"] = tlc(dir, tlcConfigs, timeout)
+	}
+	if want["deep"] && def {
+		res["deep"] = tlc(dir, deepConfigs, timeout)
 	}
 	if want["pbt"] {
 		out, err := shEnv(dir, timeout, []string{"IBCM_PBT_SEQUENCES=30000", "IBCM_PBT_NOSHRINK=1"},
@@ -412,10 +424,10 @@ func details(res map[string]result) string {
 var violated = regexp.MustCompile(`Error: (?:Invariant|Action property) ([A-Za-z]+) is violated|Temporal properties were violated`)
 
 // tlc runs the configs until one reports a violation.
-func tlc(dir string, timeout time.Duration) result {
-	for _, c := range tlcConfigs {
+func tlc(dir string, configs []tlcConfig, timeout time.Duration) result {
+	for _, c := range configs {
 		args := append([]string{"-workers", "2", "-deadlock", "-metadir", filepath.Join(os.TempDir(), "ibcm-mutant-states-"+c.cfg)}, c.args...)
-		args = append(args, "-config", c.cfg, "cm.tla")
+		args = append(args, "-config", c.cfg, moduleOf(filepath.Join(dir, "spec"), c.cfg))
 		out, _ := sh(filepath.Join(dir, "spec"), timeout, filepath.Join(dir, "tools", "tlc.sh"), args...)
 		if m := violated.FindStringSubmatch(out); m != nil {
 			name := m[1]
@@ -429,6 +441,17 @@ func tlc(dir string, timeout time.Duration) result {
 		}
 	}
 	return result{}
+}
+
+// moduleOf is the module a config in spec runs against: the one its name
+// starts with, when that exists (IndInvcm_init.cfg: IndInvcm.tla), as
+// tools/model.sh does; else cm.tla.
+func moduleOf(spec, cfg string) string {
+	m, _, _ := strings.Cut(strings.TrimSuffix(cfg, ".cfg"), "_")
+	if _, err := os.Stat(filepath.Join(spec, m+".tla")); err == nil {
+		return m + ".tla"
+	}
+	return "cm.tla"
 }
 
 func sh(dir string, timeout time.Duration, name string, args ...string) (string, error) {
