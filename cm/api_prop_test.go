@@ -40,13 +40,6 @@ import (
 // past every timer: no id but a listen is held, every channel the API
 // handed out is closed or still answers, and no goroutine is left.
 
-// The Manager stopping (Close, a failed transport) while a Connect or an
-// Accept moves its QP leaves the QP in RTS
-// (TestFoundQPMovedToRTSAfterTheManagerStopped). Until that is fixed, the
-// final check does not require ERR of the QP of a call that returned
-// ErrClosed.
-const apFixedQPAfterStop = false
-
 // Budgets: go test ./cm/ (make test) runs the default; -short a quarter;
 // IBCM_CMPROP_SEQUENCES, IBCM_CMPROP_MAXLEN and IBCM_CMPROP_SEED override,
 // for a longer campaign:
@@ -488,7 +481,6 @@ type apQP struct {
 	state  qpattr.State
 	rts    bool   // reached RTS once
 	user   string // the call it was given to, and how it ended
-	closed bool   // that call returned ErrClosed
 }
 
 // used records the call q was given to and what it returned.
@@ -498,7 +490,6 @@ func (q *apQP) used(call string, id cm.CommID, err error) {
 	}
 	q.mu.Lock()
 	q.user = fmt.Sprintf("%s (id %v): %v", call, id, err)
-	q.closed = errors.Is(err, cm.ErrClosed)
 	q.mu.Unlock()
 }
 
@@ -1846,7 +1837,7 @@ func (s *apSys) checkChannels() {
 	}
 	for _, q := range qps {
 		q.mu.Lock()
-		if q.rts && q.state != qpattr.Err && (apFixedQPAfterStop || !q.closed) {
+		if q.rts && q.state != qpattr.Err {
 			s.fail("QP %#x reached RTS and was left in %s after its connection ended; %s", q.qpn, q.state, q.user)
 		}
 		q.mu.Unlock()
