@@ -86,6 +86,8 @@ const (
 // apFuzzSeeds are the seed corpus of FuzzManager, by name: inputs that
 // reproduce the defects the shell had, and a few that only exercise it.
 // TestFuzzManagerCorpus keeps testdata/fuzz/FuzzManager equal to them.
+// Beside them there are the inputs the fuzzer itself found a defect with,
+// renamed for what they found.
 func apFuzzSeeds() map[string][]byte {
 	const (
 		serve   = 32
