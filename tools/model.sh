@@ -116,7 +116,7 @@ while IFS=$'\t' read -r cfg want want_count mode note want_depth; do
 	unit="distinct states"
 	[[ $mode == sim:* ]] && unit="states checked ($mode)"
 	msg="model: $cfg: $outcome after $count $unit in ${secs}s"
-	[ "$depth" = - ] || [ "$outcome" != ok ] || msg="$msg, depth $depth (complete)"
+	[[ ${want_depth:-} =~ ^[0-9]+$ ]] && msg="$msg, depth $depth (complete)"
 	[ "$outcome" = ok ] || msg="$msg; counterexample of $len states"
 	if [ "$outcome" != "$want" ]; then
 		echo "$msg -- FAIL: expected $want" >&2
