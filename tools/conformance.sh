@@ -18,7 +18,7 @@
 # it (mode "graph"; tools/model.sh skips those rows).
 #
 #   tools/conformance.sh                  both, into a temp dir (kept with -k)
-#   tools/conformance.sh --update-cache   also refresh conformance/testdata/
+#   tools/conformance.sh --update-cache   also refresh internal/conformance/testdata/
 #                                         (the graphs go test uses without TLC)
 #   IBCM_TRACES=N    random workload traces (default 16; more for a longer run)
 #   IBCM_CONF_DIR=D  work in D and keep it
@@ -65,20 +65,20 @@ for cfg in "${graphs[@]}"; do
 	fi
 	echo "conformance: TLC spec/$cfg: $count distinct states (as spec/manifest.tsv says), $(($(date +%s) - t0))s"
 	if [ $update = 1 ]; then
-		gzip -9 -c "$work/graph/$base.dot" >"conformance/testdata/$base.dot.gz"
+		gzip -9 -c "$work/graph/$base.dot" >"internal/conformance/testdata/$base.dot.gz"
 	fi
 done
 if [ $update = 1 ]; then
-	(cd spec && cat cm.tla CMTable.tla "${graphs[@]}") | sha256sum | awk '{print $1}' >conformance/testdata/graph.sha256
+	(cd spec && cat cm.tla CMTable.tla "${graphs[@]}") | sha256sum | awk '{print $1}' >internal/conformance/testdata/graph.sha256
 fi
-IBCM_GRAPH_DIR=$work/graph $go test -count=1 -timeout 20m -run '^TestGraph$' -v ./conformance |
+IBCM_GRAPH_DIR=$work/graph $go test -count=1 -timeout 20m -run '^TestGraph$' -v ./internal/conformance |
 	grep -E '^\s+graph_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'
 
 # 2. Traces: the scenario tests record theirs, TestTraces the workload's,
 # converts them and runs TLC.
 mkdir -p "$work/traces/scenarios"
 IBCM_TRACE_DIR=$work/traces/scenarios $go test -count=1 -run '^TestScenarios$' ./cm/engine/ >/dev/null
-IBCM_TRACE_DIR=$work/traces IBCM_TLC=$root/tools/tlc.sh $go test -count=1 -timeout 20m -run '^TestTraces$' -v ./conformance |
+IBCM_TRACE_DIR=$work/traces IBCM_TLC=$root/tools/tlc.sh $go test -count=1 -timeout 20m -run '^TestTraces$' -v ./internal/conformance |
 	grep -E '^\s+trace_test|^(--- |ok|FAIL|PASS)' | sed 's/^ *//'
 
 echo "conformance: passed in $(($(date +%s) - start))s (work dir $work)"

@@ -15,7 +15,7 @@ import (
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
-	"github.com/ibcm/ibcm/conformance"
+	"github.com/ibcm/ibcm/internal/conformance"
 )
 
 // TestScenarios runs the scripts in testdata/scenarios: two or more engines

@@ -21,7 +21,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ibcm/ibcm/conformance"
+	"github.com/ibcm/ibcm/internal/conformance"
 )
 
 func main() {

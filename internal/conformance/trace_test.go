@@ -173,7 +173,7 @@ func writeGroup(dir string, g *TraceGroup) error {
 		return err
 	}
 	for _, m := range []string{"cm.tla", "CMTable.tla", "Tracecm.tla"} {
-		b, err := os.ReadFile(filepath.Join("..", "spec", m))
+		b, err := os.ReadFile(filepath.Join("..", "..", "spec", m))
 		if err != nil {
 			return err
 		}

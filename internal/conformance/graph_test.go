@@ -37,7 +37,7 @@ func TestGraph(t *testing.T) {
 		if got := specHash(t); strings.TrimSpace(string(want)) != got {
 			// A stale cache is a failure, not a skip: make unit would
 			// otherwise stop replaying any graph without a word.
-			t.Fatalf("testdata's graphs are of another spec (sha256 %s, now %s): run tools/conformance.sh --update-cache and commit conformance/testdata",
+			t.Fatalf("testdata's graphs are of another spec (sha256 %s, now %s): run tools/conformance.sh --update-cache and commit internal/conformance/testdata",
 				strings.TrimSpace(string(want)), got)
 		}
 	}
@@ -48,7 +48,7 @@ func TestGraph(t *testing.T) {
 		t.Logf("race detector: replaying %s only (tools/conformance.sh replays %v)", configs[0], GraphConfigs)
 	}
 	for _, cfgName := range configs {
-		cfgPath := filepath.Join("..", "spec", cfgName)
+		cfgPath := filepath.Join("..", "..", "spec", cfgName)
 		base := strings.TrimSuffix(cfgName, ".cfg")
 		dot := filepath.Join("testdata", base+".dot.gz")
 		if dir != "" {
@@ -124,7 +124,7 @@ var GraphSpecFiles = append([]string{"cm.tla", "CMTable.tla"}, GraphConfigs...)
 func specHash(t *testing.T) string {
 	h := sha256.New()
 	for _, f := range GraphSpecFiles {
-		b, err := os.ReadFile(filepath.Join("..", "spec", f))
+		b, err := os.ReadFile(filepath.Join("..", "..", "spec", f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 // TestMapping checks mapping.go against spec/cm.tla, spec/Tracecm.tla, the
 // converter and the engine's events.
 func TestMapping(t *testing.T) {
-	spec, err := os.ReadFile("../spec/cm.tla")
+	spec, err := os.ReadFile("../../spec/cm.tla")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestMapping(t *testing.T) {
 	}
 
 	// Tracecm.tla handles every action a trace can name.
-	trace, err := os.ReadFile("../spec/Tracecm.tla")
+	trace, err := os.ReadFile("../../spec/Tracecm.tla")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestMapping(t *testing.T) {
 		}
 	}
 	// And the projection produces exactly those variables.
-	cfg, err := ReadModelConfig("../spec/cm_graph.cfg")
+	cfg, err := ReadModelConfig("../../spec/cm_graph.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
