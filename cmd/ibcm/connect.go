@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 func init() {
@@ -226,7 +228,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 	if dr != nil {
 		dr.watch(ctx)
 	}
-	r.event("READY", "%s seed=%#x%s", ep.desc, o.seed, dataDesc(o))
+	r.event("READY", ep.desc, "seed", report.Hex(o.seed), dataDesc(o))
 	if dr != nil && dr.mode.ud {
 		udaddyConnect(ctx, r, dr, to, hdr, ca.waitListener)
 		return r.finish(ctx, "")
@@ -275,13 +277,13 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		r.next = c
 		reuse := r.qpnReuse(c)
 		r.mu.Unlock()
-		ipcm := ""
+		var ipcm []report.Field
 		if hdr != nil {
 			if h, port, _, ok := cm.ParseIPCM(&p.REQ); ok {
-				ipcm = fmt.Sprintf(" ipcm=%s", ipcmString(h, port))
+				ipcm = append(ipcm, report.F("ipcm", ipcmString(h, port)))
 			}
 		}
-		r.verbose("REQ-SENT", "conn=%d sid=%#x qpn=%#x to=%s%s%s", k, o.sid, qpn, addrString(to), ipcm, reuse)
+		r.verbose("REQ-SENT", "conn", k, "sid", report.Hex(o.sid), "qpn", report.Hex(qpn), "to", addrString(to), ipcm, reuse)
 
 		conn, err := connectRetrying(ctx, r.mgr, p)
 		if err != nil && sess != nil {
@@ -300,7 +302,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			switch {
 			case errors.As(err, &rej) && rej.Reason == wire.RejectInvalidServiceID && time.Now().Before(deadline) && ctx.Err() == nil:
 				r.dropConn(c)
-				r.verbose("RETRY", "conn=%d reason=8 (%s) nobody listens yet; retrying", k, rej.Reason)
+				r.verbose("RETRY", "conn", k, reasonFields(rej.Reason), "text", "nobody listens yet; retrying")
 				k--
 				sleepCtx(ctx, 500*time.Millisecond)
 				continue
@@ -309,7 +311,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 				r.mu.Lock()
 				c.err = err.Error()
 				r.mu.Unlock()
-				r.connEvent(c, "ERROR", "msg=%q", err.Error())
+				r.connEvent(c, report.ErrorEvent, "msg", err.Error())
 			}
 			continue
 		}
@@ -330,23 +332,24 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 
 // qpnReuse describes an earlier connection of the run that announced the
 // same QPN as c, and what has become of it. r.mu must be held.
-func (r *netRun) qpnReuse(c *connRec) string {
+func (r *netRun) qpnReuse(c *connRec) []report.Field {
 	for i := len(r.conns) - 2; i >= 0; i-- {
 		p := r.conns[i]
 		if p.qpn != c.qpn || !p.estab {
 			continue
 		}
+		of := report.F("qpn-reuse-of", "conn"+strconv.Itoa(p.num))
 		switch {
 		case p.twExit:
-			return fmt.Sprintf(" qpn-reuse-of=conn%d prev=ended", p.num)
+			return []report.Field{of, report.F("prev", "ended")}
 		case p.timewait:
-			return fmt.Sprintf(" qpn-reuse-of=conn%d prev=TIMEWAIT since-timewait=%.3fs timewait=%.3fs", p.num,
-				time.Since(p.twAt).Seconds(), wire.TimeoutDuration(p.ackTO).Seconds())
+			return []report.Field{of, report.F("prev", "TIMEWAIT"), report.F("since-timewait", report.Seconds(time.Since(p.twAt))+"s"),
+				report.F("timewait", report.Seconds(wire.TimeoutDuration(p.ackTO))+"s")}
 		default:
-			return fmt.Sprintf(" qpn-reuse-of=conn%d prev=ESTABLISHED", p.num)
+			return []report.Field{of, report.F("prev", "ESTABLISHED")}
 		}
 	}
-	return ""
+	return nil
 }
 
 // connectTarget works out the peer's address and, with --ip, the IP CM
@@ -424,11 +427,16 @@ func connectREQ(m *cm.Manager, o *netOpts, ca *connectArgs, to transport.Addr, q
 
 // setupFailed reports a failure before any connection.
 func setupFailed(o *netOpts, stdout io.Writer, err error) int {
-	out := newLineOut(stdout)
-	out.line(fmt.Sprintf("IBCM-EVENT ERROR t=0.000 kind=%s msg=%q", describeErr(err), err.Error()))
-	out.line(fmt.Sprintf("IBCM-RESULT %s FAIL conns=0 outcomes= want=%s problems=%q", o.name, o.expect, err.Error()))
+	out := newLineOut(stdout, o.style())
+	out.rec(errorEvent(err))
+	out.rec(report.New(report.Result, o.name).With("verdict", verdict(false), "conns", 0, "outcomes", "", "want", o.expect, "problems", err.Error()))
 	out.close()
 	return 1
+}
+
+// errorEvent is the ERROR event of a failure before any connection.
+func errorEvent(err error) *report.Record {
+	return report.New(report.Event, report.ErrorEvent).With("t", "0.000", "kind", describeErr(err), "msg", err.Error())
 }
 
 func addrString(a transport.Addr) string {

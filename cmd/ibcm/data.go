@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 // dataOpts are the --data flags, shared by listen and connect.
@@ -190,7 +190,7 @@ type dataSess struct {
 	role  string // server (passive) or client (active)
 	port  cm.PortInfo
 	st    dataStats
-	print func(line string)
+	print func(rec *report.Record)
 	// pending are the receive completions a wait for another opcode
 	// passed over (in order).
 	pending []verbs.WC
@@ -251,16 +251,16 @@ func (s *dataSess) drainSends(ctx context.Context, n int) error {
 // portInfo is the local port as the Manager sees it.
 func (s *dataSess) portInfo() cm.PortInfo { return s.port }
 
-// line is the machine-readable summary of the data phase.
-func (s *dataSess) line() string {
+// record is the machine-readable summary of the data phase.
+func (s *dataSess) record() *report.Record {
 	st := &s.st
-	b := fmt.Sprintf("IBCM-DATA %s conn=%d role=%s qpn=%#x sent=%d recv=%d", s.d.mode, s.num, s.role, s.qp.QPN(), st.sent, st.recv)
+	b := report.New(report.Data, s.d.mode).With("conn", s.num, "role", s.role, "qpn", report.Hex(s.qp.QPN()), "sent", st.sent, "recv", st.recv)
 	if s.d.mode == "rping" {
-		b += fmt.Sprintf(" iterations=%d reads=%d writes=%d", st.iterations, st.reads, st.writes)
+		b.With("iterations", st.iterations, "reads", st.reads, "writes", st.writes)
 	}
-	b += fmt.Sprintf(" bytes=%d verified=%v check=%s", st.bytes, st.verified, st.check)
+	b.With("bytes", st.bytes, "verified", st.verified, "check", st.check)
 	if st.problem != "" {
-		b += " problem=" + strconv.Quote(st.problem)
+		b.Add("problem", st.problem)
 	}
 	return b
 }
@@ -306,10 +306,10 @@ func startData(o *netOpts, d *dataOpts, ep *endpoint) (*dataRun, error) {
 // for a lost RTU) and prints them.
 func (dr *dataRun) watch(ctx context.Context) {
 	go dr.dev.asyncEvents(ctx, func(ev verbs.AsyncEvent) {
-		dr.r.verbose("QP-ASYNC", "event=%s qpn=%#x", ev.Type, ev.QPN)
+		dr.r.verbose("QP-ASYNC", "event", ev.Type, "qpn", report.Hex(ev.QPN))
 		if ev.Type == verbs.EventCommEst {
 			if err := dr.r.mgr.CommEst(ctx, ev.QPN); err != nil {
-				dr.r.event("ERROR", "msg=%q", "comm-est: "+err.Error())
+				dr.r.event(report.ErrorEvent, "msg", "comm-est: "+err.Error())
 			}
 		}
 	})
@@ -322,7 +322,7 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &dataSess{d: dr.d, mode: dr.mode, qp: qp, num: c.num, role: role, port: dr.r.mgr.Port(), print: dr.r.out.line}
+	s := &dataSess{d: dr.d, mode: dr.mode, qp: qp, num: c.num, role: role, port: dr.r.mgr.Port(), print: dr.r.out.rec}
 	if dr.mode.prepare != nil {
 		// Receives go in from INIT on; a QP with nothing to post waits
 		// in RESET for the Manager, which saves the INIT → INIT step.
@@ -391,7 +391,7 @@ func (dr *dataRun) report(c *connRec, s *dataSess, err error) {
 	// --data qp moves no data: its line would say only that; the result
 	// line counts the connections (with --events it is printed anyway).
 	if dr.mode != dataModes["qp"] || dr.r.o.events || s.st.problem != "" {
-		dr.r.out.line(s.line())
+		dr.r.out.rec(s.record())
 	}
 }
 
@@ -407,7 +407,7 @@ func (dr *dataRun) destroy(ctx context.Context, c *connRec, s *dataSess, conn *c
 	}
 	qpn := s.qp.QPN()
 	if err := s.qp.close(); err != nil {
-		dr.r.connEvent(c, "ERROR", "msg=%q", "destroy QP: "+err.Error())
+		dr.r.connEvent(c, report.ErrorEvent, "msg", "destroy QP: "+err.Error())
 		return
 	}
 	dr.mu.Lock()
@@ -420,7 +420,7 @@ func (dr *dataRun) destroy(ctx context.Context, c *connRec, s *dataSess, conn *c
 	case conn == nil:
 		after = "attempt-ended"
 	}
-	dr.r.connEvent(c, "QP-DESTROYED", "qpn=%#x after=%s", qpn, after)
+	dr.r.connEvent(c, "QP-DESTROYED", "qpn", report.Hex(qpn), "after", after)
 }
 
 // close closes the device once the Manager is closed and reports what was
@@ -431,11 +431,11 @@ func (dr *dataRun) close() {
 	dr.mu.Unlock()
 	live := dr.dev.live()
 	err := dr.dev.close()
-	msg := ""
+	var msg []report.Field
 	if err != nil {
-		msg = fmt.Sprintf(" error=%q", err.Error())
+		msg = append(msg, report.F("error", err))
 	}
-	dr.r.event("DATA-DEVICE-CLOSED", "qps-left=%d objects-left=%d%s", left, live, msg)
+	dr.r.event("DATA-DEVICE-CLOSED", "qps-left", left, "objects-left", live, msg)
 }
 
 // dataProblem says how connection c's data phase failed, or "". The
@@ -459,13 +459,13 @@ func (r *netRun) failConn(c *connRec, msg string) {
 	r.mu.Lock()
 	c.err = msg
 	r.mu.Unlock()
-	r.connEvent(c, "ERROR", "msg=%q", msg)
+	r.connEvent(c, report.ErrorEvent, "msg", msg)
 }
 
 // dataDesc names the data mode on the READY line.
-func dataDesc(o *netOpts) string {
+func dataDesc(o *netOpts) []report.Field {
 	if o.data.mode == "" {
-		return ""
+		return nil
 	}
-	return " data=" + o.data.mode
+	return []report.Field{report.F("data", o.data.mode)}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 // rpingInfo is struct rping_rdma_info.
@@ -171,7 +172,7 @@ func rpingServer(ctx context.Context, s *dataSess) (bool, error) {
 			s.st.problem = fmt.Sprintf("ping %d: read %q, want %q", ping, cstring(got), cstring(want[:src.Size]))
 		}
 		if s.d.verbose {
-			s.print(fmt.Sprintf("IBCM-DATA-PING conn=%d server ping data: %s", s.num, cstring(got)))
+			s.print(report.New(report.DataPing, "").With("conn", s.num, "text", "server ping data: "+string(cstring(got))))
 		}
 		if err := s.rpingSendInfo(rpingInfo{}); err != nil { // go ahead
 			return false, err
@@ -249,7 +250,7 @@ func rpingClient(ctx context.Context, s *dataSess) (bool, error) {
 			s.st.problem = fmt.Sprintf("ping %d: data mismatch: %q came back for %q", ping, cstring(sink), cstring(start))
 		}
 		if s.d.verbose {
-			s.print(fmt.Sprintf("IBCM-DATA-PING conn=%d ping data: %s", s.num, cstring(sink)))
+			s.print(report.New(report.DataPing, "").With("conn", s.num, "text", "ping data: "+string(cstring(sink))))
 		}
 		s.st.iterations++
 	}

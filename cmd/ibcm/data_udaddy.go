@@ -26,6 +26,7 @@ import (
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 const (
@@ -168,11 +169,11 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 		c.refs++
 		r.mu.Unlock()
 		q := sr.Request()
-		ipcm := ""
+		var ipcm []report.Field
 		if h, err := sidrIPCM(q); err == nil {
-			ipcm = " ipcm=" + ipcmString(h, uint16(q.ServiceID))
+			ipcm = append(ipcm, report.F("ipcm", ipcmString(h, uint16(q.ServiceID))))
 		}
-		r.connEvent(c, "SIDR-REQ-RECEIVED", "from=%s sid=%#x%s", addrString(sr.From()), q.ServiceID, ipcm)
+		r.connEvent(c, "SIDR-REQ-RECEIVED", "from", addrString(sr.From()), "sid", report.Hex(q.ServiceID), ipcm)
 		s, err := dr.udSession(c, "server")
 		if err != nil {
 			r.failConn(c, "UD QP: "+err.Error())
@@ -187,7 +188,7 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 			r.unref(c)
 			continue
 		}
-		r.connEvent(c, "SIDR-REP-SENT", "qpn=%#x qkey=%#x", s.qp.QPN(), udpQKey)
+		r.connEvent(c, "SIDR-REP-SENT", "qpn", report.Hex(s.qp.QPN()), "qkey", report.Hex(udpQKey))
 		err = udaddyServer(ctx, s)
 		dr.report(c, s, err)
 		dr.destroy(ctx, c, s, nil)
@@ -252,11 +253,11 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 				continue
 			}
 		}
-		r.connEvent(c, "SIDR-REQ-SENT", "sid=%#x qpn=%#x to=%s", r.o.sid, s.qp.QPN(), addrString(to))
+		r.connEvent(c, "SIDR-REQ-SENT", "sid", report.Hex(r.o.sid), "qpn", report.Hex(s.qp.QPN()), "to", addrString(to))
 		rep, err := r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
 			Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
 		for sidrErr := (*cm.SIDRError)(nil); errors.As(err, &sidrErr) && time.Now().Before(deadline) && ctx.Err() == nil; {
-			r.connEvent(c, "RETRY", "sidr-status=%d (%s) nobody serves it yet; retrying", sidrErr.Status, sidrErr.Status)
+			r.connEvent(c, "RETRY", "sidr-status", uint8(sidrErr.Status), "status-name", sidrErr.Status, "text", "nobody serves it yet; retrying")
 			sleepCtx(ctx, 500*time.Millisecond)
 			rep, err = r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
 				Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
@@ -266,7 +267,7 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 			dr.destroy(ctx, c, s, nil)
 			continue
 		}
-		r.connEvent(c, "SIDR-REP-RECEIVED", "status=%d qpn=%#x qkey=%#x", rep.Status, rep.QPN, rep.QKey)
+		r.connEvent(c, "SIDR-REP-RECEIVED", "status", uint8(rep.Status), "qpn", report.Hex(rep.QPN), "qkey", report.Hex(rep.QKey))
 		p := r.mgr.Port()
 		dest := &udDest{qpn: rep.QPN, qkey: rep.QKey, ah: qpattr.AH{IsGlobal: p.RoCE || to.GRH, DLID: to.LID, PortNum: p.Num,
 			GRH: qpattr.GRH{DGID: qpattr.GID(to.GID), SGIDIndex: p.GIDIndex, HopLimit: 64}}}

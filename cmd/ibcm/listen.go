@@ -17,6 +17,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 func init() {
@@ -122,20 +123,20 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	if dr != nil {
 		dr.watch(ctx)
 	}
-	r.event("READY", "%s seed=%#x%s", ep.desc, o.seed, dataDesc(o))
+	r.event("READY", ep.desc, "seed", report.Hex(o.seed), dataDesc(o))
 	r.mu.Lock()
 	r.passiv = true
 	r.mu.Unlock()
 	l, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: o.sid})
 	if err != nil {
-		r.event("ERROR", "kind=listen msg=%q", err.Error())
+		r.event(report.ErrorEvent, "kind", "listen", "msg", err.Error())
 		return r.finish(ctx, "listen failed: "+err.Error())
 	}
-	port := ""
+	var port []report.Field
 	if o.ip {
-		port = fmt.Sprintf(" tcp-port=%d", o.tcpPort)
+		port = append(port, report.F("tcp-port", o.tcpPort))
 	}
-	r.event("LISTENING", "sid=%#x%s id=%#x lid=%d gid=%s", o.sid, port, uint32(l.ID()), ep.local.LID, ep.local.IP())
+	r.event("LISTENING", "sid", report.Hex(o.sid), port, "id", report.Hex(uint32(l.ID())), "lid", ep.local.LID, "gid", ep.local.IP())
 	var sidrs sync.WaitGroup
 	defer sidrs.Wait()
 	if dr == nil || !dr.mode.ud {
@@ -145,7 +146,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 	if sid := la.sidrService(o); sid != 0 {
 		ul, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: sid})
 		if err != nil {
-			r.event("ERROR", "kind=listen msg=%q", err.Error())
+			r.event(report.ErrorEvent, "kind", "listen", "msg", err.Error())
 			return r.finish(ctx, "SIDR listen failed: "+err.Error())
 		}
 		defer ul.Close() // before sidrs.Wait: it ends answerSIDR
@@ -153,7 +154,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 		if qpn == 0 {
 			qpn = o.qpnOf(1)
 		}
-		r.event("LISTENING", "sid=%#x ud-qpn=%#x id=%#x", sid, qpn, uint32(ul.ID()))
+		r.event("LISTENING", "sid", report.Hex(sid), "ud-qpn", report.Hex(qpn), "id", report.Hex(uint32(ul.ID())))
 		sidrs.Go(func() { answerSIDR(ctx, r, ul, &cm.SIDRReplyParams{QPN: qpn, QKey: udpQKey}) })
 	}
 
@@ -218,7 +219,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 				r.mu.Lock()
 				c.err = err.Error()
 				r.mu.Unlock()
-				r.connEvent(c, "ERROR", "msg=%q", "reject: "+err.Error())
+				r.connEvent(c, report.ErrorEvent, "msg", "reject: "+err.Error())
 			}
 			r.unref(c)
 			continue
@@ -276,7 +277,7 @@ func listenMain(ctx context.Context, o *netOpts, la *listenArgs, stdout, stderr 
 						r.mu.Lock()
 						c.err = err.Error()
 						r.mu.Unlock()
-						r.connEvent(c, "ERROR", "msg=%q", err.Error())
+						r.connEvent(c, report.ErrorEvent, "msg", err.Error())
 					}
 				}
 				return
@@ -330,12 +331,12 @@ func answerSIDR(ctx context.Context, r *netRun, l *cm.Listener, rep *cm.SIDRRepl
 		if p == nil {
 			p = &cm.SIDRReplyParams{Status: wire.SIDRUnsupported}
 		}
-		r.verbose("SIDR-REQ-RECEIVED", "from=%s sid=%#x request-id=%#x", addrString(sr.From()), q.ServiceID, q.RequestID)
+		r.verbose("SIDR-REQ-RECEIVED", "from", addrString(sr.From()), "sid", report.Hex(q.ServiceID), "request-id", report.Hex(q.RequestID))
 		if err := sr.Reply(ctx, p); err != nil {
-			r.event("ERROR", "msg=%q", "SIDR reply: "+err.Error())
+			r.event(report.ErrorEvent, "msg", "SIDR reply: "+err.Error())
 			continue
 		}
-		r.verbose("SIDR-REP-SENT", "request-id=%#x status=%d qpn=%#x qkey=%#x", q.RequestID, uint8(p.Status), p.QPN, p.QKey)
+		r.verbose("SIDR-REP-SENT", "request-id", report.Hex(q.RequestID), "status", uint8(p.Status), "qpn", report.Hex(p.QPN), "qkey", report.Hex(p.QKey))
 	}
 }
 
@@ -377,14 +378,15 @@ func startListenPeer(ctx context.Context, o *netOpts, la *listenArgs, a transpor
 	}, stderr), nil
 }
 
-// reqIPCM describes the IP CM header of an RDMA IP CM request.
-func reqIPCM(req *wire.REQ) string {
+// reqIPCM describes the IP CM header of an RDMA IP CM request: an ipcm
+// field, or none.
+func reqIPCM(req *wire.REQ) []report.Field {
 	h, port, _, ok := cm.ParseIPCM(req)
 	if !ok {
-		return ""
+		return nil
 	}
 	if !h.SrcIP.IsValid() {
 		h.SrcIP = netip.IPv4Unspecified()
 	}
-	return " ipcm=" + ipcmString(h, port)
+	return []report.Field{report.F("ipcm", ipcmString(h, port))}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 const netFlagsHelp = `Transport:
@@ -131,6 +132,7 @@ type netOpts struct {
 	waitTimeWait bool
 	legacyTWQPN  bool
 	events       bool
+	json         bool
 
 	data dataOpts
 }
@@ -160,6 +162,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.waitTimeWait, "wait-timewait", true, "before exiting, wait until every connection has left TimeWait")
 	o.data.register(fs)
 	fs.BoolVar(&o.events, "events", false, "print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result")
+	fs.BoolVar(&o.json, "json", false, jsonFlagHelp)
 	fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", false, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
 }
 
@@ -214,6 +217,18 @@ func (o *netOpts) check() error {
 	return nil
 }
 
+// jsonFlagHelp describes --json, which every command that prints IBCM-*
+// lines has.
+const jsonFlagHelp = `print the IBCM-* lines as JSON lines ({"ibcm":KIND,"name":NAME,"fields":{...}}, see internal/report)`
+
+// style is the form of the output lines.
+func (o *netOpts) style() report.Style {
+	if o.json {
+		return report.JSONStyle
+	}
+	return report.TextStyle
+}
+
 // qpnOf is the QPN of connection k (from 1), 24 bits.
 func (o *netOpts) qpnOf(k int) uint32 {
 	return uint32((o.qpn + uint64(k-1)*o.qpnStep) & 0xffffff)
@@ -229,7 +244,7 @@ type endpoint struct {
 	portNum uint8
 	guid    uint64
 	roce    bool
-	desc    string
+	desc    []report.Field // for the READY line
 	close   func()
 }
 
@@ -260,7 +275,7 @@ func openEndpoint(o *netOpts) (*endpoint, error) {
 		if e.guid == 0 {
 			e.guid = 0x0002c90300000000 + uint64(a.LID)
 		}
-		e.desc = fmt.Sprintf("transport=sim fabric=%s lid=%d gid=%s guid=%#x", o.simFabric, a.LID, a.IP(), e.guid)
+		e.desc = (&report.Record{}).With("transport", "sim", "fabric", o.simFabric, "lid", a.LID, "gid", a.IP(), "guid", report.Hex(e.guid)).Fields
 		return e, nil
 	default:
 		t, err := openUMAD(o.device, o.port, o.gidIndex)
@@ -278,8 +293,8 @@ func openEndpoint(o *netOpts) (*endpoint, error) {
 			t.Close()
 			return nil, fmt.Errorf("umad: %s has no node GUID; give --guid", p.Device)
 		}
-		e.desc = fmt.Sprintf("transport=umad device=%s port=%d link=%s lid=%d gid=%s gid-index=%d guid=%#x",
-			p.Device, p.Port, p.LinkLayer, a.LID, a.IP(), a.GIDIndex, e.guid)
+		e.desc = (&report.Record{}).With("transport", "umad", "device", p.Device, "port", p.Port, "link", p.LinkLayer,
+			"lid", a.LID, "gid", a.IP(), "gid-index", a.GIDIndex, "guid", report.Hex(e.guid)).Fields
 		return e, nil
 	}
 }
@@ -334,14 +349,15 @@ func simGID(lid uint16) [16]byte {
 // the Manager's goroutine only queues them (a console can take
 // milliseconds a line, which must not slow the CM).
 type lineOut struct {
+	style  report.Style
 	lines  chan string
 	done   chan struct{}
 	mu     sync.Mutex
 	closed bool
 }
 
-func newLineOut(w io.Writer) *lineOut {
-	l := &lineOut{lines: make(chan string, 1<<16), done: make(chan struct{})}
+func newLineOut(w io.Writer, style report.Style) *lineOut {
+	l := &lineOut{style: style, lines: make(chan string, 1<<16), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		bw := bufio.NewWriterSize(w, 64<<10)
@@ -366,6 +382,9 @@ func (l *lineOut) line(s string) {
 		l.lines <- s
 	}
 }
+
+// rec queues the line of rec.
+func (l *lineOut) rec(rec *report.Record) { l.line(l.style.Line(rec)) }
 
 // close writes what is queued and stops the writer.
 func (l *lineOut) close() {
@@ -423,11 +442,11 @@ func (c *connRec) answer() {
 }
 
 // held says how long the connection was established.
-func (c *connRec) held() string {
+func (c *connRec) held() report.Field {
 	if !c.estab {
-		return " held=none"
+		return report.F("held", "none")
 	}
-	return fmt.Sprintf(" held=%.3fs", time.Since(c.estabAt).Seconds())
+	return report.F("held", report.Seconds(time.Since(c.estabAt))+"s")
 }
 
 // connCounts are the summary line's counts of connections.
@@ -505,39 +524,30 @@ type netRun struct {
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
 	want, _ := parseExpect(o.expect) // checked with the flags
-	return &netRun{o: o, want: want, out: newLineOut(stdout), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+	return &netRun{o: o, want: want, out: newLineOut(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
 		byID: map[cm.CommID]*connRec{}, stopped: make(chan struct{}), change: make(chan struct{}, 1)}
 }
 
-func (r *netRun) since() string { return r.at(time.Now()) }
+func (r *netRun) since() string { return report.Seconds(time.Since(r.start)) }
 
-func (r *netRun) at(t time.Time) string { return fmt.Sprintf("%.3f", t.Sub(r.start).Seconds()) }
-
-// event prints an IBCM-EVENT line now.
-func (r *netRun) event(name, f string, a ...any) {
-	r.out.line(r.eventLine(name, f, a...))
-}
-
-func (r *netRun) eventLine(name, f string, a ...any) string {
-	s := "IBCM-EVENT " + name + " t=" + r.since()
-	if f != "" {
-		s += " " + fmt.Sprintf(f, a...)
-	}
-	return s
+// event prints an IBCM-EVENT record now, its fields given as
+// report.Record.With takes them.
+func (r *netRun) event(name string, kv ...any) {
+	r.out.rec(report.New(report.Event, name).Add("t", r.since()).With(kv...))
 }
 
 // connEvent prints an event of connection c (with --events).
-func (r *netRun) connEvent(c *connRec, name, f string, a ...any) {
+func (r *netRun) connEvent(c *connRec, name string, kv ...any) {
 	if r.o.events {
-		r.out.line(r.eventLine(name, "conn="+strconv.Itoa(c.num)+" "+f, a...))
+		r.event(name, append([]any{"conn", c.num}, kv...)...)
 	}
 }
 
-// verbose prints an event line that is not about one connection's outcome
+// verbose prints an event that is not about one connection's outcome
 // (with --events).
-func (r *netRun) verbose(name, f string, a ...any) {
+func (r *netRun) verbose(name string, kv ...any) {
 	if r.o.events {
-		r.event(name, f, a...)
+		r.event(name, kv...)
 	}
 }
 
@@ -554,22 +564,22 @@ func (r *netRun) summarize(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if s := r.summaryLine(); s != last {
-			r.out.line(s)
-			last = s
+		if s := r.summary(); s.Text() != last {
+			r.out.rec(s)
+			last = s.Text()
 		}
 	}
 }
 
-func (r *netRun) summaryLine() string {
+func (r *netRun) summary() *report.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := r.ended.counts
 	for _, c := range r.conns {
 		k.add(c)
 	}
-	return fmt.Sprintf("IBCM-SUMMARY t=%s conns=%d established=%d disconnected=%d rejected=%d timeouts=%d in-timewait=%d",
-		r.since(), r.made, k.estab, k.ended, k.rej, k.to, k.tw)
+	return report.New(report.Summary, "").With("t", r.since(), "conns", r.made, "established", k.estab,
+		"disconnected", k.ended, "rejected", k.rej, "timeouts", k.to, "in-timewait", k.tw)
 }
 
 func (r *netRun) signal() {
@@ -737,13 +747,13 @@ func (r *netRun) startManager() error {
 
 // traceStep prints one state-table step (--trace).
 func (r *netRun) traceStep(s engine.TraceStep) {
+	rec := report.New(report.Step, "").Add("t", r.since())
 	r.mu.Lock()
-	n := ""
 	if c := r.byID[s.ID]; c != nil {
-		n = " conn=" + strconv.Itoa(c.num)
+		rec.Add("conn", c.num)
 	}
 	r.mu.Unlock()
-	r.out.line(fmt.Sprintf("IBCM-STEP t=%s%s id=%#x %s %s -> %s %s", r.since(), n, uint32(s.ID), s.Event, s.From, s.To, s.Kind))
+	r.out.rec(rec.With("id", report.Hex(uint32(s.ID)), "input", s.Event, "state", s.From, "next", s.To, "cell", s.Kind))
 }
 
 // onEvent runs on the Manager's goroutine for every step of every
@@ -780,12 +790,12 @@ func (r *netRun) onEvent(ev cm.Event) {
 		if !r.o.events {
 			return
 		}
-		r.connEvent(c, "REQ-RECEIVED", "id=%#x from=%s remote-id=%#x remote-qpn=%#x remote-guid=%#x sid=%#x%s",
-			id, addrString(ev.From), q.LocalCommID, q.LocalQPN, q.LocalCAGUID, q.ServiceID, reqIPCM(q))
+		r.connEvent(c, "REQ-RECEIVED", "id", report.Hex(id), "from", addrString(ev.From), "remote-id", report.Hex(q.LocalCommID),
+			"remote-qpn", report.Hex(q.LocalQPN), "remote-guid", report.Hex(q.LocalCAGUID), "sid", report.Hex(q.ServiceID), reqIPCM(q))
 	case cm.EventMRAReceived:
-		r.connEvent(c, "MRA-RECEIVED", "id=%#x", id)
+		r.connEvent(c, "MRA-RECEIVED", "id", report.Hex(id))
 	case cm.EventMRASent:
-		r.connEvent(c, "MRA-SENT", "id=%#x", id)
+		r.connEvent(c, "MRA-SENT", "id", report.Hex(id))
 	case cm.EventEstablished:
 		c.estab, c.estabAt = true, time.Now()
 		if !r.o.events {
@@ -796,69 +806,69 @@ func (r *netRun) onEvent(ev cm.Event) {
 		if !cn.Active() {
 			remoteID = cn.REQ().LocalCommID
 		}
-		r.connEvent(c, "ESTABLISHED", "id=%#x remote-id=%#x qpn=%#x remote-qpn=%#x remote-guid=%#x",
-			id, remoteID, cn.LocalQPN(), cn.RemoteQPN(), cn.RemoteGUID())
+		r.connEvent(c, "ESTABLISHED", "id", report.Hex(id), "remote-id", report.Hex(remoteID), "qpn", report.Hex(cn.LocalQPN()),
+			"remote-qpn", report.Hex(cn.RemoteQPN()), "remote-guid", report.Hex(cn.RemoteGUID()))
 	case cm.EventRejected:
 		if c.estab {
 			// The peer still waited for our RTU (lost, or overtaken by a
 			// later message) and gave up, or found it stale.
 			c.rejEstab = true
-			r.connEvent(c, "REJ-RECEIVED", "id=%#x state=ESTABLISHED stale=%v", id, ev.Reason == wire.RejectStaleConn)
+			r.connEvent(c, "REJ-RECEIVED", "id", report.Hex(id), "state", "ESTABLISHED", "stale", ev.Reason == wire.RejectStaleConn)
 			return
 		}
 		c.rejReason = int(ev.Reason)
-		r.connEvent(c, "REJECTED", "reason=%d (%s) stale=%v", uint16(ev.Reason), ev.Reason, ev.Reason == wire.RejectStaleConn)
+		r.connEvent(c, "REJECTED", reasonFields(ev.Reason), "stale", ev.Reason == wire.RejectStaleConn)
 	case cm.EventRejectSent:
 		c.rejReason = int(ev.Reason)
-		r.connEvent(c, "REJECT-SENT", "reason=%d (%s)", uint16(ev.Reason), ev.Reason)
+		r.connEvent(c, "REJECT-SENT", reasonFields(ev.Reason))
 	case cm.EventTimedOut:
 		if c.estab && c.dreqSent {
 			c.dreqLost = true
-			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
+			r.connEvent(c, "DISCONNECTED", dreqLostFields)
 			return
 		}
 		c.timedOut = true
-		r.connEvent(c, "TIMEOUT", "retries=%d id=%#x", r.o.retries, id)
+		r.connEvent(c, "TIMEOUT", "retries", r.o.retries, "id", report.Hex(id))
 	case cm.EventStale:
 		if c.estab {
 			// A REQ or REP reused the connection's QPN: DREQ, and
 			// straight into TimeWait (12.9.8.3.1).
 			c.staleDREQ = true
-			r.connEvent(c, "DREQ-SENT", "id=%#x cause=stale", id)
-			r.connEvent(c, "DISCONNECTED", "by=local cause=stale%s", c.held())
+			r.connEvent(c, "DREQ-SENT", "id", report.Hex(id), "cause", "stale")
+			r.connEvent(c, "DISCONNECTED", "by", "local", "cause", "stale", c.held())
 		}
 	case cm.EventREPSent:
 		c.answer()
 	case cm.EventDREQSent:
 		c.dreqSent = true
-		r.connEvent(c, "DREQ-SENT", "id=%#x", id)
+		r.connEvent(c, "DREQ-SENT", "id", report.Hex(id))
 	case cm.EventDisconnected:
 		if ev.Msg != nil && ev.Msg.AttrID == wire.AttrDREP {
 			c.drepRcvd = true
-			r.connEvent(c, "DREP-RECEIVED", "id=%#x", id)
-			r.connEvent(c, "DISCONNECTED", "by=local%s", c.held())
+			r.connEvent(c, "DREP-RECEIVED", "id", report.Hex(id))
+			r.connEvent(c, "DISCONNECTED", "by", "local", c.held())
 		} else if ev.Msg == nil {
 			c.dreqLost = true
-			r.connEvent(c, "DISCONNECTED", "by=local drep=none (DREQ retries ran out)")
+			r.connEvent(c, "DISCONNECTED", dreqLostFields)
 		}
 	case cm.EventDREQReceived:
 		c.dreqRcvd = true
-		r.connEvent(c, "DREQ-RECEIVED", "id=%#x", id)
+		r.connEvent(c, "DREQ-RECEIVED", "id", report.Hex(id))
 	case cm.EventDREPSent:
 		c.drepSent = true
 		by := "peer"
 		if c.dreqSent {
 			by = "both"
 		}
-		r.connEvent(c, "DREP-SENT", "id=%#x", id)
-		r.connEvent(c, "DISCONNECTED", "by=%s%s", by, c.held())
+		r.connEvent(c, "DREP-SENT", "id", report.Hex(id))
+		r.connEvent(c, "DISCONNECTED", "by", by, c.held())
 	case cm.EventTimeWait:
 		c.timewait, c.twAt = true, time.Now()
-		r.connEvent(c, "TIMEWAIT", "id=%#x for=%s", id, wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
+		r.connEvent(c, "TIMEWAIT", "id", report.Hex(id), "for", wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
 		r.signal()
 	case cm.EventTimeWaitExit:
 		c.twExit = true
-		r.connEvent(c, "TIMEWAIT-EXIT", "id=%#x after=%.3fs", id, time.Since(c.twAt).Seconds())
+		r.connEvent(c, "TIMEWAIT-EXIT", "id", report.Hex(id), "after", report.Seconds(time.Since(c.twAt))+"s")
 		r.signal()
 	}
 }
@@ -887,7 +897,7 @@ func (r *netRun) waitTimeWait(ctx context.Context) {
 		}
 		d := time.Until(latest)
 		if d <= 0 {
-			r.event("ERROR", "msg=%q", fmt.Sprintf("%d connections still in TimeWait past its length", pending))
+			r.event(report.ErrorEvent, "msg", fmt.Sprintf("%d connections still in TimeWait past its length", pending))
 			return
 		}
 		t := time.NewTimer(d)
@@ -922,7 +932,7 @@ func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := conn.Disconnect(dctx, nil); err != nil && !errors.Is(err, cm.ErrClosed) && !errors.Is(err, cm.ErrInvalidState) {
-		r.connEvent(c, "ERROR", "msg=%q", "disconnect: "+err.Error())
+		r.connEvent(c, report.ErrorEvent, "msg", "disconnect: "+err.Error())
 	}
 }
 
@@ -932,16 +942,17 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	if r.mgr != nil {
 		st := r.mgr.Stats()
 		e := st.Engine
-		r.out.line(fmt.Sprintf("IBCM-STATS received=%d sent=%d dropped=%d unmatched=%d retransmits=%d responses=%d "+
-			"stale-rejects=%d refused-reqs=%d timeouts=%d send-queue-full=%d send-queue-refused=%d paused=%d mras-sent=%d backlog-full=%d coalesced=%d mras-skipped=%d",
-			e.Received, e.Sent, e.Dropped, e.Unmatched, e.Retransmits, e.Responses, e.StaleRejects, e.RefusedREQs,
-			e.Timeouts, st.SendQueueFull, st.SendQueueRefused, st.Paused, st.MRAsSent, st.BacklogFull, st.Coalesced, st.MRAsSkipped))
+		r.out.rec(report.New(report.Stats, "").With("received", e.Received, "sent", e.Sent, "dropped", e.Dropped,
+			"unmatched", e.Unmatched, "retransmits", e.Retransmits, "responses", e.Responses, "stale-rejects", e.StaleRejects,
+			"refused-reqs", e.RefusedREQs, "timeouts", e.Timeouts, "send-queue-full", st.SendQueueFull,
+			"send-queue-refused", st.SendQueueRefused, "paused", st.Paused, "mras-sent", st.MRAsSent,
+			"backlog-full", st.BacklogFull, "coalesced", st.Coalesced, "mras-skipped", st.MRAsSkipped))
 		_ = r.mgr.Close()
 	}
 	close(r.stopped)
 	if r.sumDone != nil {
 		close(r.sumDone)
-		r.out.line(r.summaryLine())
+		r.out.rec(r.summary())
 	}
 	if r.data != nil {
 		r.data.close() // after the Manager: it may move a QP to ERR until then
@@ -965,25 +976,37 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	conns := r.made
 	r.mu.Unlock()
 	ok := len(bad) == 0
-	verdict := "PASS"
-	if !ok {
-		verdict = "FAIL"
-	}
-	detail := ""
+	rec := report.New(report.Result, r.o.name).With("verdict", verdict(ok), "conns", conns, "outcomes", got,
+		"want", r.o.expect, "t", r.since())
 	if len(bad) > 0 {
-		detail = " problems=" + strconv.Quote(strings.Join(bad, "; "))
+		rec.Add("problems", strings.Join(bad, "; "))
 	}
 	if missing != "" {
-		detail += " note=" + strconv.Quote(missing)
+		rec.Add("note", missing)
 	}
-	r.out.line(fmt.Sprintf("IBCM-RESULT %s %s conns=%d outcomes=%s want=%s t=%s%s", r.o.name, verdict, conns,
-		got, r.o.expect, r.since(), detail))
+	r.out.rec(rec)
 	r.out.close()
 	if !ok {
 		return 1
 	}
 	return 0
 }
+
+// verdict is a result's verdict word.
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// reasonFields are a REJ reason's fields: its number and name.
+func reasonFields(reason wire.RejectReason) []report.Field {
+	return []report.Field{report.F("reason", uint16(reason)), report.F("reason-name", reason)}
+}
+
+// dreqLostFields end the DISCONNECTED line of a DREQ that had no answer.
+var dreqLostFields = []report.Field{{Key: "by", Value: "local"}, {Key: "drep", Value: "none"}, {Key: "why", Value: "DREQ retries ran out"}}
 
 func parseExpect(s string) ([]string, error) {
 	var out []string

@@ -18,6 +18,7 @@ import (
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/cm/wire/pcap"
+	"github.com/ibcm/ibcm/internal/report"
 	"github.com/ibcm/ibcm/probe"
 )
 
@@ -273,7 +274,7 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 		}
 		cfg.Capture = pw.capture
 	}
-	fmt.Fprintf(stderr, "ibcm probe: %s -> sid=%#x at %s\n", ep.desc, o.sid, addrString(to))
+	fmt.Fprintf(stderr, "ibcm probe: %s -> sid=%#x at %s\n", report.FieldsText(ep.desc), o.sid, addrString(to))
 	rep, err := probe.Run(ctx, cfg)
 	if pw != nil {
 		if cerr := pw.close(); cerr != nil && err == nil {
@@ -297,10 +298,7 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 		_ = rep.WriteTable(stdout)
 	}
 	allow := splitList(a.allow)
-	verdict := "PASS"
-	if !rep.OK(allow) || err != nil {
-		verdict = "FAIL"
-	}
+	ok := rep.OK(allow) && err == nil
 	c := rep.Counts()
 	var devs []string
 	for _, x := range rep.Results {
@@ -308,26 +306,27 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 			devs = append(devs, x.ID)
 		}
 	}
-	line := fmt.Sprintf("IBCM-RESULT %s %s pass=%d deviation=%d not-supported=%d skipped=%d deviations=%s allowed=%s",
-		a.name, verdict, c[probe.Pass], c[probe.Deviation], c[probe.NotSupported], c[probe.Skipped],
-		strings.Join(devs, ","), strings.Join(allow, ","))
+	res := report.New(report.Result, a.name).With("verdict", verdict(ok), "pass", c[probe.Pass], "deviation", c[probe.Deviation],
+		"not-supported", c[probe.NotSupported], "skipped", c[probe.Skipped], "deviations", strings.Join(devs, ","),
+		"allowed", strings.Join(allow, ","))
 	if err != nil {
-		line += fmt.Sprintf(" error=%q", err.Error())
+		res.Add("error", err)
 	}
+	w := report.Writer{W: stdout}
 	if a.jsonOut == "-" {
-		fmt.Fprintln(stderr, line)
-	} else {
-		fmt.Fprintln(stdout, line)
+		w.W = stderr
 	}
-	if verdict != "PASS" {
+	_ = w.Write(res)
+	if !ok {
 		return 1
 	}
 	return 0
 }
 
 func probeFailed(stdout io.Writer, name string, err error) int {
-	fmt.Fprintf(stdout, "IBCM-EVENT ERROR t=0.000 kind=%s msg=%q\n", describeErr(err), err.Error())
-	fmt.Fprintf(stdout, "IBCM-RESULT %s FAIL error=%q\n", name, err.Error())
+	w := report.Writer{W: stdout}
+	_ = w.Write(errorEvent(err))
+	_ = w.Write(report.New(report.Result, name).With("verdict", verdict(false), "error", err))
 	return 1
 }
 

@@ -80,6 +80,31 @@ func (r *Record) Add(key string, v any) *Record {
 	return r
 }
 
+// With appends fields given as key, value pairs (a value as Add takes
+// it), or as a Field or []Field, and returns r.
+func (r *Record) With(kv ...any) *Record {
+	for i := 0; i < len(kv); i++ {
+		switch x := kv[i].(type) {
+		case Field:
+			r.Fields = append(r.Fields, x)
+		case []Field:
+			r.Fields = append(r.Fields, x...)
+		case string:
+			if i+1 == len(kv) {
+				panic("report: key " + x + " without a value")
+			}
+			r.Add(x, kv[i+1])
+			i++
+		default:
+			panic(fmt.Sprintf("report: %v (%T) is not a key", x, x))
+		}
+	}
+	return r
+}
+
+// F is a field whose value is v as Add takes it.
+func F(key string, v any) Field { return (&Record{}).Add(key, v).Fields[0] }
+
 // Addf appends a field whose value is formatted, and returns r.
 func (r *Record) Addf(key, format string, a ...any) *Record {
 	r.Fields = append(r.Fields, Field{Key: key, Value: fmt.Sprintf(format, a...)})
@@ -127,15 +152,23 @@ var forms = map[string]form{
 
 // Text is the readable line of r, without a newline.
 func (r *Record) Text() string {
-	var b strings.Builder
-	b.WriteString(prefix)
-	b.WriteString(string(r.Kind))
+	s := prefix + string(r.Kind)
 	if r.Name != "" {
-		b.WriteByte(' ')
-		b.WriteString(r.Name)
+		s += " " + r.Name
 	}
-	for _, f := range r.Fields {
-		b.WriteByte(' ')
+	if len(r.Fields) > 0 {
+		s += " " + FieldsText(r.Fields)
+	}
+	return s
+}
+
+// FieldsText is the text form of fields alone.
+func FieldsText(fields []Field) string {
+	var b strings.Builder
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
 		switch forms[f.Key] {
 		case quoted:
 			b.WriteString(f.Key + "=" + strconv.Quote(f.Value))

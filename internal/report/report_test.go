@@ -113,3 +113,10 @@ func TestAccessors(t *testing.T) {
 	_, err = r.Int("missing")
 	assert.ErrorContains(t, err, `no field "missing"`)
 }
+
+func TestWith(t *testing.T) {
+	r := New(Event, "X").With("a", 1, F("b", true), []Field{{"c", "x"}, {"d", "y"}}, "e", Hex(uint16(16)))
+	assert.Equal(t, "IBCM-EVENT X a=1 b=true c=x d=y e=0x10", r.Text())
+	assert.Panics(t, func() { New(Event, "X").With("a") })
+	assert.Panics(t, func() { New(Event, "X").With(1, 2) })
+}
