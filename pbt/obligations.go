@@ -328,33 +328,3 @@ func (o *obligations) done() {
 	}
 }
 
-// halfOpen: the passive states not yet established, named here.
-var halfOpen = []engine.State{engine.StateReqRcvd, engine.StateMraReqSent, engine.StateRepSent, engine.StateMraRepRcvd}
-
-// HalfOpenBounded is spec/cm.tla's
-//
-//	HalfOpenBounded ==
-//	    LET half(n, r) == Cardinality({h \in Handles : conn[n][h].state \in {"REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "MRA_REP_RCVD"}
-//	                                                   /\ (r = 0 \/ conn[n][h].rnode = r)})
-//	    IN \A n \in Nodes : half(n, 0) <= MaxHalfOpen /\ \A r \in Nodes : half(n, r) <= MaxHalfOpenPerPeer
-func HalfOpenBounded(nodes []*simnet.Node) error {
-	for _, n := range nodes {
-		cfg := n.Engine.Config()
-		all, per := 0, map[uint16]int{}
-		for id := range n.Engine.IDs() {
-			if slices.Contains(halfOpen, id.State) {
-				all++
-				per[id.Addr.LID]++
-			}
-		}
-		if all > cfg.MaxHalfOpen {
-			return fmt.Errorf("HalfOpenBounded: %s has %d half-open ids, MaxHalfOpen is %d", n.Name, all, cfg.MaxHalfOpen)
-		}
-		for lid, k := range per {
-			if k > cfg.MaxHalfOpenPerPeer {
-				return fmt.Errorf("HalfOpenBounded: %s has %d half-open ids of LID %d, MaxHalfOpenPerPeer is %d", n.Name, k, lid, cfg.MaxHalfOpenPerPeer)
-			}
-		}
-	}
-	return nil
-}

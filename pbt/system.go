@@ -5,10 +5,10 @@
 // invariants after every command and its liveness properties at the end of
 // every sequence; plus properties of the generated transition table.
 //
-// The invariants are implemented here (invariants.go) under the names
-// spec/cm.tla gives them, from the engines' introspection only, and
-// independently of simnet's CheckInvariants; the liveness counterparts
-// are in liveness.go, the commands and their explicit shrinkers in
+// The invariants are internal/invariant's, under the names spec/cm.tla
+// gives them, from the engines' introspection only (NoBogusStaleReject's
+// oracle runs on the simulated fabric); the liveness counterparts are in
+// liveness.go, the commands and their explicit shrinkers in
 // commands.go, the generator in gen.go, the table properties in table.go.
 // Two checks go beyond the spec's invariants, because mutation testing
 // showed the invariants blind to them: ClassifiedAsSpec (classify.go:
@@ -41,6 +41,7 @@ import (
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/invariant"
 )
 
 // CM timing of every connection the suite makes. Virtual time is free, so
@@ -56,8 +57,7 @@ const (
 )
 
 // System is the system under test: engines on a manual-mode simulated
-// fabric, the application around them (QPN allocation, names for logs) and
-// the stale-reject oracle.
+// fabric and the application around them (QPN allocation, names for logs).
 type System struct {
 	Sim   *simnet.Sim
 	Nodes []*simnet.Node
@@ -69,7 +69,6 @@ type System struct {
 	Log func(string)
 
 	per      []*nodeApp
-	oracle   staleOracle
 	classify classifier
 	oblig    obligations
 	cov      *Coverage
@@ -114,15 +113,16 @@ func NodeName(i int) string { return string(rune('a' + i)) }
 func NewSystem(m Model, v Variant, cov *Coverage) *System {
 	s := &System{Variant: v, cov: cov}
 	s.Sim = simnet.New(simnet.Config{Seed: m.Seed, Manual: true})
-	s.oracle.sys, s.classify.sys = s, s
+	s.classify.sys = s
 	s.oblig = newObligations(s, m.Nodes)
 	s.Sim.OnDeliver = func(p *simnet.Packet) {
 		s.classify.onDeliver(p)
-		s.oracle.onDeliver(p)
 		s.oblig.onDeliver(p)
 	}
 	s.Sim.OnSend = func(p *simnet.Packet) {
-		s.oracle.onSend(p)
+		if s.verbose() {
+			s.logf("        sends %s", s.describe(p))
+		}
 		s.oblig.onSend(p)
 	}
 	for i := range m.Nodes {
@@ -256,10 +256,11 @@ func (s *System) run(c op) *result {
 
 // check evaluates the state invariants of spec/cm.tla.
 func (s *System) check() error {
-	if err := NoBogusStaleReject(&s.oracle); err != nil {
+	if err := s.Sim.BogusStaleReject(); err != nil {
 		return err
 	}
-	if err := StaleDetected(s.Nodes); err != nil {
+	nodes := s.view()
+	if err := invariant.StaleDetected(nodes); err != nil {
 		return err
 	}
 	if s.classify.violation != nil {
@@ -268,23 +269,32 @@ func (s *System) check() error {
 	if s.oblig.violation != nil {
 		return s.oblig.violation
 	}
-	if err := HalfOpenBounded(s.Nodes); err != nil {
+	if err := invariant.HalfOpenBounded(nodes); err != nil {
 		return err
 	}
 	if s.appErr != nil {
 		return s.appErr
 	}
-	if err := TablesMatchStates(s.Nodes); err != nil {
+	if err := invariant.TablesMatchStates(nodes); err != nil {
 		return err
 	}
 	released := make([]map[engine.CommID]bool, len(s.per))
 	for i, p := range s.per {
 		released[i] = p.released
 	}
-	if err := UniqueLocalCommID(s.Nodes, released); err != nil {
+	if err := invariant.UniqueLocalCommID(nodes, released); err != nil {
 		return err
 	}
-	return EstablishedAgree(s.Nodes)
+	return invariant.EstablishedAgree(nodes)
+}
+
+// view is the nodes as the invariants see them.
+func (s *System) view() []invariant.Node {
+	nodes := make([]invariant.Node, len(s.Nodes))
+	for i, n := range s.Nodes {
+		nodes[i] = invariant.Node{Name: n.Name, GUID: n.GUID, LID: n.Addr.LID, Engine: n.Engine}
+	}
+	return nodes
 }
 
 // scan updates the application's view after a command: the QPN most
@@ -497,8 +507,7 @@ func (s *System) describe(p *simnet.Packet) string {
 	return b.String()
 }
 
-// deliver delivers pending message i, with the stale-reject oracle and
-// the classifier armed.
+// deliver delivers pending message i, with the classifier armed.
 func (s *System) deliver(i int) {
 	s.Sim.Deliver(i)
 	s.delivered()
@@ -506,7 +515,6 @@ func (s *System) deliver(i int) {
 
 // delivered ends a delivery (Deliver or Inject): its answers have left.
 func (s *System) delivered() {
-	s.oracle.done()
 	s.classify.done()
 	s.oblig.done()
 }

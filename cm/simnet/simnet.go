@@ -5,7 +5,10 @@
 // and no wall clock, so a seed replays a run exactly. Messages can be lost,
 // duplicated, reordered and delayed at configurable rates, and nodes can
 // crash and restart. In manual mode messages wait until the caller
-// delivers, drops or duplicates them, which is what the scenario tests do.
+// delivers, drops, duplicates or reorders them, which is what the scenario
+// and property tests do. Every run checks spec/cm.tla's NoBogusStaleReject
+// as REJs leave (Stats.BogusStaleRejects), and CheckInvariants the spec's
+// other state invariants.
 //
 // Fabric is the real-time mode: endpoints that implement
 // transport.Transport, so a cm.Manager runs over the same simulated
@@ -20,6 +23,7 @@ import (
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/invariant"
 )
 
 // Config configures the network of a Sim or a Fabric.
@@ -34,7 +38,8 @@ type Config struct {
 	// ReorderDelay is the extra delay of a reordered message (default 20 ×
 	// Delay).
 	ReorderDelay time.Duration
-	// Manual: messages wait in Pending until Deliver, Drop or Dup (Sim only).
+	// Manual: messages wait in Pending until Deliver, Drop, Dup or Reorder
+	// (Sim only).
 	Manual bool
 }
 
@@ -76,10 +81,6 @@ type Node struct {
 	sim     *Sim
 	cfg     engine.Config
 	crashes int
-	// stepFrom records, while a REQ or REP is being delivered, each id's
-	// state before its first step: the oracle's view of the pre-state.
-	stepFrom map[engine.CommID]engine.State
-	tracing  bool
 }
 
 // Sim returns the simulation the node belongs to.
@@ -94,10 +95,11 @@ type Stats struct {
 	Reordered     uint64
 	Undeliverable uint64 // no node at the destination, or discarded by a crash
 	Crashes       uint64
-	// BogusStaleRejects counts REJ(10) answers to a REQ or REP whose
-	// (CA GUID, QPN) no connected id of the receiver held when it arrived:
-	// spec/cm.tla NoBogusStaleReject, checked from the id states, outside
-	// the engine's tables.
+	// BogusStaleRejects counts the REJ(10)s that broke spec/cm.tla's
+	// NoBogusStaleReject: an answer to a REQ or REP whose (CA GUID, QPN)
+	// no connected id of the receiver held when it arrived, or one that
+	// nothing being delivered justified. It is judged from the id states,
+	// outside the engine's tables; BogusStaleReject describes the first.
 	BogusStaleRejects uint64
 	StaleRejects      uint64 // every REJ(10) sent
 }
@@ -120,17 +122,10 @@ type Sim struct {
 	OnSend    func(p *Packet)
 	OnDeliver func(p *Packet)
 
-	oracle oracleState
+	oracle invariant.StaleOracle
+	bogus  error // the first REJ(10) the oracle refused
 	timers timerHeap
 	free   []*Packet // delivered packets, reused
-}
-
-type oracleState struct {
-	node    *Node
-	active  bool
-	guid    uint64
-	qpn     uint32
-	localID uint32 // the REQ's or REP's Local Comm ID: the REJ's Remote Comm ID
 }
 
 // New returns an empty simulation.
@@ -163,14 +158,10 @@ func (s *Sim) AddNode(name string, cfg engine.Config) *Node {
 	if cfg.Seed == 0 {
 		cfg.Seed = s.rng.Uint64()
 	}
-	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s, stepFrom: map[engine.CommID]engine.State{}}
+	n := &Node{Name: name, GUID: cfg.LocalGUID, sim: s}
 	user := cfg.Trace
 	cfg.Trace = func(ts engine.TraceStep) {
-		if n.tracing && ts.ID != 0 {
-			if _, seen := n.stepFrom[ts.ID]; !seen {
-				n.stepFrom[ts.ID] = ts.From
-			}
-		}
+		s.oracle.Step(n.Engine, ts)
 		if user != nil {
 			user(ts)
 		}
@@ -251,9 +242,12 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 	s.seq++
 	if pk.Attr() == wire.AttrREJ && binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
 		s.stats.StaleRejects++
-		if o := &s.oracle; o.node == from && o.active &&
-			binary.BigEndian.Uint32(p.MAD[wire.HeaderSize+4:]) == o.localID && !connectedBefore(from, o.guid, o.qpn) {
+		remoteID := binary.BigEndian.Uint32(p.MAD[wire.HeaderSize+4:])
+		if err := s.oracle.Rejected(from.view(), to.view(), remoteID); err != nil {
 			s.stats.BogusStaleRejects++
+			if s.bogus == nil {
+				s.bogus = err
+			}
 		}
 	}
 	if s.OnSend != nil {
@@ -306,27 +300,24 @@ func (s *Sim) deliver(p *Packet) {
 	if s.OnDeliver != nil {
 		s.OnDeliver(p)
 	}
-	s.oracle = oracleState{}
 	// A REQ or REP the engine will decode: the header fields DecodeHeader
 	// validates, read in place (cm-wire-layout.md offsets).
 	if attr := p.Attr(); (attr == wire.AttrREQ || attr == wire.AttrREP) && p.MAD[0] == wire.BaseVersion &&
 		p.MAD[1] == wire.MgmtClassCM && p.MAD[2] == wire.ClassVersionCM && p.MAD[3] == wire.MethodSend {
 		// Only the fields the oracle needs.
 		body := p.MAD[wire.HeaderSize:]
-		o := oracleState{node: to, active: true, localID: binary.BigEndian.Uint32(body[0:])}
+		localID := binary.BigEndian.Uint32(body[0:])
+		var guid uint64
+		var qpn uint32
 		if attr == wire.AttrREQ {
-			o.guid = binary.BigEndian.Uint64(body[16:])
-			o.qpn = binary.BigEndian.Uint32(body[32:]) >> 8
+			guid = binary.BigEndian.Uint64(body[16:])
+			qpn = binary.BigEndian.Uint32(body[32:]) >> 8
 		} else {
-			o.guid = binary.BigEndian.Uint64(body[28:])
-			o.qpn = binary.BigEndian.Uint32(body[12:]) >> 8
+			guid = binary.BigEndian.Uint64(body[28:])
+			qpn = binary.BigEndian.Uint32(body[12:]) >> 8
 		}
-		s.oracle = o
-	}
-	if s.oracle.active {
-		clear(to.stepFrom)
-		to.tracing = true
-		defer func() { to.tracing = false }()
+		s.oracle.Deliver(to.view(), p.From.view(), attr, localID, guid, qpn)
+		defer s.oracle.Done()
 	}
 	src := p.From.Addr
 	if err := to.Engine.Recv(s.now, src, p.MAD[:]); err != nil && to.RecvErr != nil {
@@ -334,25 +325,6 @@ func (s *Sim) deliver(p *Packet) {
 	}
 	// The REJ, if any, leaves in this flush of the receiver's output.
 	s.Flush()
-	s.oracle = oracleState{}
-}
-
-// connectedBefore is spec/cm.tla's ConnectedMatch evaluated on the state
-// before the delivery, from the id states alone: did a connected id hold
-// (guid, qpn) as its remote? An id that stepped since then counts with the
-// state it had before its first step (the remote GUID and QPN of an id never
-// change once connected). It runs only when a REJ(10) answers a REQ or REP.
-func connectedBefore(n *Node, guid uint64, qpn uint32) bool {
-	for id := range n.Engine.IDs() {
-		st := id.State
-		if from, stepped := n.stepFrom[id.ID]; stepped {
-			st = from
-		}
-		if st.Attr().Connected && id.RemoteGUID == guid && id.RemoteQPN == qpn {
-			return true
-		}
-	}
-	return false
 }
 
 // After schedules fn to run at Now()+d, in the simulation's order of
@@ -459,7 +431,8 @@ func (s *Sim) recycle(p *Packet) {
 
 // ---- manual mode.
 
-// Pending returns the messages waiting for Deliver, Drop or Dup (manual mode).
+// Pending returns the messages waiting for Deliver, Drop, Dup or Reorder
+// (manual mode).
 func (s *Sim) Pending() []*Packet { return s.pend }
 
 // Deliver delivers pending message i (it leaves the list).
@@ -473,6 +446,15 @@ func (s *Sim) Deliver(i int) {
 func (s *Sim) Drop(i int) {
 	s.pend = append(s.pend[:i], s.pend[i+1:]...)
 	s.stats.Lost++
+}
+
+// Reorder moves pending message i to the back of the pending list, behind
+// every message sent after it: the network overtakes it.
+func (s *Sim) Reorder(i int) {
+	p := s.pend[i]
+	copy(s.pend[i:], s.pend[i+1:])
+	s.pend[len(s.pend)-1] = p
+	s.stats.Reordered++
 }
 
 // Dup appends a copy of pending message i to the pending list.

@@ -1,133 +1,52 @@
-package pbt
+// Package invariant holds spec/cm.tla's state invariants, evaluated over
+// running engines, and the oracle of NoBogusStaleReject: the one
+// implementation that the simulated fabric (cm/simnet's CheckInvariants and
+// Stats), the property tests (pbt), the fuzz targets and the fault
+// campaigns all check.
+//
+// Each invariant has the name the spec gives it and reads the engines'
+// introspection only (IDs, the table iterators, TimeWaitList, HalfOpen),
+// never the decisions the engine took from its tables. The spec's
+// conn[n][h] is an id of node n; its rnode is the id's RemoteGUID (a
+// node's CA GUID is the node), rid its RemoteID, rqpn its RemoteQPN, lid
+// its comm ID, qpn its LocalQPN. Each check returns nil or an error that
+// starts with the invariant's name, which is what the must-fail tests and
+// tools/mutants look for.
+package invariant
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ibcm/ibcm/cm/engine"
-	"github.com/ibcm/ibcm/cm/simnet"
-	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// The state invariants of spec/cm.tla, under the names the spec gives
-// them, evaluated over the engines' introspection (IDs, the table
-// iterators, TimeWaitList, HalfOpen). The spec's conn[n][h] is an id of
-// node n; its rnode is the id's RemoteGUID (a node's CA GUID is the node),
-// rid its RemoteID, rqpn its RemoteQPN, lid its comm ID, qpn its LocalQPN.
-// Each returns nil or an error that starts with the invariant's name.
-
-// NoBogusStaleReject is spec/cm.tla's
-//
-//	\* A REJ(10) goes out only for a REQ or REP whose (remote CA GUID, remote QPN)
-//	\* matches an id that is still connected; a TimeWait match alone never does.
-//	NoBogusStaleReject == ~bogusStale
-//
-// where RecvREQStale and RecvREPStale set the history variable
-//
-//	bogusStale' = (bogusStale \/ ~ConnectedMatch(n, m.src, m.qpn))
-//	ConnectedMatch(n, r, q) ==
-//	    \E h \in Handles : conn[n][h].state \in ConnectedStates /\ conn[n][h].rnode = r /\ conn[n][h].rqpn = q
-//
-// The oracle (staleOracle) sits on the fabric, outside the engine: when a
-// REQ or REP is delivered it records, from the receiver's id states before
-// the delivery, whether a connected id (State.Attr().Connected) has the
-// message's (CA GUID, QPN) as its remote; when a REJ with reason 10 then
-// leaves that node it must be justified by that match. (The REJ leaves
-// after the step that sent it, which already moved the matched id to
-// TimeWait; like ConnectedMatch in the spec's unprimed state, the oracle
-// judges the state the engine decided on.) A REJ(10) that answers the
-// REQ or REP needs the match; one the stale id itself sends its own peer
-// (an attempt not yet established stands down with REJ(10)) must come from
-// an id that was connected to that remote; one sent while no REQ or REP
-// was being delivered has nothing to justify it.
-func NoBogusStaleReject(o *staleOracle) error { return o.violation }
-
-// staleOracle implements NoBogusStaleReject's history variable.
-type staleOracle struct {
-	sys       *System
-	violation error
-	ctx       deliveryCtx
-	mad       wire.MAD
+// Node is one CM port as the invariants see it.
+type Node struct {
+	Name   string // for messages
+	GUID   uint64 // its CA GUID: the spec's node
+	LID    uint16 // where its peers reach it
+	Engine *engine.Engine
 }
 
-// deliveryCtx is the REQ or REP being delivered and the receiver's state
-// before it.
-type deliveryCtx struct {
-	active    bool
-	to, from  *simnet.Node
-	what      wire.AttrID
-	localID   uint32 // the REQ's or REP's Local Comm ID: a REJ for it names it as Remote Comm ID
-	guid      uint64
-	qpn       uint32
-	match     bool            // ConnectedMatch(to, guid, qpn) before the delivery
-	connected []engine.IDInfo // the receiver's connected ids before the delivery
-}
-
-func (o *staleOracle) onDeliver(p *simnet.Packet) {
-	o.ctx = deliveryCtx{}
-	a := p.Attr()
-	if a != wire.AttrREQ && a != wire.AttrREP {
-		return
+// Check evaluates every state invariant that needs no history, in the
+// order the property tests check them: StaleDetected, HalfOpenBounded,
+// TablesMatchStates, UniqueLocalCommID and EstablishedAgree.
+// NoBogusStaleReject needs the history of deliveries: StaleOracle.
+func Check(nodes []Node) error {
+	if err := StaleDetected(nodes); err != nil {
+		return err
 	}
-	if wire.DecodeMAD(p.MAD[:], &o.mad) != nil || o.mad.Method != wire.MethodSend {
-		return
+	if err := HalfOpenBounded(nodes); err != nil {
+		return err
 	}
-	c := deliveryCtx{active: true, to: p.To, from: p.From, what: a}
-	if a == wire.AttrREQ {
-		c.localID, c.guid, c.qpn = o.mad.REQ.LocalCommID, o.mad.REQ.LocalCAGUID, o.mad.REQ.LocalQPN
-	} else {
-		c.localID, c.guid, c.qpn = o.mad.REP.LocalCommID, o.mad.REP.LocalCAGUID, o.mad.REP.LocalQPN
+	if err := TablesMatchStates(nodes); err != nil {
+		return err
 	}
-	for id := range p.To.Engine.IDs() {
-		if id.State.Attr().Connected {
-			c.connected = append(c.connected, id)
-			if id.RemoteGUID == c.guid && id.RemoteQPN == c.qpn {
-				c.match = true
-			}
-		}
+	if err := UniqueLocalCommID(nodes, nil); err != nil {
+		return err
 	}
-	o.ctx = c
-}
-
-// done ends the delivery: its answers have left.
-func (o *staleOracle) done() { o.ctx = deliveryCtx{} }
-
-func (o *staleOracle) onSend(p *simnet.Packet) {
-	if o.sys.verbose() {
-		o.sys.logf("        sends %s", o.sys.describe(p))
-	}
-	if p.Attr() != wire.AttrREJ || o.violation != nil {
-		return
-	}
-	var m wire.MAD
-	if wire.DecodeMAD(p.MAD[:], &m) != nil || m.REJ.Reason != wire.RejectStaleConn {
-		return
-	}
-	c := &o.ctx
-	from := NodeName(o.sys.index(p.From))
-	switch {
-	case !c.active || c.to != p.From:
-		o.violation = fmt.Errorf("NoBogusStaleReject: %s sent REJ(10) to %s (remote comm ID %#x) while no REQ or REP was being delivered to it",
-			from, NodeName(o.sys.index(p.To)), m.REJ.RemoteCommID)
-	case p.To == c.from && m.REJ.RemoteCommID == c.localID:
-		// The answer to the REQ or REP itself.
-		if !c.match {
-			o.violation = fmt.Errorf("NoBogusStaleReject: %s sent REJ(10) for the %s from %s (comm ID %#x, QPN %#x) but no connected id of %s had that remote (GUID %#x, QPN %#x)",
-				from, c.what, NodeName(o.sys.index(c.from)), c.localID, c.qpn, from, c.guid, c.qpn)
-		}
-	default:
-		// The old id's own REJ(10) (12.9.8.3.1, an id not yet established
-		// stands down): it must be a connected id the REQ or REP matched.
-		ok := false
-		for _, id := range c.connected {
-			if id.RemoteGUID == c.guid && id.RemoteQPN == c.qpn && uint32(id.RemoteID) == m.REJ.RemoteCommID && id.Addr.LID == p.To.Addr.LID {
-				ok = true
-			}
-		}
-		if !ok {
-			o.violation = fmt.Errorf("NoBogusStaleReject: %s sent REJ(10) to %s (remote comm ID %#x) while taking a %s from %s that no connected id to it matched",
-				from, NodeName(o.sys.index(p.To)), m.REJ.RemoteCommID, c.what, NodeName(o.sys.index(c.from)))
-		}
-	}
+	return EstablishedAgree(nodes)
 }
 
 type peer struct {
@@ -142,7 +61,7 @@ type peer struct {
 //	    \A n \in Nodes, h1, h2 \in Handles :
 //	        (h1 # h2 /\ conn[n][h1].state \in ConnectedStates /\ conn[n][h2].state \in ConnectedStates)
 //	            => <<conn[n][h1].rnode, conn[n][h1].rqpn>> # <<conn[n][h2].rnode, conn[n][h2].rqpn>>
-func StaleDetected(nodes []*simnet.Node) error {
+func StaleDetected(nodes []Node) error {
 	for _, n := range nodes {
 		seen := map[peer]engine.IDInfo{}
 		for id := range n.Engine.IDs() {
@@ -155,6 +74,38 @@ func StaleDetected(nodes []*simnet.Node) error {
 					n.Name, o.ID, o.State, id.ID, id.State, k.qpn, k.guid)
 			}
 			seen[k] = id
+		}
+	}
+	return nil
+}
+
+// halfOpen: the passive states not yet established, named here rather
+// than taken from the engine's state attributes.
+var halfOpen = []engine.State{engine.StateReqRcvd, engine.StateMraReqSent, engine.StateRepSent, engine.StateMraRepRcvd}
+
+// HalfOpenBounded is spec/cm.tla's
+//
+//	HalfOpenBounded ==
+//	    LET half(n, r) == Cardinality({h \in Handles : conn[n][h].state \in {"REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "MRA_REP_RCVD"}
+//	                                                   /\ (r = 0 \/ conn[n][h].rnode = r)})
+//	    IN \A n \in Nodes : half(n, 0) <= MaxHalfOpen /\ \A r \in Nodes : half(n, r) <= MaxHalfOpenPerPeer
+func HalfOpenBounded(nodes []Node) error {
+	for _, n := range nodes {
+		cfg := n.Engine.Config()
+		all, per := 0, map[uint16]int{}
+		for id := range n.Engine.IDs() {
+			if slices.Contains(halfOpen, id.State) {
+				all++
+				per[id.Addr.LID]++
+			}
+		}
+		if all > cfg.MaxHalfOpen {
+			return fmt.Errorf("HalfOpenBounded: %s has %d half-open ids, MaxHalfOpen is %d", n.Name, all, cfg.MaxHalfOpen)
+		}
+		for lid, k := range per {
+			if k > cfg.MaxHalfOpenPerPeer {
+				return fmt.Errorf("HalfOpenBounded: %s has %d half-open ids of LID %d, MaxHalfOpenPerPeer is %d", n.Name, k, lid, cfg.MaxHalfOpenPerPeer)
+			}
 		}
 	}
 	return nil
@@ -174,25 +125,27 @@ func StaleDetected(nodes []*simnet.Node) error {
 //	                 IF LegacyTimeWaitQPN /\ conn[n][h].state \in TimeWaitStates THEN TRUE
 //	                 ELSE (conn[n][h].state \in ConnectedStates) = has
 //
-// LegacyTimeWaitQPN is the engine's Config field of that name. The engine
-// has more tables than the model; the same rule holds for them,
-// from State.Attr(): the listen table (Listen, keyed by the id's service
-// ID and mask), the SIDR table (SIDR), the TimeWait list (TimeWait), the
+// LegacyTimeWaitQPN is the engine's Config field of that name. (An id that
+// entered TimeWait without ever being connected, REQ_SENT on a stale REJ,
+// never had an entry: the legacy exception covers both.) The engine has
+// more tables than the model; the same rule holds for them, from
+// State.Attr(): the listen table (Listen, keyed by the id's service ID and
+// mask), the SIDR table (SIDR), the TimeWait list (TimeWait), the
 // half-open count (HalfOpen), and the timer heap: a timer runs exactly
 // when an answer is awaited (REQ_SENT, MRA_REQ_RCVD, REP_SENT,
 // MRA_REP_RCVD, DREQ_SENT, SIDR_REQ_SENT, ESTABLISHED with LAP_SENT or
 // MRA_LAP_RCVD) or TimeWait runs out.
-func TablesMatchStates(nodes []*simnet.Node) error {
+func TablesMatchStates(nodes []Node) error {
 	for _, n := range nodes {
-		if err := tablesMatch(n, n.Engine.Config().LegacyTimeWaitQPN); err != nil {
+		if err := tablesMatch(n.Engine); err != nil {
 			return fmt.Errorf("TablesMatchStates: %s: %w", n.Name, err)
 		}
 	}
 	return nil
 }
 
-func tablesMatch(n *simnet.Node, legacy bool) error {
-	e := n.Engine
+func tablesMatch(e *engine.Engine) error {
+	legacy := e.Config().LegacyTimeWaitQPN
 	ids := map[engine.CommID]engine.IDInfo{}
 	halfOpen := 0
 	for id := range e.IDs() {
@@ -300,11 +253,12 @@ func awaits(id engine.IDInfo) bool {
 //	            => conn[n][h1].lid # conn[n][h2].lid
 //
 // over the ids of each node (no comm ID held twice, none is 0, and IDs()
-// agrees with NumIDs), plus the allocator rule the spec's CanAlloc states
-// (a comm ID comes back only after the 32-bit space went round, so never in
-// a test): released[i] are the comm IDs node i held earlier in this
-// incarnation and released since; none may be held again.
-func UniqueLocalCommID(nodes []*simnet.Node, released []map[engine.CommID]bool) error {
+// agrees with NumIDs), plus, when released is not nil, the allocator rule
+// the spec's CanAlloc states (a comm ID comes back only after the 32-bit
+// space went round, so never in a test): released[i] are the comm IDs
+// node i held earlier in this incarnation and released since; none may be
+// held again.
+func UniqueLocalCommID(nodes []Node, released []map[engine.CommID]bool) error {
 	for i, n := range nodes {
 		seen := map[engine.CommID]engine.State{}
 		for id := range n.Engine.IDs() {
@@ -335,7 +289,10 @@ func UniqueLocalCommID(nodes []*simnet.Node, released []map[engine.CommID]bool) 
 //	        (cx.state = "ESTABLISHED" /\ cy.state = "ESTABLISHED" /\ a # b
 //	         /\ cx.rnode = b /\ cx.rid = cy.lid /\ cy.rnode = a /\ cy.rid = cx.lid)
 //	            => cx.rqpn = cy.qpn /\ cy.rqpn = cx.qpn
-func EstablishedAgree(nodes []*simnet.Node) error {
+//
+// The model never connects a node to itself; the engine can (loopback),
+// and two ids of one node that name each other must agree too.
+func EstablishedAgree(nodes []Node) error {
 	type key struct {
 		guid uint64
 		id   engine.CommID
@@ -354,7 +311,7 @@ func EstablishedAgree(nodes []*simnet.Node) error {
 	}
 	for k, x := range est {
 		y, ok := est[key{x.id.RemoteGUID, x.id.RemoteID}]
-		if !ok || y.node == x.node || y.id.RemoteGUID != k.guid || y.id.RemoteID != k.id {
+		if !ok || y.node == x.node && y.id.ID == x.id.ID || y.id.RemoteGUID != k.guid || y.id.RemoteID != k.id {
 			continue
 		}
 		if x.id.RemoteQPN != y.id.LocalQPN || y.id.RemoteQPN != x.id.LocalQPN {
