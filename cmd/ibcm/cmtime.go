@@ -20,6 +20,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/rdmapeer"
 )
 
 func init() {
@@ -186,7 +187,7 @@ func (o *cmtimeOpts) check() error {
 // cmtimeConn is one connection's times: [step][start, end].
 type cmtimeConn struct {
 	conn  *cm.Conn
-	qp    dataQP
+	qp    rdmapeer.QP
 	times [3][2]time.Time
 	err   error
 }
@@ -217,13 +218,15 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		return fail(err)
 	}
 	mcfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: ep.guid, LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}}
-	var dev dataDevice
+	var dev rdmapeer.Device
 	if o.verbsQP {
-		if dev, err = openDataDevice(&o.net, ep); err != nil {
+		d, err := openDataDevice(&o.net, ep)
+		if err != nil {
 			return fail(fmt.Errorf("--verbs-qp: %w", err))
 		}
-		defer dev.close()
-		mcfg.Port = dev.portInfo()
+		dev = d.Device
+		defer dev.Close()
+		mcfg.Port = dev.PortInfo()
 	}
 	mgr, err := cm.NewManager(ep.tr, mcfg)
 	if err != nil {
@@ -257,16 +260,15 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		// cmtime's "create qp" step: rdma_create_qp makes the QP and
 		// moves it to INIT, one connection after another.
 		fmt.Fprintln(stdout, "creating qps")
-		layout := dataModes["qp"].layout(nil)
 		port := mgr.Port().Num
 		steps[stepCreateQP][0] = time.Now()
 		for i := range conns {
 			c := &conns[i]
 			c.times[stepCreateQP][0] = time.Now()
-			qp, err := dev.newQP(layout)
+			qp, err := dev.NewQP(rdmapeer.CmtimeQP)
 			if err == nil {
-				if err = initQP(qp, port, false); err != nil {
-					_ = qp.close()
+				if err = rdmapeer.InitQP(qp, port, false); err != nil {
+					_ = qp.Close()
 				}
 			}
 			c.times[stepCreateQP][1] = time.Now()
@@ -352,10 +354,10 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 				}
 			}
 			if c.qp != nil {
-				_ = c.qp.close()
+				_ = c.qp.Close()
 			}
 		}
-		fmt.Fprintf(stdout, "IBCM-CMTIME qps-left=%d\n", dev.live())
+		fmt.Fprintf(stdout, "IBCM-CMTIME qps-left=%d\n", dev.Live())
 	}
 	detail := ""
 	if first != nil {

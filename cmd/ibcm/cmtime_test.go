@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
+	"github.com/ibcm/ibcm/internal/memqp"
 )
 
 // cmtimeRow returns the four figures of one row of cmtime's table.
@@ -163,20 +164,19 @@ func TestListenAnswersABurstInOrder(t *testing.T) {
 	l, code, out, stderr := cmtimeAgainstListen(t, 30)
 	require.Equal(t, 0, code, out+stderr)
 	require.Equal(t, 0, l.wait(t), l.out.String())
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	log := f.Log()
 	// cmtime makes all its QPs before its first REQ, so the last QP made
 	// is the listener's.
-	var server *memDevice
-	for _, o := range f.log {
-		if o.op == "new" {
-			server = o.dev
+	var server *memqp.Device
+	for _, o := range log {
+		if o.Op == "new" {
+			server = o.Dev
 		}
 	}
 	var seq []string
-	for _, o := range f.log {
-		if o.dev == server {
-			seq = append(seq, o.op)
+	for _, o := range log {
+		if o.Dev == server {
+			seq = append(seq, o.Op)
 		}
 	}
 	require.Len(t, seq, 60)

@@ -7,60 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ibcm/ibcm/cm/qpattr"
-	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/memqp"
+	"github.com/ibcm/ibcm/rdmapeer"
 )
-
-func TestRpingInfoEncoding(t *testing.T) {
-	b := make([]byte, rpingInfoSize)
-	rpingInfo{Buf: 0x0102030405060708, RKey: 0x11223344, Size: 64}.encode(b)
-	require.Equal(t, []byte{1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 64}, b, "struct rping_rdma_info, big-endian")
-	i, err := decodeRpingInfo(b)
-	require.NoError(t, err)
-	require.Equal(t, rpingInfo{Buf: 0x0102030405060708, RKey: 0x11223344, Size: 64}, i)
-	_, err = decodeRpingInfo(b[:15])
-	require.Error(t, err, "rping takes exactly 16 bytes")
-	_, err = decodeRpingInfo(append(b, 0))
-	require.Error(t, err)
-}
-
-func TestRpingPattern(t *testing.T) {
-	b := make([]byte, 64)
-	rpingPattern(b, 0)
-	require.Equal(t, "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr", string(cstring(b)))
-	require.Zero(t, b[63])
-	rpingPattern(b, 57)
-	require.Equal(t, "rdma-ping-57: z", string(cstring(b)[:15]), "the 58th ping starts at 'z'")
-	require.Equal(t, byte('A'), b[15], "after 'z' comes 'A'")
-	rpingPattern(b, 58)
-	require.Equal(t, "rdma-ping-58: A", string(cstring(b)[:15]))
-	require.Len(t, cstring(b), 63)
-}
-
-func TestAHFromGRH(t *testing.T) {
-	grh := make([]byte, grhSize)
-	ip := grh[20:]
-	ip[0], ip[1] = 0x45, 0x10
-	copy(ip[12:16], []byte{10, 0, 0, 1})
-	copy(ip[16:20], []byte{10, 0, 0, 2})
-	ah, err := ahFromGRH(grh, verbs.WC{Flags: verbs.WCGRH, SLID: 0, SL: 0}, 1, 1)
-	require.NoError(t, err)
-	require.True(t, ah.IsGlobal)
-	require.Equal(t, qpattr.GID{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 0, 15: 1}, ah.GRH.DGID, "::ffff:10.0.0.1, the sender")
-	require.Equal(t, uint8(1), ah.GRH.SGIDIndex)
-	require.Equal(t, uint8(1), ah.PortNum)
-	require.Equal(t, uint8(0x10), ah.GRH.TrafficClass)
-	_, err = ahFromGRH(grh, verbs.WC{}, 1, 1)
-	require.Error(t, err, "no GRH flag")
-	// IPv6 (or IB): the GRH proper, source GID at bytes 8..23.
-	g6 := make([]byte, grhSize)
-	g6[0] = 0x60
-	copy(g6[8:24], []byte{0xfe, 0x80, 15: 7})
-	ah, err = ahFromGRH(g6, verbs.WC{Flags: verbs.WCGRH, SLID: 5}, 1, 0)
-	require.NoError(t, err)
-	require.Equal(t, qpattr.GID{0: 0xfe, 1: 0x80, 15: 7}, ah.GRH.DGID)
-	require.Equal(t, uint16(5), ah.DLID)
-}
 
 func TestDataFlags(t *testing.T) {
 	sim := []string{"--transport", "sim", "--ip", "--tcp-port", "7174"}
@@ -97,9 +46,9 @@ func TestDataFlags(t *testing.T) {
 
 // withMemFabric gives the simulated fabric the in-memory data path for
 // the test.
-func withMemFabric(t *testing.T) *memFabric {
-	f := newMemFabric()
-	simDataDevice = f.device
+func withMemFabric(t *testing.T) *memqp.Fabric {
+	f := memqp.NewFabric()
+	simDataDevice = func() rdmapeer.Device { return f.Device() }
 	t.Cleanup(func() { simDataDevice = nil })
 	return f
 }
@@ -161,8 +110,8 @@ func TestDataModesOverSim(t *testing.T) {
 			require.Regexp(t, `QP-DESTROYED t=[0-9.]+ conn=1 qpn=0x[0-9a-f]+ after=(timewait-exit|data)`, out)
 			require.Contains(t, out, "DATA-DEVICE-CLOSED t=")
 			require.Regexp(t, `DATA-DEVICE-CLOSED t=[0-9.]+ qps-left=0 objects-left=0`, out)
-			require.Zero(t, f.rnr, "a SEND found no receive posted")
-			require.Empty(t, f.qps, "QPs left")
+			require.Zero(t, f.RNR(), "a SEND found no receive posted")
+			require.Zero(t, f.QPs(), "QPs left")
 		})
 	}
 }

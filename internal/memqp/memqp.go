@@ -1,11 +1,10 @@
-package main
-
-// An in-memory stand-in for the data modes' device: queue pairs that move
+// Package memqp is an in-memory rdmapeer.Device: queue pairs that move
 // bytes between each other in this process, with the rules of a real
 // device that matter to a protocol (a SEND needs a posted receive; RDMA
 // needs the peer's key and stays inside its buffer; a QP sends only in
-// RTS; ERR flushes what is posted), so the CLI's data modes run end to end
-// over the simulated fabric.
+// RTS; ERR flushes what is posted), so that rdmapeer's programs, and the
+// CLI's data modes over the simulated fabric, run end to end in tests.
+package memqp
 
 import (
 	"context"
@@ -17,9 +16,12 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/rdmapeer"
 )
 
-type memFabric struct {
+// Fabric joins the QPs of its devices: a QP's destination QPN names
+// another QP of the fabric.
+type Fabric struct {
 	mu   sync.Mutex
 	qps  map[uint32]*memQP
 	next uint32
@@ -28,44 +30,69 @@ type memFabric struct {
 	rnr int
 	// log records, in order, each QP made ("new") and moved to RTS
 	// ("rts"), with its device.
-	log []memOp
+	log []Op
 }
 
-type memOp struct {
-	dev *memDevice
-	op  string
+// Op is one QP operation the fabric records.
+type Op struct {
+	Dev *Device
+	Op  string // "new" or "rts"
 }
 
-func newMemFabric() *memFabric { return &memFabric{qps: map[uint32]*memQP{}, next: 0x100} }
+// NewFabric is an empty fabric.
+func NewFabric() *Fabric { return &Fabric{qps: map[uint32]*memQP{}, next: 0x100} }
 
-type memDevice struct {
-	f    *memFabric
+// Device is one device of a fabric.
+type Device struct {
+	f    *Fabric
 	mu   sync.Mutex
 	open int
 }
 
-func (f *memFabric) device() dataDevice { return &memDevice{f: f} }
+// Device adds a device to the fabric.
+func (f *Fabric) Device() rdmapeer.Device { return &Device{f: f} }
 
-func (d *memDevice) portInfo() cm.PortInfo { return cm.PortInfo{} }
+// RNR counts the SENDs that found no receive posted.
+func (f *Fabric) RNR() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rnr
+}
 
-func (d *memDevice) asyncEvents(ctx context.Context, _ func(verbs.AsyncEvent)) { <-ctx.Done() }
+// QPs counts the QPs not closed yet.
+func (f *Fabric) QPs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.qps)
+}
 
-func (d *memDevice) live() int {
+// Log is every QP made and moved to RTS so far, in order, with its device.
+func (f *Fabric) Log() []Op {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Op(nil), f.log...)
+}
+
+func (d *Device) PortInfo() cm.PortInfo { return cm.PortInfo{} }
+
+func (d *Device) AsyncEvents(ctx context.Context, _ func(verbs.AsyncEvent)) { <-ctx.Done() }
+
+func (d *Device) Live() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.open
 }
 
-func (d *memDevice) close() error { return nil }
+func (d *Device) Close() error { return nil }
 
-func (d *memDevice) newQP(cfg dataQPConfig) (dataQP, error) {
+func (d *Device) NewQP(cfg rdmapeer.QPConfig) (rdmapeer.QP, error) {
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	d.f.next++
-	q := &memQP{f: d.f, dev: d, qpn: d.f.next, ud: cfg.ud, buf: make([]byte, cfg.memSize), base: uint64(d.f.next) << 32,
-		key: 0xab000000 | d.f.next, access: cfg.access, cq: make(chan verbs.WC, 4096), maxRecv: cfg.recvDepth}
+	q := &memQP{f: d.f, dev: d, qpn: d.f.next, ud: cfg.UD, buf: make([]byte, cfg.MemSize), base: uint64(d.f.next) << 32,
+		key: 0xab000000 | d.f.next, access: cfg.Access, cq: make(chan verbs.WC, 4096), maxRecv: cfg.RecvDepth}
 	d.f.qps[q.qpn] = q
-	d.f.log = append(d.f.log, memOp{d, "new"})
+	d.f.log = append(d.f.log, Op{d, "new"})
 	d.mu.Lock()
 	d.open++
 	d.mu.Unlock()
@@ -78,8 +105,8 @@ type memRecv struct {
 }
 
 type memQP struct {
-	f       *memFabric
-	dev     *memDevice
+	f       *Fabric
+	dev     *Device
 	qpn     uint32
 	ud      bool
 	buf     []byte
@@ -97,9 +124,9 @@ type memQP struct {
 }
 
 func (q *memQP) QPN() uint32  { return q.qpn }
-func (q *memQP) mem() []byte  { return q.buf }
-func (q *memQP) addr() uint64 { return q.base }
-func (q *memQP) rkey() uint32 { return q.key }
+func (q *memQP) Mem() []byte  { return q.buf }
+func (q *memQP) Addr() uint64 { return q.base }
+func (q *memQP) RKey() uint32 { return q.key }
 
 func (q *memQP) Modify(a qpattr.Attr) error {
 	q.f.mu.Lock()
@@ -121,7 +148,7 @@ func (q *memQP) Modify(a qpattr.Attr) error {
 	}
 	q.state = a.State
 	if a.State == qpattr.RTS {
-		q.f.log = append(q.f.log, memOp{q.dev, "rts"})
+		q.f.log = append(q.f.log, Op{q.dev, "rts"})
 	}
 	if a.State == qpattr.Err {
 		for _, r := range q.recvs {
@@ -132,7 +159,7 @@ func (q *memQP) Modify(a qpattr.Attr) error {
 	return nil
 }
 
-func (q *memQP) postRecv(id uint64, off, n int) error {
+func (q *memQP) PostRecv(id uint64, off, n int) error {
 	q.f.mu.Lock()
 	defer q.f.mu.Unlock()
 	switch {
@@ -153,31 +180,31 @@ func (q *memQP) postRecv(id uint64, off, n int) error {
 }
 
 // postSend carries the work request out at once and completes it.
-func (q *memQP) postSend(w dataWR) error {
+func (q *memQP) PostSend(w rdmapeer.WR) error {
 	q.f.mu.Lock()
 	defer q.f.mu.Unlock()
 	if q.closed {
 		return verbs.ErrClosed
 	}
-	if w.off < 0 || w.off+w.n > len(q.buf) {
+	if w.Off < 0 || w.Off+w.N > len(q.buf) {
 		return verbs.ErrInvalid
 	}
 	if q.state == qpattr.Err {
-		q.cq <- verbs.WC{ID: w.id, Status: verbs.WCWRFlushErr, QPN: q.qpn}
+		q.cq <- verbs.WC{ID: w.ID, Status: verbs.WCWRFlushErr, QPN: q.qpn}
 		return nil
 	}
 	if q.state != qpattr.RTS {
 		return fmt.Errorf("mem QP %#x: send in %s", q.qpn, q.state)
 	}
 	done := func(st verbs.WCStatus, op verbs.WCOpcode, n int) {
-		q.cq <- verbs.WC{ID: w.id, Status: st, Opcode: op, ByteLen: uint32(n), QPN: q.qpn}
+		q.cq <- verbs.WC{ID: w.ID, Status: st, Opcode: op, ByteLen: uint32(n), QPN: q.qpn}
 	}
 	dst := q.dest
 	if q.ud {
-		if w.dest == nil {
+		if w.Dest == nil {
 			return verbs.ErrInvalid
 		}
-		dst = w.dest.qpn
+		dst = w.Dest.QPN
 	}
 	p := q.f.qps[dst]
 	if p == nil || p.closed || p.state != qpattr.RTR && p.state != qpattr.RTS {
@@ -188,17 +215,17 @@ func (q *memQP) postSend(w dataWR) error {
 		}
 		return nil
 	}
-	local := q.buf[w.off : w.off+w.n]
+	local := q.buf[w.Off : w.Off+w.N]
 	remote := func(n int) ([]byte, bool) {
-		o := w.remoteAddr - p.base
-		if w.rkey != p.key || w.remoteAddr < p.base || o+uint64(n) > uint64(len(p.buf)) {
+		o := w.RemoteAddr - p.base
+		if w.RKey != p.key || w.RemoteAddr < p.base || o+uint64(n) > uint64(len(p.buf)) {
 			return nil, false
 		}
 		return p.buf[o : o+uint64(n)], true
 	}
-	switch w.op {
+	switch w.Op {
 	case verbs.OpSend, verbs.OpSendWithImm:
-		if q.ud && w.dest.qkey != p.qkey {
+		if q.ud && w.Dest.QKey != p.qkey {
 			done(verbs.WCSuccess, verbs.WCSend, 0) // dropped by the receiver
 			return nil
 		}
@@ -217,7 +244,7 @@ func (q *memQP) postSend(w dataWR) error {
 		var flags verbs.WCFlags
 		if q.ud {
 			flags = verbs.WCGRH
-			grh := make([]byte, grhSize)
+			grh := make([]byte, rdmapeer.GRHSize)
 			ip := grh[20:]
 			ip[0] = 0x45
 			ip[9] = 17
@@ -232,14 +259,14 @@ func (q *memQP) postSend(w dataWR) error {
 		}
 		copy(p.buf[r.off:], data)
 		wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), QPN: p.qpn, SrcQP: q.qpn, Flags: flags}
-		if w.op == verbs.OpSendWithImm {
+		if w.Op == verbs.OpSendWithImm {
 			wc.Flags |= verbs.WCWithImm
-			wc.Imm = w.imm
+			wc.Imm = w.Imm
 		}
 		p.cq <- wc
 		done(verbs.WCSuccess, verbs.WCSend, 0)
 	case verbs.OpRDMAWrite:
-		b, ok := remote(w.n)
+		b, ok := remote(w.N)
 		if !ok || p.access&p.qpAcc&qpattr.RemoteWrite == 0 {
 			done(verbs.WCRemAccessErr, verbs.WCRDMAWrite, 0)
 			return nil
@@ -247,20 +274,20 @@ func (q *memQP) postSend(w dataWR) error {
 		copy(b, local)
 		done(verbs.WCSuccess, verbs.WCRDMAWrite, 0)
 	case verbs.OpRDMARead:
-		b, ok := remote(w.n)
+		b, ok := remote(w.N)
 		if !ok || p.access&p.qpAcc&qpattr.RemoteRead == 0 {
 			done(verbs.WCRemAccessErr, verbs.WCRDMARead, 0)
 			return nil
 		}
 		copy(local, b)
-		done(verbs.WCSuccess, verbs.WCRDMARead, w.n)
+		done(verbs.WCSuccess, verbs.WCRDMARead, w.N)
 	default:
 		return verbs.ErrInvalid
 	}
 	return nil
 }
 
-func (q *memQP) next(ctx context.Context) (verbs.WC, error) {
+func (q *memQP) Next(ctx context.Context) (verbs.WC, error) {
 	select {
 	case wc := <-q.cq:
 		return wc, nil
@@ -269,7 +296,7 @@ func (q *memQP) next(ctx context.Context) (verbs.WC, error) {
 	}
 }
 
-func (q *memQP) close() error {
+func (q *memQP) Close() error {
 	q.f.mu.Lock()
 	defer q.f.mu.Unlock()
 	if q.closed {

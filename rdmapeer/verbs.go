@@ -1,7 +1,7 @@
-package main
+package rdmapeer
 
-// The data modes' queue pairs on a real device, through hw/verbs (cgo;
-// built without it, opening the device fails with verbs.ErrUnavailable).
+// The Device and its QPs on a real device, through hw/verbs (libibverbs,
+// cgo; built without cgo, OpenVerbs fails with verbs.ErrUnavailable).
 
 import (
 	"context"
@@ -27,16 +27,28 @@ type verbsDevice struct {
 	shared *verbs.CQ // the CQ of the QPs with sharedCQ
 }
 
-func openVerbsDevice(ep *endpoint) (*verbsDevice, error) {
-	if ep.device == "" {
+// VerbsPort names the device and port a Device opens, and the GID the CM
+// sends from on it.
+type VerbsPort struct {
+	Device   string // e.g. rxe0
+	Port     uint8
+	GID      wire.GID
+	GIDIndex uint8
+}
+
+// OpenVerbs opens the RDMA device behind a port with hw/verbs: the Device
+// gives every QP a completion channel and CQ of its own (SharedCQ: one CQ
+// of the device) and its buffer an MR of one PD.
+func OpenVerbs(p VerbsPort) (Device, error) {
+	if p.Device == "" {
 		return nil, errors.New("the endpoint names no RDMA device")
 	}
-	dev, err := verbs.Open(ep.device)
+	dev, err := verbs.Open(p.Device)
 	if err != nil {
 		return nil, err
 	}
-	v := &verbsDevice{dev: dev, port: ep.portNum}
-	if v.pi, err = verbsPortInfo(dev, ep); err == nil {
+	v := &verbsDevice{dev: dev, port: p.Port}
+	if v.pi, err = verbsPortInfo(dev, p); err == nil {
 		v.pd, err = dev.AllocPD()
 	}
 	if err != nil {
@@ -47,29 +59,29 @@ func openVerbsDevice(ep *endpoint) (*verbsDevice, error) {
 }
 
 // verbsPortInfo describes the port as the device reports it
-// (verbs.PortSnapshot.PortInfo), with the umad port's source GID: the
-// CM's messages and the data QPs' paths start from the same entry.
-func verbsPortInfo(dev *verbs.Device, ep *endpoint) (cm.PortInfo, error) {
-	s, err := dev.PortSnapshot(ep.portNum)
+// (verbs.PortSnapshot.PortInfo), with the CM port's source GID: the CM's
+// messages and the data QPs' paths start from the same entry.
+func verbsPortInfo(dev *verbs.Device, p VerbsPort) (cm.PortInfo, error) {
+	s, err := dev.PortSnapshot(p.Port)
 	if err != nil {
 		return cm.PortInfo{}, err
 	}
 	pi := s.PortInfo()
-	pi.GID, pi.GIDIndex = wire.GID(ep.local.GID), ep.local.GIDIndex
+	pi.GID, pi.GIDIndex = p.GID, p.GIDIndex
 	return pi, nil
 }
 
-func (v *verbsDevice) portInfo() cm.PortInfo { return v.pi }
+func (v *verbsDevice) PortInfo() cm.PortInfo { return v.pi }
 
 // live counts the objects of the device but its one PD.
-func (v *verbsDevice) live() int {
+func (v *verbsDevice) Live() int {
 	o := v.dev.Live()
 	return o.Total() - o.PDs
 }
 
-func (v *verbsDevice) close() error { return v.dev.Close() }
+func (v *verbsDevice) Close() error { return v.dev.Close() }
 
-func (v *verbsDevice) asyncEvents(ctx context.Context, f func(ev verbs.AsyncEvent)) {
+func (v *verbsDevice) AsyncEvents(ctx context.Context, f func(ev verbs.AsyncEvent)) {
 	for {
 		ev, err := v.dev.WaitAsyncEvent(ctx)
 		if err != nil {
@@ -79,16 +91,16 @@ func (v *verbsDevice) asyncEvents(ctx context.Context, f func(ev verbs.AsyncEven
 	}
 }
 
-func (v *verbsDevice) newQP(cfg dataQPConfig) (dataQP, error) {
+func (v *verbsDevice) NewQP(cfg QPConfig) (QP, error) {
 	q := &verbsQP{port: v.port, pd: v.pd}
 	var err error
 	defer func() {
 		if err != nil {
-			_ = q.close()
+			_ = q.Close()
 		}
 	}()
 	cq := (*verbs.CQ)(nil)
-	if cfg.sharedCQ {
+	if cfg.SharedCQ {
 		if cq, err = v.sharedCQ(); err != nil {
 			return nil, err
 		}
@@ -96,21 +108,21 @@ func (v *verbsDevice) newQP(cfg dataQPConfig) (dataQP, error) {
 		if q.ch, err = v.dev.NewCompChannel(); err != nil {
 			return nil, err
 		}
-		if q.cq, err = v.dev.NewCQ(cfg.sendDepth+cfg.recvDepth, q.ch); err != nil {
+		if q.cq, err = v.dev.NewCQ(cfg.SendDepth+cfg.RecvDepth, q.ch); err != nil {
 			return nil, err
 		}
 		cq = q.cq
 	}
 	typ := verbs.RC
-	if cfg.ud {
+	if cfg.UD {
 		typ = verbs.UD
 	}
 	if q.qp, err = v.pd.NewQP(verbs.QPConfig{Type: typ, SendCQ: cq, RecvCQ: cq,
-		Cap: verbs.QPCap{MaxSendWR: cfg.sendDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}); err != nil {
+		Cap: verbs.QPCap{MaxSendWR: cfg.SendDepth, MaxRecvWR: cfg.RecvDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}); err != nil {
 		return nil, err
 	}
-	if cfg.memSize > 0 {
-		if q.mr, err = v.pd.AllocMR(cfg.memSize, cfg.access|qpattr.LocalWrite); err != nil {
+	if cfg.MemSize > 0 {
+		if q.mr, err = v.pd.AllocMR(cfg.MemSize, cfg.Access|qpattr.LocalWrite); err != nil {
 			return nil, err
 		}
 	}
@@ -132,7 +144,7 @@ func (v *verbsDevice) sharedCQ() (*verbs.CQ, error) {
 	return v.shared, nil
 }
 
-// verbsQP is a dataQP on hw/verbs.
+// verbsQP is a QP on hw/verbs.
 type verbsQP struct {
 	port  uint8
 	pd    *verbs.PD
@@ -151,29 +163,29 @@ func (q *verbsQP) Modify(a qpattr.Attr) error { return q.qp.Modify(a) }
 
 // ModifyAll lets the Manager move the QP to RTS in one library call.
 func (q *verbsQP) ModifyAll(as []qpattr.Attr) error { return q.qp.ModifyAll(as) }
-func (q *verbsQP) mem() []byte                      { return q.mr.Bytes() }
-func (q *verbsQP) addr() uint64                     { return q.mr.Addr() }
-func (q *verbsQP) rkey() uint32                     { return q.mr.RKey() }
+func (q *verbsQP) Mem() []byte                      { return q.mr.Bytes() }
+func (q *verbsQP) Addr() uint64                     { return q.mr.Addr() }
+func (q *verbsQP) RKey() uint32                     { return q.mr.RKey() }
 func (q *verbsQP) seg(off, n int) verbs.Segment {
 	return verbs.Segment{MR: q.mr, Offset: off, Length: n}
 }
 
-func (q *verbsQP) postRecv(id uint64, off, n int) error {
+func (q *verbsQP) PostRecv(id uint64, off, n int) error {
 	return q.qp.PostRecv(verbs.RecvWR{ID: id, Segments: []verbs.Segment{q.seg(off, n)}})
 }
 
-func (q *verbsQP) postSend(w dataWR) error {
-	wr := verbs.SendWR{ID: w.id, Op: w.op, Signaled: true, Imm: w.imm, RemoteAddr: w.remoteAddr, RKey: w.rkey,
-		Inline: w.inline && w.n <= q.qp.Cap().MaxInlineData}
-	if w.n > 0 {
-		wr.Segments = []verbs.Segment{q.seg(w.off, w.n)}
+func (q *verbsQP) PostSend(w WR) error {
+	wr := verbs.SendWR{ID: w.ID, Op: w.Op, Signaled: true, Imm: w.Imm, RemoteAddr: w.RemoteAddr, RKey: w.RKey,
+		Inline: w.Inline && w.N <= q.qp.Cap().MaxInlineData}
+	if w.N > 0 {
+		wr.Segments = []verbs.Segment{q.seg(w.Off, w.N)}
 	}
-	if w.dest != nil {
-		ah, err := q.ah(w.dest.ah)
+	if w.Dest != nil {
+		ah, err := q.ah(w.Dest.AH)
 		if err != nil {
 			return err
 		}
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, w.dest.qpn, w.dest.qkey
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, w.Dest.QPN, w.Dest.QKey
 	}
 	return q.qp.PostSend(wr)
 }
@@ -196,7 +208,7 @@ func (q *verbsQP) ah(a qpattr.AH) (*verbs.AH, error) {
 	return h, nil
 }
 
-func (q *verbsQP) next(ctx context.Context) (verbs.WC, error) {
+func (q *verbsQP) Next(ctx context.Context) (verbs.WC, error) {
 	if len(q.ready) == 0 {
 		n, err := q.cq.Await(ctx, q.wcs[:])
 		if err != nil {
@@ -210,7 +222,7 @@ func (q *verbsQP) next(ctx context.Context) (verbs.WC, error) {
 }
 
 // close destroys the QP, then its address handles, CQ, channel and MR.
-func (q *verbsQP) close() error {
+func (q *verbsQP) Close() error {
 	var errs []error
 	if q.qp != nil {
 		errs = append(errs, q.qp.Close())

@@ -1,6 +1,6 @@
-package main
+package rdmapeer
 
-// --data rping: rdma-core's rping (librdmacm/examples/rping.c), both roles.
+// rping: rdma-core's rping (librdmacm/examples/rping.c), both roles.
 //
 // Every message is a struct rping_rdma_info (16 bytes: be64 buf, be32 rkey,
 // be32 size) naming a buffer of the sender's. One iteration: the client
@@ -22,7 +22,6 @@ import (
 
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/hw/verbs"
-	"github.com/ibcm/ibcm/internal/report"
 )
 
 // rpingInfo is struct rping_rdma_info.
@@ -80,32 +79,33 @@ const (
 	rpingRDMA  = 64
 )
 
-func rpingSize(d *dataOpts) int {
-	if d.size == 0 {
+func rpingSize(o Options) int {
+	if o.Size == 0 {
 		return rpingDefaultSize
 	}
-	return d.size
+	return o.Size
 }
 
-func rpingStart(d *dataOpts) int { return rpingRDMA + (rpingSize(d)+63)&^63 }
+func rpingStart(o Options) int { return rpingRDMA + (rpingSize(o)+63)&^63 }
 
 func init() {
-	dataModes["rping"] = &dataMode{
-		check: func(d *dataOpts, o *netOpts) error {
-			if d.size != 0 && (d.size < rpingMinSize || d.size > rpingMaxSize) {
-				return fmt.Errorf("--data-size for rping is %d..%d", rpingMinSize, rpingMaxSize)
+	register(&Program{
+		name: "rping",
+		check: func(o Options) error {
+			if o.Size != 0 && (o.Size < rpingMinSize || o.Size > rpingMaxSize) {
+				return fmt.Errorf("the size for rping is %d..%d", rpingMinSize, rpingMaxSize)
 			}
 			return nil
 		},
-		layout: func(d *dataOpts) dataQPConfig {
-			return dataQPConfig{memSize: rpingStart(d) + rpingSize(d), sendDepth: 16, recvDepth: 2,
-				access: qpattr.LocalWrite | qpattr.RemoteRead | qpattr.RemoteWrite}
+		layout: func(o Options) QPConfig {
+			return QPConfig{MemSize: rpingStart(o) + rpingSize(o), SendDepth: 16, RecvDepth: 2,
+				Access: qpattr.LocalWrite | qpattr.RemoteRead | qpattr.RemoteWrite}
 		},
-		prepare: func(s *dataSess) error {
+		prepare: func(s *Session) error {
 			// rping keeps one receive posted; a second slot covers a
 			// go-ahead that arrives before the first one is reposted.
 			for i := range 2 {
-				if err := s.qp.postRecv(uint64(i), rpingRecv0+i*rpingInfoSize, rpingInfoSize); err != nil {
+				if err := s.qp.PostRecv(uint64(i), rpingRecv0+i*rpingInfoSize, rpingInfoSize); err != nil {
 					return err
 				}
 			}
@@ -113,41 +113,41 @@ func init() {
 		},
 		server: rpingServer,
 		client: rpingClient,
-	}
+	})
 }
 
 // rpingRecv waits for the next message and reposts its slot.
-func (s *dataSess) rpingRecv(ctx context.Context) (rpingInfo, error) {
+func (s *Session) rpingRecv(ctx context.Context) (rpingInfo, error) {
 	wc, err := s.await(ctx, verbs.WCRecv)
 	if err != nil {
 		return rpingInfo{}, err
 	}
-	s.st.recv++
-	s.st.bytes += int(wc.ByteLen)
+	s.st.Recv++
+	s.st.Bytes += int(wc.ByteLen)
 	off := rpingRecv0 + int(wc.ID)*rpingInfoSize
-	info, err := decodeRpingInfo(s.qp.mem()[off : off+int(min(wc.ByteLen, 64))])
+	info, err := decodeRpingInfo(s.qp.Mem()[off : off+int(min(wc.ByteLen, 64))])
 	if err != nil {
 		return info, err
 	}
-	return info, s.qp.postRecv(wc.ID, off, rpingInfoSize)
+	return info, s.qp.PostRecv(wc.ID, off, rpingInfoSize)
 }
 
 // rpingSendInfo SENDs the info in the send slot.
-func (s *dataSess) rpingSendInfo(info rpingInfo) error {
-	info.encode(s.qp.mem()[rpingSend : rpingSend+rpingInfoSize])
-	s.st.bytes += rpingInfoSize
-	return s.qp.postSend(dataWR{id: 100, op: verbs.OpSend, off: rpingSend, n: rpingInfoSize})
+func (s *Session) rpingSendInfo(info rpingInfo) error {
+	info.encode(s.qp.Mem()[rpingSend : rpingSend+rpingInfoSize])
+	s.st.Bytes += rpingInfoSize
+	return s.qp.PostSend(WR{ID: 100, Op: verbs.OpSend, Off: rpingSend, N: rpingInfoSize})
 }
 
 // rpingServer is rping -s: READ the client's start buffer, WRITE it back
 // to its RDMA buffer, until the client disconnects. It checks each ping's
 // data is the iteration's pattern.
-func rpingServer(ctx context.Context, s *dataSess) (bool, error) {
-	size := rpingSize(s.d)
-	buf := s.qp.mem()[rpingRDMA : rpingRDMA+size]
+func rpingServer(ctx context.Context, s *Session) (bool, error) {
+	size := rpingSize(s.cfg.Options)
+	buf := s.qp.Mem()[rpingRDMA : rpingRDMA+size]
 	want := make([]byte, size)
-	s.st.check = "pattern"
-	s.st.verified = true
+	s.st.Check = "pattern"
+	s.st.Verified = true
 	for ping := 0; ; ping++ {
 		src, err := s.rpingRecv(ctx)
 		if err != nil {
@@ -157,23 +157,21 @@ func rpingServer(ctx context.Context, s *dataSess) (bool, error) {
 			return false, fmt.Errorf("ping %d: the client's buffer is %d bytes, ours %d", ping, src.Size, size)
 		}
 		clear(buf)
-		if err := s.qp.postSend(dataWR{id: 200, op: verbs.OpRDMARead, off: rpingRDMA, n: int(src.Size), remoteAddr: src.Buf, rkey: src.RKey}); err != nil {
+		if err := s.qp.PostSend(WR{ID: 200, Op: verbs.OpRDMARead, Off: rpingRDMA, N: int(src.Size), RemoteAddr: src.Buf, RKey: src.RKey}); err != nil {
 			return false, err
 		}
 		if _, err := s.await(ctx, verbs.WCRDMARead); err != nil {
 			return false, err
 		}
-		s.st.reads++
-		s.st.bytes += int(src.Size)
+		s.st.Reads++
+		s.st.Bytes += int(src.Size)
 		got := buf[:src.Size]
 		rpingPattern(want[:src.Size], ping)
 		if !bytes.Equal(got, want[:src.Size]) {
-			s.st.verified = false
-			s.st.problem = fmt.Sprintf("ping %d: read %q, want %q", ping, cstring(got), cstring(want[:src.Size]))
+			s.st.Verified = false
+			s.st.Problem = fmt.Sprintf("ping %d: read %q, want %q", ping, cstring(got), cstring(want[:src.Size]))
 		}
-		if s.d.verbose {
-			s.print(report.New(report.DataPing, "").With("conn", s.num, "text", "server ping data: "+string(cstring(got))))
-		}
+		s.ping(got)
 		if err := s.rpingSendInfo(rpingInfo{}); err != nil { // go ahead
 			return false, err
 		}
@@ -185,92 +183,94 @@ func rpingServer(ctx context.Context, s *dataSess) (bool, error) {
 		if n > int(sink.Size) {
 			return false, fmt.Errorf("ping %d: the client's sink is %d bytes, the data %d", ping, sink.Size, n)
 		}
-		if err := s.qp.postSend(dataWR{id: 201, op: verbs.OpRDMAWrite, off: rpingRDMA, n: n, remoteAddr: sink.Buf, rkey: sink.RKey}); err != nil {
+		if err := s.qp.PostSend(WR{ID: 201, Op: verbs.OpRDMAWrite, Off: rpingRDMA, N: n, RemoteAddr: sink.Buf, RKey: sink.RKey}); err != nil {
 			return false, err
 		}
 		if _, err := s.await(ctx, verbs.WCRDMAWrite); err != nil {
 			return false, err
 		}
-		s.st.writes++
-		s.st.bytes += n
+		s.st.Writes++
+		s.st.Bytes += n
 		if err := s.rpingSendInfo(rpingInfo{}); err != nil { // go ahead
 			return false, err
 		}
-		s.st.iterations++
+		s.st.Iterations++
 	}
 }
 
 // rpingEnd ends the server's loop: a flush while waiting for the next
 // ping is the client's disconnect, which ends a complete run.
-func (s *dataSess) rpingEnd(err error, within bool) error {
-	if !errors.Is(err, errFlushed) {
+func (s *Session) rpingEnd(err error, within bool) error {
+	if !errors.Is(err, ErrFlushed) {
 		return err
 	}
-	s.st.peerDisconnect = true
+	s.st.PeerDisconnect = true
 	switch {
 	case within:
-		s.st.problem = fmt.Sprintf("the client disconnected within ping %d", s.st.iterations)
-	case s.d.count > 0 && s.st.iterations != s.d.count:
-		s.st.problem = fmt.Sprintf("%d pings, want %d", s.st.iterations, s.d.count)
-	case s.st.iterations == 0:
-		s.st.problem = "no ping"
+		s.st.Problem = fmt.Sprintf("the client disconnected within ping %d", s.st.Iterations)
+	case s.cfg.Count > 0 && s.st.Iterations != s.cfg.Count:
+		s.st.Problem = fmt.Sprintf("%d pings, want %d", s.st.Iterations, s.cfg.Count)
+	case s.st.Iterations == 0:
+		s.st.Problem = "no ping"
 	}
 	return nil
 }
 
 // rpingClient is rping -c -V -C N: N pings, each checked, then disconnect.
-func rpingClient(ctx context.Context, s *dataSess) (bool, error) {
-	size := rpingSize(s.d)
-	count := s.d.count
+func rpingClient(ctx context.Context, s *Session) (bool, error) {
+	size := rpingSize(s.cfg.Options)
+	count := s.cfg.Count
 	if count == 0 {
 		count = rpingClientCount
 	}
-	m := s.qp.mem()
-	start := m[rpingStart(s.d) : rpingStart(s.d)+size]
+	m := s.qp.Mem()
+	start := m[rpingStart(s.cfg.Options) : rpingStart(s.cfg.Options)+size]
 	sink := m[rpingRDMA : rpingRDMA+size]
-	s.st.check = "pattern"
-	s.st.verified = true
+	s.st.Check = "pattern"
+	s.st.Verified = true
 	for ping := range count {
 		rpingPattern(start, ping)
-		if err := s.rpingSendInfo(rpingInfo{Buf: s.qp.addr() + uint64(rpingStart(s.d)), RKey: s.qp.rkey(), Size: uint32(size)}); err != nil {
+		if err := s.rpingSendInfo(rpingInfo{Buf: s.qp.Addr() + uint64(rpingStart(s.cfg.Options)), RKey: s.qp.RKey(), Size: uint32(size)}); err != nil {
 			return false, err
 		}
 		if _, err := s.rpingRecv(ctx); err != nil { // the server read it
 			return false, fmt.Errorf("ping %d, waiting for the read: %w", ping, err)
 		}
-		if err := s.rpingSendInfo(rpingInfo{Buf: s.qp.addr() + rpingRDMA, RKey: s.qp.rkey(), Size: uint32(size)}); err != nil {
+		if err := s.rpingSendInfo(rpingInfo{Buf: s.qp.Addr() + rpingRDMA, RKey: s.qp.RKey(), Size: uint32(size)}); err != nil {
 			return false, err
 		}
 		if _, err := s.rpingRecv(ctx); err != nil { // the server wrote it back
 			return false, fmt.Errorf("ping %d, waiting for the write: %w", ping, err)
 		}
-		s.st.bytes += 2 * size // the server's READ and WRITE
+		s.st.Bytes += 2 * size // the server's READ and WRITE
 		if !bytes.Equal(start, sink) {
-			s.st.verified = false
-			s.st.problem = fmt.Sprintf("ping %d: data mismatch: %q came back for %q", ping, cstring(sink), cstring(start))
+			s.st.Verified = false
+			s.st.Problem = fmt.Sprintf("ping %d: data mismatch: %q came back for %q", ping, cstring(sink), cstring(start))
 		}
-		if s.d.verbose {
-			s.print(report.New(report.DataPing, "").With("conn", s.num, "text", "ping data: "+string(cstring(sink))))
-		}
-		s.st.iterations++
+		s.ping(sink)
+		s.st.Iterations++
 	}
 	return true, s.drainPendingSends(ctx)
 }
 
 // drainPendingSends waits until every SEND posted so far completed, so
 // that the disconnect does not flush one the peer has not acknowledged.
-func (s *dataSess) drainPendingSends(ctx context.Context) error {
-	if s.d.mode != "rping" {
-		return nil
-	}
+func (s *Session) drainPendingSends(ctx context.Context) error {
 	// rping posts one SEND per message: two per iteration.
-	for s.st.sent < 2*s.st.iterations {
+	for s.st.Sent < 2*s.st.Iterations {
 		if _, err := s.await(ctx, verbs.WCSend); err != nil {
 			return err
 		}
-		s.st.sent++
+		s.st.Sent++
 	}
 	return nil
+}
+
+// ping hands a ping's data to OnPing, as rping -v prints it.
+func (s *Session) ping(data []byte) {
+	if s.cfg.Verbose && s.cfg.OnPing != nil {
+		s.cfg.OnPing(cstring(data))
+	}
 }
 
 // cstring is b up to its first NUL.

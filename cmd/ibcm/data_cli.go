@@ -1,0 +1,299 @@
+package main
+
+// Data modes (--data): a real queue pair behind every connection of
+// `ibcm listen` and `ibcm connect`, speaking the data protocol of one of
+// rdma-core's librdmacm example programs (package rdmapeer), so that the
+// kernel-side program finishes its data phase against ibcm and exits 0.
+//
+// This file is the commands' side of it: the flags, the run's device, and
+// one session per connection with its IBCM-DATA line. The CM side is the
+// Manager's: it moves the QP to INIT, RTR and RTS before the REP
+// (passive) or the RTU (active), and to ERR on the peer's DREQ before the
+// DREP; the QP is destroyed only once the connection left TimeWait.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/report"
+	"github.com/ibcm/ibcm/rdmapeer"
+)
+
+// udpQKey is the Q_Key of rdma_cm's UDP port space (SIDR_REPs announce it).
+const udpQKey = rdmapeer.UDPQKey
+
+// dataOpts are the --data flags, shared by listen and connect.
+type dataOpts struct {
+	mode    string
+	count   int // -C: iterations (rping) or messages (ucmatose, udaddy); 0: the mode's default
+	size    int // -S: bytes per ping or message; 0: the mode's default
+	verbose bool
+}
+
+func (d *dataOpts) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.mode, "data", "", "run a data protocol over a real QP of the device (hw/verbs): rping, ucmatose, rdma (rdma_server/rdma_client), udaddy (SIDR, then UD), or qp (a QP per connection and no data, as cmtime)")
+	fs.IntVar(&d.count, "data-count", 0, "--data: rping iterations (-C; listen: 0 accepts any number), ucmatose and udaddy messages per connection (-C; default 10)")
+	fs.IntVar(&d.size, "data-size", 0, "--data: bytes per rping buffer (-S, default 64) or per ucmatose/udaddy message (-S, default 100)")
+	fs.BoolVar(&d.verbose, "data-verbose", false, "--data rping: print every ping's data, as rping -v does (IBCM-DATA-PING lines)")
+}
+
+func (d *dataOpts) options() rdmapeer.Options {
+	return rdmapeer.Options{Count: d.count, Size: d.size, Verbose: d.verbose}
+}
+
+// simDataDevice, when set (by tests), gives the simulated fabric a data
+// path; without it the data modes need a real device.
+var simDataDevice func() rdmapeer.Device
+
+// check validates the data flags against the transport.
+func (d *dataOpts) check(o *netOpts) error {
+	if d.mode == "" {
+		if d.count != 0 || d.size != 0 || d.verbose {
+			return errors.New("--data-count, --data-size and --data-verbose need --data")
+		}
+		return nil
+	}
+	p, ok := rdmapeer.Lookup(d.mode)
+	if !ok {
+		return fmt.Errorf("--data %q: want one of %s", d.mode, strings.Join(rdmapeer.Names(), ", "))
+	}
+	if o.transport == "sim" && simDataDevice == nil {
+		return fmt.Errorf("--data %s needs a real QP: --transport umad on an RDMA device (the simulated fabric carries CM MADs only)", d.mode)
+	}
+	if d.count < 0 || d.size < 0 {
+		return errors.New("--data-count and --data-size must be >= 0")
+	}
+	if d.verbose && d.mode != "rping" {
+		return errors.New("--data-verbose is for --data rping")
+	}
+	if err := p.Check(d.options()); err != nil {
+		return fmt.Errorf("--data %s: %w", d.mode, err)
+	}
+	return nil
+}
+
+// dataDevice is the run's device.
+type dataDevice struct{ rdmapeer.Device }
+
+func (d dataDevice) portInfo() cm.PortInfo { return d.PortInfo() }
+func (d dataDevice) close() error          { return d.Close() }
+
+// openDataDevice opens the device behind the endpoint (tests replace it
+// through simDataDevice).
+func openDataDevice(o *netOpts, ep *endpoint) (dataDevice, error) {
+	if o.transport == "sim" {
+		if simDataDevice == nil {
+			return dataDevice{}, errors.New("no data path on the simulated fabric")
+		}
+		return dataDevice{simDataDevice()}, nil
+	}
+	dev, err := rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: ep.device, Port: ep.portNum,
+		GID: wire.GID(ep.local.GID), GIDIndex: ep.local.GIDIndex})
+	return dataDevice{dev}, err
+}
+
+// dataMode is what the commands ask of the run's program.
+type dataMode struct {
+	prog *rdmapeer.Program
+	ud   bool            // SIDR and a UD QP instead of a connection
+	req  func(*wire.REQ) // the program's conn_param in an active REQ
+}
+
+// dataStats is what a data phase did, for its IBCM-DATA line.
+type dataStats = rdmapeer.Stats
+
+// dataSess is one connection's session.
+type dataSess struct {
+	*rdmapeer.Session
+	qp  rdmapeer.QP
+	num int
+}
+
+// dataRun is the data side of a listen or connect run: the device and the
+// sessions of its connections.
+type dataRun struct {
+	d    *dataOpts
+	mode *dataMode
+	dev  dataDevice
+	r    *netRun
+	mu   sync.Mutex
+	open int // sessions whose QP is not destroyed yet
+}
+
+// startData opens the device of a data mode; nil when --data is not set.
+func startData(o *netOpts, d *dataOpts, ep *endpoint) (*dataRun, error) {
+	if d.mode == "" {
+		return nil, nil
+	}
+	dev, err := openDataDevice(o, ep)
+	if err != nil {
+		return nil, fmt.Errorf("--data %s: %w", d.mode, err)
+	}
+	p, _ := rdmapeer.Lookup(d.mode)
+	return &dataRun{d: d, mode: &dataMode{prog: p, ud: p.UD(), req: p.AdjustREQ}, dev: dev}, nil
+}
+
+// watch feeds the device's async events to the Manager (COMM_EST stands in
+// for a lost RTU) and prints them.
+func (dr *dataRun) watch(ctx context.Context) {
+	go dr.dev.AsyncEvents(ctx, func(ev verbs.AsyncEvent) {
+		dr.r.verbose("QP-ASYNC", "event", ev.Type, "qpn", report.Hex(ev.QPN))
+		if ev.Type == verbs.EventCommEst {
+			if err := dr.r.mgr.CommEst(ctx, ev.QPN); err != nil {
+				dr.r.event(report.ErrorEvent, "msg", "comm-est: "+err.Error())
+			}
+		}
+	})
+}
+
+// session creates connection c's queue pair and posts what the program
+// needs posted before the CM message that lets the peer send.
+func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
+	cfg := rdmapeer.SessionConfig{Options: dr.d.options(), Num: c.num, Port: dr.r.mgr.Port()}
+	ping := "ping data"
+	if role == "client" {
+		cfg.Role = rdmapeer.Client
+	} else {
+		ping = "server ping data"
+	}
+	cfg.OnPing = func(data []byte) {
+		dr.r.out.rec(report.New(report.DataPing, "").With("conn", c.num, "text", ping+": "+string(data)))
+	}
+	s, err := dr.mode.prog.Open(dr.dev, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if dr.mode.ud {
+		if err := s.UDReady(); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	dr.mu.Lock()
+	dr.open++
+	dr.mu.Unlock()
+	return &dataSess{Session: s, qp: s.QP(), num: c.num}, nil
+}
+
+// run is the data phase of an established connection, its disconnect, and
+// the destruction of its QP after TimeWait. It replaces netRun.hold.
+func (dr *dataRun) run(ctx context.Context, c *connRec, conn *cm.Conn, s *dataSess, hold bool) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	disconnect, err := s.Run(dctx)
+	dr.report(c, s, err)
+	if disconnect || err != nil && !errors.Is(err, rdmapeer.ErrFlushed) {
+		dr.r.hold(ctx, c, conn, 0)
+	} else if hold {
+		dr.r.hold(ctx, c, conn, -1)
+	}
+	dr.destroy(ctx, c, s, conn)
+}
+
+// report prints the data phase's summary and records it for the result.
+func (dr *dataRun) report(c *connRec, s *dataSess, err error) {
+	st := s.Finish(err)
+	dr.r.mu.Lock()
+	c.data = st
+	dr.r.mu.Unlock()
+	// --data qp moves no data: its line would say only that; the result
+	// line counts the connections (with --events it is printed anyway).
+	if dr.d.mode != "qp" || dr.r.o.events || st.Problem != "" {
+		dr.r.out.rec(dataRecord(dr.d.mode, s, st))
+	}
+}
+
+// dataRecord is the machine-readable summary of a data phase.
+func dataRecord(mode string, s *dataSess, st *dataStats) *report.Record {
+	b := report.New(report.Data, mode).With("conn", s.num, "role", s.Role().String(), "qpn", report.Hex(s.qp.QPN()), "sent", st.Sent, "recv", st.Recv)
+	if mode == "rping" {
+		b.With("iterations", st.Iterations, "reads", st.Reads, "writes", st.Writes)
+	}
+	b.With("bytes", st.Bytes, "verified", st.Verified, "check", st.Check)
+	if st.Problem != "" {
+		b.Add("problem", st.Problem)
+	}
+	return b
+}
+
+// destroy waits for the connection to leave TimeWait (stale packets of it
+// may still arrive until then) and destroys its QP.
+func (dr *dataRun) destroy(ctx context.Context, c *connRec, s *dataSess, conn *cm.Conn) {
+	if conn != nil {
+		select {
+		case <-conn.TimeWaitExit():
+		case <-ctx.Done():
+			return // the device's Close takes it, after the Manager's
+		}
+	}
+	qpn := s.qp.QPN()
+	if err := s.Close(); err != nil {
+		dr.r.connEvent(c, report.ErrorEvent, "msg", "destroy QP: "+err.Error())
+		return
+	}
+	dr.mu.Lock()
+	dr.open--
+	dr.mu.Unlock()
+	after := "timewait-exit"
+	switch {
+	case dr.mode.ud:
+		after = "data" // UD: no connection, no TimeWait
+	case conn == nil:
+		after = "attempt-ended"
+	}
+	dr.r.connEvent(c, "QP-DESTROYED", "qpn", report.Hex(qpn), "after", after)
+}
+
+// close closes the device once the Manager is closed and reports what was
+// left open.
+func (dr *dataRun) close() {
+	dr.mu.Lock()
+	left := dr.open
+	dr.mu.Unlock()
+	live := dr.dev.Live()
+	err := dr.dev.Close()
+	var msg []report.Field
+	if err != nil {
+		msg = append(msg, report.F("error", err))
+	}
+	dr.r.event("DATA-DEVICE-CLOSED", "qps-left", left, "objects-left", live, msg)
+}
+
+// dataProblem says how connection c's data phase failed, or "". The
+// run's r.mu must be held.
+func (c *connRec) dataProblem() string {
+	switch {
+	case c.data == nil && c.estab:
+		return fmt.Sprintf("conn %d: no data phase", c.num)
+	case c.data != nil && !c.data.Verified:
+		p := c.data.Problem
+		if p == "" {
+			p = "not verified"
+		}
+		return fmt.Sprintf("conn %d: data: %s", c.num, p)
+	}
+	return ""
+}
+
+// failConn records that connection c failed outside the CM and says why.
+func (r *netRun) failConn(c *connRec, msg string) {
+	r.mu.Lock()
+	c.err = msg
+	r.mu.Unlock()
+	r.connEvent(c, report.ErrorEvent, "msg", msg)
+}
+
+// dataDesc names the data mode on the READY line.
+func dataDesc(o *netOpts) []report.Field {
+	if o.data.mode == "" {
+		return nil
+	}
+	return []report.Field{report.F("data", o.data.mode)}
+}

@@ -1,0 +1,120 @@
+package main
+
+// --data udaddy on the commands' side: the SIDR exchange of each UD
+// session (package rdmapeer runs the UD data on it).
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/report"
+	"github.com/ibcm/ibcm/rdmapeer"
+)
+
+// udaddyListen answers --count SIDR_REQs (0: until accept ends), each with
+// a UD QP of its own, and runs the server side on it under ctx: a stop that
+// ends accept lets the session under way finish its last sends (the
+// client may have its replies before their completions came here).
+func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Listener) int {
+	n := 0
+	for r.o.count == 0 || n < r.o.count {
+		sr, err := l.AcceptSIDR(accept)
+		if err != nil {
+			break
+		}
+		n++
+		r.mu.Lock()
+		c := r.newConn(0)
+		c.sidr = true
+		c.refs++
+		r.mu.Unlock()
+		q := sr.Request()
+		var ipcm []report.Field
+		if h, err := sidrIPCM(q); err == nil {
+			ipcm = append(ipcm, report.F("ipcm", ipcmString(h, uint16(q.ServiceID))))
+		}
+		r.connEvent(c, "SIDR-REQ-RECEIVED", "from", addrString(sr.From()), "sid", report.Hex(q.ServiceID), ipcm)
+		s, err := dr.session(c, "server")
+		if err != nil {
+			r.failConn(c, "UD QP: "+err.Error())
+			_ = sr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+			r.unref(c)
+			continue
+		}
+		c.qpn = s.qp.QPN()
+		if err := sr.Reply(ctx, &cm.SIDRReplyParams{QPN: s.qp.QPN(), QKey: udpQKey}); err != nil {
+			r.failConn(c, "SIDR reply: "+err.Error())
+			dr.destroy(ctx, c, s, nil)
+			r.unref(c)
+			continue
+		}
+		r.connEvent(c, "SIDR-REP-SENT", "qpn", report.Hex(s.qp.QPN()), "qkey", report.Hex(udpQKey))
+		err = s.UDServer(ctx)
+		dr.report(c, s, err)
+		dr.destroy(ctx, c, s, nil)
+		r.unref(c)
+	}
+	return n
+}
+
+// udaddyConnect resolves the service --count times, one UD QP each, and
+// runs the client side on each.
+// A SIDR_REP refusing the service is retried every 0.5 s until
+// waitListener has passed (nobody listens yet).
+func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration) {
+	deadline := time.Now().Add(waitListener)
+	for k := 1; k <= r.o.count && ctx.Err() == nil; k++ {
+		r.mu.Lock()
+		c := r.newConn(0)
+		c.sidr = true
+		r.mu.Unlock()
+		s, err := dr.session(c, "client")
+		if err != nil {
+			r.failConn(c, "UD QP: "+err.Error())
+			continue
+		}
+		c.qpn = s.qp.QPN()
+		var pd []byte
+		if hdr != nil {
+			h := *hdr
+			h.SrcPort = uint16(40000 + rand.IntN(20000))
+			pd = make([]byte, wire.IPCMHeaderSize)
+			if err := h.Encode(pd); err != nil {
+				r.failConn(c, "IP CM header: "+err.Error())
+				dr.destroy(ctx, c, s, nil)
+				continue
+			}
+		}
+		r.connEvent(c, "SIDR-REQ-SENT", "sid", report.Hex(r.o.sid), "qpn", report.Hex(s.qp.QPN()), "to", addrString(to))
+		rep, err := r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
+			Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
+		for sidrErr := (*cm.SIDRError)(nil); errors.As(err, &sidrErr) && time.Now().Before(deadline) && ctx.Err() == nil; {
+			r.connEvent(c, "RETRY", "sidr-status", uint8(sidrErr.Status), "status-name", sidrErr.Status, "text", "nobody serves it yet; retrying")
+			sleepCtx(ctx, 500*time.Millisecond)
+			rep, err = r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
+				Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
+		}
+		if err != nil {
+			r.failConn(c, "SIDR: "+err.Error())
+			dr.destroy(ctx, c, s, nil)
+			continue
+		}
+		r.connEvent(c, "SIDR-REP-RECEIVED", "status", uint8(rep.Status), "qpn", report.Hex(rep.QPN), "qkey", report.Hex(rep.QKey))
+		err = s.UDClient(ctx, rdmapeer.UDDestOf(rep, to, r.mgr.Port()))
+		dr.report(c, s, err)
+		dr.destroy(ctx, c, s, nil)
+	}
+}
+
+// sidrIPCM decodes the IP CM header at the start of a SIDR_REQ's private
+// data (rdma_cm's UDP port space).
+func sidrIPCM(q *wire.SIDRReq) (wire.IPCMHeader, error) {
+	var h wire.IPCMHeader
+	err := h.Decode(q.PrivateData[:wire.IPCMHeaderSize])
+	return h, err
+}

@@ -1,0 +1,208 @@
+package rdmapeer
+
+// udaddy: rdma-core's udaddy (librdmacm/examples/udaddy.c), both roles:
+// SIDR resolution, then UD messages.
+//
+// The client resolves the service (RDMA_PS_UDP port space: SIDR_REQ with
+// the IP CM header; SIDR_REP with the server's QPN and Q_Key) and SENDs
+// -C messages (default 10) of -S bytes (default 100) WITH_IMM, the
+// immediate data being its own QPN; the server, whose receives (GRH + -S
+// bytes each) are posted before it answers the SIDR_REQ, builds the reply
+// address from the first completion and its GRH, and SENDs as many
+// messages back to the QPN in the immediate data. Both use the Q_Key
+// 0x01234567 (RDMA_UDP_QKEY). UD has no connection and no TimeWait: the QP
+// is destroyed after the data.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/hw/verbs"
+)
+
+const (
+	// UDPQKey is RDMA_UDP_QKEY, the Q_Key of rdma_cm's UDP port space.
+	UDPQKey = 0x01234567
+	// GRHSize is the room a UD receive keeps for the packet's GRH.
+	GRHSize     = 40
+	udaddyCount = 10
+	udaddySize  = 100
+)
+
+func udaddySlot(o Options) int { return GRHSize + msgSize(o, udaddySize) }
+func udaddySend(o Options) int { return msgCount(o, udaddyCount) * udaddySlot(o) }
+
+func init() {
+	register(&Program{
+		name: "udaddy",
+		ud:   true,
+		check: func(o Options) error {
+			if msgSize(o, udaddySize) > 4096 {
+				return fmt.Errorf("size %d: a UD message fits one MTU", o.Size)
+			}
+			return nil
+		},
+		layout: func(o Options) QPConfig {
+			n := msgCount(o, udaddyCount)
+			return QPConfig{UD: true, MemSize: udaddySend(o) + msgSize(o, udaddySize), SendDepth: n, RecvDepth: n, Access: qpattr.LocalWrite}
+		},
+		prepare: func(s *Session) error {
+			for i := range msgCount(s.cfg.Options, udaddyCount) {
+				if err := s.qp.PostRecv(uint64(i), i*udaddySlot(s.cfg.Options), udaddySlot(s.cfg.Options)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+}
+
+// UDReady moves the session's UD QP to RTS: UD needs no peer, only its
+// Q_Key.
+func (s *Session) UDReady() error {
+	steps := []qpattr.Attr{
+		{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskPKeyIndex | qpattr.MaskPort | qpattr.MaskQKey, PortNum: s.cfg.Port.Num, QKey: UDPQKey},
+		{State: qpattr.RTR, Mask: qpattr.MaskState},
+		{State: qpattr.RTS, Mask: qpattr.MaskState | qpattr.MaskSQPSN, SQPSN: rand.Uint32() & 0xffffff},
+	}
+	for _, a := range steps {
+		if err := s.qp.Modify(a); err != nil {
+			return fmt.Errorf("UD QP to %s: %w", a.State, err)
+		}
+	}
+	return nil
+}
+
+// UDDestOf is where a client sends after a SIDR_REP: the QPN and Q_Key it
+// announced, at the address the SIDR_REQ went to, from the local port.
+func UDDestOf(rep *wire.SIDRRep, to transport.Addr, port cm.PortInfo) *UDDest {
+	d := &UDDest{QPN: rep.QPN, QKey: rep.QKey, AH: qpattr.AH{IsGlobal: port.RoCE || to.GRH, DLID: to.LID, PortNum: port.Num,
+		GRH: qpattr.GRH{DGID: qpattr.GID(to.GID), SGIDIndex: port.GIDIndex, HopLimit: 64}}}
+	if port.RoCE {
+		d.AH.DLID = 0
+	}
+	return d
+}
+
+// AHFromGRH is the address of the sender of a UD message, as
+// ibv_create_ah_from_wc builds it: the source of the packet's GRH as the
+// destination GID (on RoCE v2 over IPv4 the last 20 of the 40 GRH bytes
+// are the IPv4 header: the GID is ::ffff:source), the local GID index, and
+// the completion's source LID and SL.
+func AHFromGRH(grh []byte, wc verbs.WC, port, sgidIndex uint8) (qpattr.AH, error) {
+	if len(grh) < GRHSize || wc.Flags&verbs.WCGRH == 0 {
+		return qpattr.AH{}, fmt.Errorf("a UD receive without a GRH (flags %#x)", uint32(wc.Flags))
+	}
+	ah := qpattr.AH{IsGlobal: true, DLID: wc.SLID, SL: wc.SL, PortNum: port,
+		GRH: qpattr.GRH{SGIDIndex: sgidIndex, HopLimit: 0xff}}
+	if ip := grh[20:]; ip[0]>>4 == 4 {
+		src := netip.AddrFrom4([4]byte(ip[12:16]))
+		ah.GRH.DGID = qpattr.GID(netip.AddrFrom16(src.As16()).As16())
+		ah.GRH.TrafficClass = ip[1]
+		return ah, nil
+	}
+	if grh[0]>>4 != 6 {
+		return qpattr.AH{}, fmt.Errorf("GRH of IP version %d", grh[0]>>4)
+	}
+	copy(ah.GRH.DGID[:], grh[8:24])
+	ah.GRH.TrafficClass = grh[0]<<4 | grh[1]>>4
+	ah.GRH.FlowLabel = uint32(grh[1]&0xf)<<16 | uint32(grh[2])<<8 | uint32(grh[3])
+	return ah, nil
+}
+
+// udSend SENDs the send slot n times WITH_IMM (our QPN) to dest and waits
+// for the completions.
+func (s *Session) udSend(ctx context.Context, dest *UDDest) error {
+	o := s.cfg.Options
+	n, size := msgCount(o, udaddyCount), msgSize(o, udaddySize)
+	for i := range n {
+		if err := s.qp.PostSend(WR{ID: uint64(1000 + i), Op: verbs.OpSendWithImm, Off: udaddySend(o), N: size,
+			Imm: s.qp.QPN(), Dest: dest}); err != nil {
+			return err
+		}
+	}
+	s.st.Bytes += n * size
+	return s.drainSendsTo(ctx, n)
+}
+
+// udRecv waits for message i; it checks its size and that the immediate
+// data is the sender's QPN (want, when known).
+func (s *Session) udRecv(ctx context.Context, i int, want uint32) (verbs.WC, error) {
+	o := s.cfg.Options
+	wc, err := s.await(ctx, verbs.WCRecv)
+	if err != nil {
+		return wc, fmt.Errorf("message %d of %d: %w", i+1, msgCount(o, udaddyCount), err)
+	}
+	s.st.Recv++
+	s.st.Bytes += int(wc.ByteLen) - GRHSize
+	switch {
+	case int(wc.ByteLen) != udaddySlot(o):
+		s.st.Problem = fmt.Sprintf("message %d: %d bytes with the GRH, want %d", i+1, wc.ByteLen, udaddySlot(o))
+	case wc.Flags&verbs.WCWithImm == 0 || wc.Imm != wc.SrcQP:
+		s.st.Problem = fmt.Sprintf("message %d: immediate data %#x (flags %#x), not the sender's QPN %#x", i+1, wc.Imm, uint32(wc.Flags), wc.SrcQP)
+	case want != 0 && wc.SrcQP != want:
+		s.st.Problem = fmt.Sprintf("message %d from QP %#x, want %#x", i+1, wc.SrcQP, want)
+	}
+	return wc, nil
+}
+
+// UDServer is udaddy's server once it answered the SIDR_REQ with the
+// session's QPN: it receives the client's messages, then answers each.
+func (s *Session) UDServer(ctx context.Context) error {
+	o := s.cfg.Options
+	s.st.Check = "size+imm"
+	var dest *UDDest
+	for i := range msgCount(o, udaddyCount) {
+		wc, err := s.udRecv(ctx, i, 0)
+		if err != nil {
+			return err
+		}
+		if dest == nil {
+			off := int(wc.ID) * udaddySlot(o)
+			ah, err := AHFromGRH(s.qp.Mem()[off:off+GRHSize], wc, s.cfg.Port.Num, s.cfg.Port.GIDIndex)
+			if err != nil {
+				return err
+			}
+			dest = &UDDest{AH: ah, QPN: wc.Imm, QKey: UDPQKey}
+			copy(s.qp.Mem()[udaddySend(o):], s.qp.Mem()[off+GRHSize:off+udaddySlot(o)])
+		}
+	}
+	if err := s.udSend(ctx, dest); err != nil {
+		return err
+	}
+	s.st.Verified = s.st.Problem == ""
+	return nil
+}
+
+// UDClient is udaddy's client once the SIDR_REP came: it sends its
+// messages to dest, then waits for the server's replies.
+func (s *Session) UDClient(ctx context.Context, dest *UDDest) error {
+	o := s.cfg.Options
+	n, size := msgCount(o, udaddyCount), msgSize(o, udaddySize)
+	fillPattern(s.qp.Mem()[udaddySend(o):udaddySend(o)+size], byte(s.cfg.Num))
+	s.st.Check = "size+imm"
+	if dest.QKey != UDPQKey {
+		s.st.Problem = fmt.Sprintf("the SIDR_REP's Q_Key is %#x, not RDMA_UDP_QKEY", dest.QKey)
+	}
+	if err := s.udSend(ctx, dest); err != nil {
+		return err
+	}
+	// udaddy's server answers once it has all of ours: give its replies
+	// the time a slow peer needs, bounded.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i := range n {
+		if _, err := s.udRecv(rctx, i, dest.QPN); err != nil {
+			return err
+		}
+	}
+	s.st.Verified = s.st.Problem == ""
+	return nil
+}
