@@ -580,11 +580,15 @@ func (e *Engine) capWait(d time.Duration) time.Duration {
 	return d
 }
 
-// timeWait is the TimeWait length of c: the path's Local ACK Timeout
-// (≈ 2 × packet life time + ACK delay), at least Config.MinTimeWait.
-func (e *Engine) timeWait(c *conn) time.Duration {
-	return max(wire.TimeoutDuration(c.ackTO), e.cfg.MinTimeWait)
+// TimeWait is the TimeWait length of a connection whose primary path has
+// the Local ACK Timeout ackTimeout (≈ 2 × packet life time + ACK delay):
+// 4.096 µs × 2^ackTimeout, at least MinTimeWait.
+func (cfg *Config) TimeWait(ackTimeout uint8) time.Duration {
+	return max(wire.TimeoutDuration(ackTimeout), cfg.MinTimeWait)
 }
+
+// timeWait is the TimeWait length of c.
+func (e *Engine) timeWait(c *conn) time.Duration { return e.cfg.TimeWait(c.ackTO) }
 
 type lapStep struct {
 	from, to LAPState

@@ -273,7 +273,6 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		}
 		r.mu.Lock()
 		c := r.newConn(qpn)
-		c.ackTO = p.REQ.PrimaryLocalAckTimeout
 		r.next = c
 		reuse := r.qpnReuse(c)
 		r.mu.Unlock()
@@ -335,16 +334,16 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 func (r *netRun) qpnReuse(c *connRec) []report.Field {
 	for i := len(r.conns) - 2; i >= 0; i-- {
 		p := r.conns[i]
-		if p.qpn != c.qpn || !p.estab {
+		if p.qpn != c.qpn || !p.established() {
 			continue
 		}
 		of := report.F("qpn-reuse-of", "conn"+strconv.Itoa(p.num))
 		switch {
-		case p.twExit:
+		case p.seen.has(cm.EventTimeWaitExit):
 			return []report.Field{of, report.F("prev", "ended")}
-		case p.timewait:
+		case p.inTimeWait():
 			return []report.Field{of, report.F("prev", "TIMEWAIT"), report.F("since-timewait", report.Seconds(time.Since(p.twAt))+"s"),
-				report.F("timewait", report.Seconds(wire.TimeoutDuration(p.ackTO))+"s")}
+				report.F("timewait", report.Seconds(r.timeWait(p))+"s")}
 		default:
 			return []report.Field{of, report.F("prev", "ESTABLISHED")}
 		}

@@ -270,7 +270,7 @@ func (dr *dataRun) close() {
 // run's r.mu must be held.
 func (c *connRec) dataProblem() string {
 	switch {
-	case c.data == nil && c.estab:
+	case c.data == nil && c.established():
 		return fmt.Sprintf("conn %d: no data phase", c.num)
 	case c.data != nil && !c.data.Verified:
 		p := c.data.Problem

@@ -397,108 +397,6 @@ func (l *lineOut) close() {
 	<-l.done
 }
 
-// connRec is what a run knows about one of its connections. Guarded by
-// netRun.mu.
-type connRec struct {
-	num       int
-	idx       int // its place in netRun.conns
-	conn      *cm.Conn
-	id        cm.CommID // the id its events name (netRun.byID)
-	qpn       uint32
-	ackTO     uint8 // Local ACK Timeout: TimeWait length
-	estab     bool
-	dreqSent  bool
-	drepRcvd  bool
-	dreqRcvd  bool
-	drepSent  bool
-	dreqLost  bool // our DREQ's retries ran out
-	staleDREQ bool // found stale: DREQ sent, straight into TimeWait
-	rejEstab  bool // a REJ ended the established connection
-	timewait  bool
-	twAt      time.Time
-	twExit    bool
-	rejReason int // REJ received (connect) or sent (listen); -1: none
-	timedOut  bool
-	err       string
-	estabAt   time.Time
-	sidr      bool       // --data udaddy: a SIDR exchange, no connection
-	data      *dataStats // --data: what the data phase did
-	// answered, when set, is closed once the REP is queued or Accept
-	// has failed (see listenMain).
-	answered chan struct{}
-	// refs counts what still needs the record (--count 0): its id until
-	// the Manager frees it, and the goroutine that serves the connection.
-	// At 0 the run lets the record go (netRun.unrefLocked).
-	refs   int
-	folded bool // its outcome is in netRun.ended
-}
-
-// answer closes c.answered, once. r.mu must be held.
-func (c *connRec) answer() {
-	if c.answered != nil {
-		close(c.answered)
-		c.answered = nil
-	}
-}
-
-// held says how long the connection was established.
-func (c *connRec) held() report.Field {
-	if !c.estab {
-		return report.F("held", "none")
-	}
-	return report.F("held", report.Seconds(time.Since(c.estabAt))+"s")
-}
-
-// connCounts are the summary line's counts of connections.
-type connCounts struct{ estab, ended, rej, to, tw int }
-
-func (k *connCounts) add(c *connRec) {
-	switch o := c.outcome(); {
-	case c.rejReason >= 0:
-		k.rej++
-	case c.timedOut:
-		k.to++
-	case c.timewait || c.dreqRcvd && c.drepSent || strings.HasSuffix(o, "disconnect"):
-		k.ended++
-	case c.estab:
-		k.estab++
-	}
-	if c.timewait && !c.twExit {
-		k.tw++
-	}
-}
-
-// outcome classifies a finished connection.
-func (c *connRec) outcome() string {
-	switch {
-	case c.sidr && c.err == "":
-		return "sidr"
-	case c.rejReason >= 0:
-		return "rej:" + strconv.Itoa(c.rejReason)
-	case c.dreqRcvd && !c.dreqSent && c.drepSent:
-		// Also a DREQ that overtook the RTU (REP_SENT → DREQ_RCVD): the
-		// peer had established.
-		return "peer-disconnect"
-	case c.estab && c.staleDREQ:
-		return "stale-disconnect"
-	case c.estab && c.rejEstab:
-		return "rejected-after-rtu"
-	case c.estab && c.dreqSent && c.drepRcvd:
-		return "local-disconnect"
-	case c.estab && c.dreqSent && c.dreqRcvd && c.drepSent:
-		return "crossed-disconnect"
-	case c.estab && c.dreqLost:
-		return "dreq-timeout"
-	case c.estab:
-		return "established-unfinished"
-	case c.timedOut:
-		return "timeout"
-	case c.err != "":
-		return "error"
-	}
-	return "none"
-}
-
 // netRun is one listen or connect run: the Manager, the printer of its
 // events and the connections' records.
 type netRun struct {
@@ -506,6 +404,7 @@ type netRun struct {
 	out     *lineOut
 	ep      *endpoint
 	mgr     *cm.Manager
+	engine  engine.Config // the Manager's
 	start   time.Time
 	want    []string // --expect, one outcome per connection, the last repeating
 	mu      sync.Mutex
@@ -689,7 +588,7 @@ func (r *netRun) fold(c *connRec) {
 	if w := r.want[min(c.num-1, len(r.want)-1)]; !outcomeMatches(w, o) {
 		r.problem(&e.problems, fmt.Sprintf("conn %d: %s, want %s", c.num, o, w))
 	}
-	if r.o.waitTimeWait && c.timewait && !c.twExit {
+	if r.o.waitTimeWait && c.inTimeWait() {
 		r.problem(&e.problems, fmt.Sprintf("conn %d: TimeWait did not end", c.num))
 	}
 	if r.data != nil {
@@ -733,6 +632,7 @@ func (r *netRun) startManager() error {
 	if r.data != nil {
 		cfg.Port = r.data.dev.portInfo()
 	}
+	r.engine = cfg.Engine
 	m, err := cm.NewManager(r.ep.tr, cfg)
 	if err != nil {
 		return err
@@ -756,123 +656,6 @@ func (r *netRun) traceStep(s engine.TraceStep) {
 	r.out.rec(rec.With("id", report.Hex(uint32(s.ID)), "input", s.Event, "state", s.From, "next", s.To, "cell", s.Kind))
 }
 
-// onEvent runs on the Manager's goroutine for every step of every
-// connection: it updates the connection's record and prints its line.
-func (r *netRun) onEvent(ev cm.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.byConn[ev.Conn]
-	if c == nil && ev.Conn != nil {
-		switch {
-		case ev.Kind == cm.EventREQSent && r.next != nil:
-			c, r.next = r.next, nil
-		case ev.Kind == cm.EventREQReceived && r.passiv && (r.o.count == 0 || r.made < r.o.count):
-			c = r.newConn(0)
-		}
-		if c != nil {
-			c.conn, c.id = ev.Conn, ev.ID
-			r.byConn[ev.Conn] = c
-			r.byID[ev.ID] = c
-			if r.o.count == 0 {
-				c.refs++
-				go r.unrefAtExit(c, ev.Conn)
-			}
-		}
-	}
-	if c == nil {
-		return
-	}
-	id := uint32(ev.ID)
-	switch ev.Kind {
-	case cm.EventREQReceived:
-		q := ev.Conn.REQ()
-		c.ackTO = q.PrimaryLocalAckTimeout
-		if !r.o.events {
-			return
-		}
-		r.connEvent(c, "REQ-RECEIVED", "id", report.Hex(id), "from", addrString(ev.From), "remote-id", report.Hex(q.LocalCommID),
-			"remote-qpn", report.Hex(q.LocalQPN), "remote-guid", report.Hex(q.LocalCAGUID), "sid", report.Hex(q.ServiceID), reqIPCM(q))
-	case cm.EventMRAReceived:
-		r.connEvent(c, "MRA-RECEIVED", "id", report.Hex(id))
-	case cm.EventMRASent:
-		r.connEvent(c, "MRA-SENT", "id", report.Hex(id))
-	case cm.EventEstablished:
-		c.estab, c.estabAt = true, time.Now()
-		if !r.o.events {
-			return
-		}
-		cn := ev.Conn
-		remoteID := cn.REP().LocalCommID
-		if !cn.Active() {
-			remoteID = cn.REQ().LocalCommID
-		}
-		r.connEvent(c, "ESTABLISHED", "id", report.Hex(id), "remote-id", report.Hex(remoteID), "qpn", report.Hex(cn.LocalQPN()),
-			"remote-qpn", report.Hex(cn.RemoteQPN()), "remote-guid", report.Hex(cn.RemoteGUID()))
-	case cm.EventRejected:
-		if c.estab {
-			// The peer still waited for our RTU (lost, or overtaken by a
-			// later message) and gave up, or found it stale.
-			c.rejEstab = true
-			r.connEvent(c, "REJ-RECEIVED", "id", report.Hex(id), "state", "ESTABLISHED", "stale", ev.Reason == wire.RejectStaleConn)
-			return
-		}
-		c.rejReason = int(ev.Reason)
-		r.connEvent(c, "REJECTED", reasonFields(ev.Reason), "stale", ev.Reason == wire.RejectStaleConn)
-	case cm.EventRejectSent:
-		c.rejReason = int(ev.Reason)
-		r.connEvent(c, "REJECT-SENT", reasonFields(ev.Reason))
-	case cm.EventTimedOut:
-		if c.estab && c.dreqSent {
-			c.dreqLost = true
-			r.connEvent(c, "DISCONNECTED", dreqLostFields)
-			return
-		}
-		c.timedOut = true
-		r.connEvent(c, "TIMEOUT", "retries", r.o.retries, "id", report.Hex(id))
-	case cm.EventStale:
-		if c.estab {
-			// A REQ or REP reused the connection's QPN: DREQ, and
-			// straight into TimeWait (12.9.8.3.1).
-			c.staleDREQ = true
-			r.connEvent(c, "DREQ-SENT", "id", report.Hex(id), "cause", "stale")
-			r.connEvent(c, "DISCONNECTED", "by", "local", "cause", "stale", c.held())
-		}
-	case cm.EventREPSent:
-		c.answer()
-	case cm.EventDREQSent:
-		c.dreqSent = true
-		r.connEvent(c, "DREQ-SENT", "id", report.Hex(id))
-	case cm.EventDisconnected:
-		if ev.Msg != nil && ev.Msg.AttrID == wire.AttrDREP {
-			c.drepRcvd = true
-			r.connEvent(c, "DREP-RECEIVED", "id", report.Hex(id))
-			r.connEvent(c, "DISCONNECTED", "by", "local", c.held())
-		} else if ev.Msg == nil {
-			c.dreqLost = true
-			r.connEvent(c, "DISCONNECTED", dreqLostFields)
-		}
-	case cm.EventDREQReceived:
-		c.dreqRcvd = true
-		r.connEvent(c, "DREQ-RECEIVED", "id", report.Hex(id))
-	case cm.EventDREPSent:
-		c.drepSent = true
-		by := "peer"
-		if c.dreqSent {
-			by = "both"
-		}
-		r.connEvent(c, "DREP-SENT", "id", report.Hex(id))
-		r.connEvent(c, "DISCONNECTED", "by", by, c.held())
-	case cm.EventTimeWait:
-		c.timewait, c.twAt = true, time.Now()
-		r.connEvent(c, "TIMEWAIT", "id", report.Hex(id), "for", wire.TimeoutDuration(c.ackTO).Round(time.Millisecond))
-		r.signal()
-	case cm.EventTimeWaitExit:
-		c.twExit = true
-		r.connEvent(c, "TIMEWAIT-EXIT", "id", report.Hex(id), "after", report.Seconds(time.Since(c.twAt))+"s")
-		r.signal()
-	}
-}
-
 // waitTimeWait waits until every connection that entered TimeWait left it
 // (bounded by its TimeWait length plus slack, and ctx).
 func (r *netRun) waitTimeWait(ctx context.Context) {
@@ -884,9 +667,9 @@ func (r *netRun) waitTimeWait(ctx context.Context) {
 		var latest time.Time
 		pending := 0
 		for _, c := range r.conns {
-			if c.timewait && !c.twExit {
+			if c.inTimeWait() {
 				pending++
-				if end := c.twAt.Add(wire.TimeoutDuration(c.ackTO) + 2*time.Second); end.After(latest) {
+				if end := c.twAt.Add(r.timeWait(c) + 2*time.Second); end.After(latest) {
 					latest = end
 				}
 			}
@@ -999,14 +782,6 @@ func verdict(ok bool) string {
 	}
 	return "FAIL"
 }
-
-// reasonFields are a REJ reason's fields: its number and name.
-func reasonFields(reason wire.RejectReason) []report.Field {
-	return []report.Field{report.F("reason", uint16(reason)), report.F("reason-name", reason)}
-}
-
-// dreqLostFields end the DISCONNECTED line of a DREQ that had no answer.
-var dreqLostFields = []report.Field{{Key: "by", Value: "local"}, {Key: "drep", Value: "none"}, {Key: "why", Value: "DREQ retries ran out"}}
 
 func parseExpect(s string) ([]string, error) {
 	var out []string
