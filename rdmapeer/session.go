@@ -141,7 +141,7 @@ func (s *Session) Close() error {
 
 func (s *Session) arrive() {
 	if s.cfg.Group != nil {
-		s.arrived.Do(s.cfg.Group.done)
+		s.arrived.Do(s.cfg.Group.Done)
 	}
 }
 
@@ -203,8 +203,9 @@ func NewGroup(n int) *Group {
 	return g
 }
 
-// done counts one connection as up, or as never to come.
-func (g *Group) done() {
+// Done counts one connection as up, or as never to come (a session's Run
+// and Close count it themselves).
+func (g *Group) Done() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.left--; g.left == 0 {

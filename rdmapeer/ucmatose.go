@@ -31,7 +31,8 @@ func ucmatoseSend(o Options) int { return msgCount(o, ucmatoseCount) * msgSize(o
 
 func init() {
 	register(&Program{
-		name: "ucmatose",
+		name:      "ucmatose",
+		allAtOnce: true,
 		layout: func(o Options) QPConfig {
 			n := msgCount(o, ucmatoseCount)
 			return QPConfig{MemSize: ucmatoseSend(o) + msgSize(o, ucmatoseSize), SendDepth: n, RecvDepth: n, Access: qpattr.LocalWrite}

@@ -125,6 +125,9 @@ type dataRun struct {
 	r    *netRun
 	mu   sync.Mutex
 	open int // sessions whose QP is not destroyed yet
+	// group holds the servers of a program that sends only once all
+	// its connections are up (listen --count N).
+	group *rdmapeer.Group
 }
 
 // startData opens the device of a data mode; nil when --data is not set.
@@ -137,7 +140,11 @@ func startData(o *netOpts, d *dataOpts, ep *endpoint) (*dataRun, error) {
 		return nil, fmt.Errorf("--data %s: %w", d.mode, err)
 	}
 	p, _ := rdmapeer.Lookup(d.mode)
-	return &dataRun{d: d, mode: &dataMode{prog: p, ud: p.UD(), req: p.AdjustREQ}, dev: dev}, nil
+	dr := &dataRun{d: d, mode: &dataMode{prog: p, ud: p.UD(), req: p.AdjustREQ}, dev: dev}
+	if p.AllAtOnce() && o.cmd == "listen" && o.count > 0 {
+		dr.group = rdmapeer.NewGroup(o.count)
+	}
+	return dr, nil
 }
 
 // watch feeds the device's async events to the Manager (COMM_EST stands in
@@ -162,12 +169,16 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 		cfg.Role = rdmapeer.Client
 	} else {
 		ping = "server ping data"
+		cfg.Group = dr.group
 	}
 	cfg.OnPing = func(data []byte) {
 		dr.r.out.rec(report.New(report.DataPing, "").With("conn", c.num, "text", ping+": "+string(data)))
 	}
 	s, err := dr.mode.prog.Open(dr.dev, cfg)
 	if err != nil {
+		if cfg.Group != nil {
+			cfg.Group.Done() // a connection that will not come
+		}
 		return nil, err
 	}
 	if dr.mode.ud {

@@ -80,6 +80,11 @@ func TestDataModesOverSim(t *testing.T) {
 		{"ucmatose", []string{"--data", "ucmatose", "--count", "3", "--overlap", "--data-count", "4", "--data-size", "50"}, "--data ucmatose --data-count 4 --data-size 50", 6,
 			[]string{`IBCM-DATA ucmatose conn=3 role=client .*sent=4 recv=4 bytes=400 verified=true check=size`,
 				`IBCM-DATA ucmatose conn=3 role=server .*sent=4 recv=4 bytes=400 verified=true check=echo`}, nil},
+		// As rdma-core's ucmatose client: all connections at once, with
+		// a server that sends only once all of them are up.
+		{"ucmatose-all-at-once", []string{"--data", "ucmatose", "--count", "3"}, "--data ucmatose --count 3", 6,
+			[]string{`IBCM-DATA ucmatose conn=3 role=client .*sent=10 recv=10 bytes=2000 verified=true check=size`,
+				`IBCM-DATA ucmatose conn=3 role=server .*sent=10 recv=10 bytes=2000 verified=true check=echo`}, nil},
 		{"rdma", []string{"--data", "rdma"}, "--data rdma", 2,
 			[]string{`IBCM-DATA rdma conn=1 role=client .*sent=1 recv=1 bytes=32 verified=true check=size`,
 				`IBCM-DATA rdma conn=1 role=server .*sent=1 recv=1 bytes=32 verified=true check=size`}, nil},
