@@ -160,3 +160,17 @@ func TestUDaddy(t *testing.T) {
 	require.Equal(t, want, *srv.Finish(nil))
 	require.Equal(t, want, *cli.Finish(nil))
 }
+
+// A Group holds its servers until every connection is up or gone.
+func TestGroup(t *testing.T) {
+	g := rdmapeer.NewGroup(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	g.Done()
+	require.ErrorIs(t, g.Wait(ctx), context.DeadlineExceeded, "one of two")
+	g.Done()
+	require.NoError(t, g.Wait(context.Background()))
+	require.NoError(t, rdmapeer.NewGroup(0).Wait(context.Background()), "no connections to wait for")
+	p, _ := rdmapeer.Lookup("ucmatose")
+	require.True(t, p.AllAtOnce())
+}

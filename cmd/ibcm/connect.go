@@ -315,7 +315,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 			continue
 		}
 		switch {
-		case sess != nil && ca.overlap:
+		case sess != nil && (ca.overlap || dr.allAtOnce()):
 			wg.Go(func() { dr.run(ctx, c, conn, sess, true) })
 		case sess != nil:
 			dr.run(ctx, c, conn, sess, true)

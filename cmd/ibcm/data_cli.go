@@ -147,6 +147,10 @@ func startData(o *netOpts, d *dataOpts, ep *endpoint) (*dataRun, error) {
 	return dr, nil
 }
 
+// allAtOnce says the program's client holds all its connections at once
+// (as --overlap does): its server sends only once all of them are up.
+func (dr *dataRun) allAtOnce() bool { return dr.mode.prog.AllAtOnce() }
+
 // watch feeds the device's async events to the Manager (COMM_EST stands in
 // for a lost RTU) and prints them.
 func (dr *dataRun) watch(ctx context.Context) {

@@ -53,7 +53,7 @@ client's:
   rping     RDMA READ and WRITE of rping_rdma_info-addressed buffers
             (--data-count iterations, --data-size bytes, --data-verbose)
   ucmatose  --data-count messages of --data-size bytes each way, for
-            --count connections at once (connect: --overlap)
+            --count connections at once (listen sends once all are up)
   rdma      rdma_server / rdma_client: one 16-byte message each way
   udaddy    SIDR (UDP port space), then UD SEND_WITH_IMM both ways with
             Q_Key 0x01234567; outcome "sidr"
