@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cmtime"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
 )
@@ -143,19 +144,10 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 	close(stop)
 	<-done
 	rows := map[string][4]float64{}
-	failed := 0
-	for _, l := range strings.Split(out.String(), "\n") {
-		if failRE.MatchString(l) {
-			failed++
-			continue
-		}
-		if m := tableRowRE.FindStringSubmatch(l); m != nil {
-			var r [4]float64
-			for i := range r {
-				r[i], _ = strconv.ParseFloat(m[i+2], 64)
-			}
-			rows[m[1]] = r
-		}
+	failed := len(failRE.FindAllString(out.String(), -1))
+	tab, _ := cmtime.Parse(strings.NewReader(out.String()))
+	for _, r := range tab {
+		rows[r.Step] = r.Figures()
 	}
 	if _, ok := rows["disconnect"]; !ok {
 		b.Fatalf("no table:\n%s", out.String())
@@ -163,12 +155,7 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 	return rows, failed
 }
 
-var (
-	failRE = regexp.MustCompile(`^connect \d+: `)
-	// A row of cmtime's table: "%-13s: %11.2f%11.2f%11.2f%11.2f", whose
-	// figures may run into each other when wider than their column.
-	tableRowRE = regexp.MustCompile(`^([a-z]+(?: [a-z]+)?) *: *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d)$`)
-)
+var failRE = regexp.MustCompile(`(?m)^connect \d+: `)
 
 // openUMADFakes makes --transport umad open the fake ports by device name
 // (the caller restores openUMAD).

@@ -4,12 +4,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibcm/ibcm/cmtime"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
 	"github.com/ibcm/ibcm/internal/memqp"
 )
@@ -17,15 +18,11 @@ import (
 // cmtimeRow returns the four figures of one row of cmtime's table.
 func cmtimeRow(t *testing.T, out, step string) [4]float64 {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(step) + ` *: *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d) *(\d+\.\d\d)$`).FindStringSubmatch(out)
-	require.NotNil(t, m, "no %q row in:\n%s", step, out)
-	var r [4]float64
-	for i := range r {
-		v, err := strconv.ParseFloat(m[i+1], 64)
-		require.NoError(t, err)
-		r[i] = v
-	}
-	return r
+	tab, err := cmtime.Parse(strings.NewReader(out))
+	require.NoError(t, err)
+	r, ok := tab.Row(step)
+	require.True(t, ok, "no %q row in:\n%s", step, out)
+	return r.Figures()
 }
 
 // checkCmtimeTable: every row of cmtime's table, zeros where ibcm has no

@@ -24,13 +24,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ibcm/ibcm/cmtime"
 )
 
-// steps are the rows of rdma-core 44's cmtime table, in order.
-var steps = []string{"create id", "bind addr", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"}
-
 // row is one step of a cmtime table: total ms, max ms, min µs, µs per
-// connection.
+// connection (cmtime.Row.Figures).
 type row [4]float64
 
 type run struct {
@@ -113,11 +112,7 @@ type report struct {
 }
 
 var (
-	kvRE = regexp.MustCompile(`(\S+?)=(\S*)`)
-	// cmtime prints "%-13s: %11.2f%11.2f%11.2f%11.2f": a figure wider than
-	// its column runs into the next, so the figures are told apart by
-	// their two decimals, not by spaces.
-	rowRE   = regexp.MustCompile(`^([a-z ]+?)\s*:\s*(-?\d+\.\d\d)\s*(-?\d+\.\d\d)\s*(-?\d+\.\d\d)\s*(-?\d+\.\d\d)\s*$`)
+	kvRE    = regexp.MustCompile(`(\S+?)=(\S*)`)
 	errorRE = regexp.MustCompile(`^(event: |failure|failing|RDMA_CM_EVENT_|connect \d+: |disconnect \d+: |IBCM-EVENT ERROR|IBCM-B: pid .* still running|IBCM-B:   task)`)
 )
 
@@ -150,20 +145,10 @@ func readLines(path string) ([]string, error) {
 	return strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n"), nil
 }
 
+// parseRow reads a row of a cmtime table, ibcm's or rdma-core's.
 func parseRow(l string) (string, row, bool) {
-	m := rowRE.FindStringSubmatch(l)
-	if m == nil {
-		return "", row{}, false
-	}
-	name := strings.TrimSpace(m[1])
-	known := false
-	for _, s := range steps {
-		known = known || s == name
-	}
-	if !known {
-		return "", row{}, false
-	}
-	return name, row{atof(m[2]), atof(m[3]), atof(m[4]), atof(m[5])}, true
+	r, ok := cmtime.ParseRow(l)
+	return r.Step, r.Figures(), ok
 }
 
 func load(dir string) (*report, error) {

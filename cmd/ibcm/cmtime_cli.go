@@ -12,15 +12,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
-	"github.com/ibcm/ibcm/rdmapeer"
+	"github.com/ibcm/ibcm/cmtime"
 )
 
 func init() {
@@ -71,13 +69,8 @@ Flags:
 type cmtimeOpts struct {
 	net     netOpts
 	ca      connectArgs
-	prof    profileOpts
+	prof    cmtime.Profiles
 	verbsQP bool
-}
-
-// profileOpts name the files of the Go runtime's profiles.
-type profileOpts struct {
-	cpu, mem, block, mutex, exec string
 }
 
 func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -96,7 +89,7 @@ func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ibcm cmtime: %q is not a command to profile\n", rest[0])
 			return 2
 		}
-		stop, err := o.prof.start()
+		stop, err := o.prof.Start()
 		if err != nil {
 			fmt.Fprintln(stderr, "ibcm cmtime:", err)
 			return 2
@@ -112,7 +105,7 @@ func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ibcm cmtime: %v\n", err)
 		return 2
 	}
-	stop, err := o.prof.start()
+	stop, err := o.prof.Start()
 	if err != nil {
 		fmt.Fprintln(stderr, "ibcm cmtime:", err)
 		return 2
@@ -162,11 +155,11 @@ func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&n.timeout, "timeout", 0, "overall time limit (0: none)")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
 	fs.BoolVar(&o.verbsQP, "verbs-qp", false, "a real RC QP per connection (hw/verbs), as cmtime's: created and moved to INIT in the \"create qp\" step, to RTR and RTS by the Manager before the RTU, destroyed after TimeWait")
-	fs.StringVar(&o.prof.cpu, "cpuprofile", "", "write a CPU profile to this file")
-	fs.StringVar(&o.prof.mem, "memprofile", "", "write a heap profile (allocations since start) to this file at the end")
-	fs.StringVar(&o.prof.block, "blockprofile", "", "write a blocking profile (every blocking event) to this file")
-	fs.StringVar(&o.prof.mutex, "mutexprofile", "", "write a mutex contention profile to this file")
-	fs.StringVar(&o.prof.exec, "exectrace", "", "write a runtime execution trace (go tool trace) to this file")
+	fs.StringVar(&o.prof.CPU, "cpuprofile", "", "write a CPU profile to this file")
+	fs.StringVar(&o.prof.Mem, "memprofile", "", "write a heap profile (allocations since start) to this file at the end")
+	fs.StringVar(&o.prof.Block, "blockprofile", "", "write a blocking profile (every blocking event) to this file")
+	fs.StringVar(&o.prof.Mutex, "mutexprofile", "", "write a mutex contention profile to this file")
+	fs.StringVar(&o.prof.Exec, "exectrace", "", "write a runtime execution trace (go tool trace) to this file")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, cmtimeUsage)
 		fs.PrintDefaults()
@@ -183,20 +176,6 @@ func (o *cmtimeOpts) check() error {
 	}
 	return o.ca.check(&o.net)
 }
-
-// cmtimeConn is one connection's times: [step][start, end].
-type cmtimeConn struct {
-	conn  *cm.Conn
-	qp    rdmapeer.QP
-	times [3][2]time.Time
-	err   error
-}
-
-const (
-	stepConnect = iota
-	stepDisconnect
-	stepCreateQP
-)
 
 func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 	if o.net.timeout > 0 {
@@ -218,259 +197,69 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		return fail(err)
 	}
 	mcfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: ep.guid, LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}}
-	var dev rdmapeer.Device
+	cfg := cmtime.Config{Connect: connectRetrying, Log: stdout}
 	if o.verbsQP {
 		d, err := openDataDevice(&o.net, ep)
 		if err != nil {
 			return fail(fmt.Errorf("--verbs-qp: %w", err))
 		}
-		dev = d.Device
-		defer dev.Close()
-		mcfg.Port = dev.PortInfo()
+		defer d.Close()
+		cfg.Device = d.Device
+		mcfg.Port = d.PortInfo()
 	}
-	mgr, err := cm.NewManager(ep.tr, mcfg)
+	if cfg.Manager, err = cm.NewManager(ep.tr, mcfg); err != nil {
+		return fail(err)
+	}
+	defer cfg.Manager.Close()
+	if cfg.Params, err = cmtimeParams(cfg.Manager, o, to, hdr); err != nil {
+		return fail(err)
+	}
+	res, err := cmtime.Run(ctx, cfg)
 	if err != nil {
 		return fail(err)
 	}
-	defer mgr.Close()
-
-	n := o.net.count
-	// The REQs are built before the clock starts: rdma_connect builds its
-	// REQ in the kernel, but that is a few hundred ns either way.
-	params := make([]cm.ConnectParams, n)
-	port0 := 1024 + rand.IntN(60000)
-	for i := range params {
-		p := &params[i]
-		p.To = to
-		p.REQ = connectREQ(mgr, &o.net, &o.ca, to, o.net.qpnOf(i+1))
-		// cmtime's conn_param: retry count 2 (its -r), RNR retry 0.
-		p.REQ.RetryCount, p.REQ.RNRRetryCount = 2, 0
-		if hdr != nil {
-			h := *hdr
-			h.SrcPort = uint16(1024 + (port0+i)%64512) // one source port each, as rdma_cm binds
-			if err := cm.SetIPCM(&p.REQ, &h, uint16(o.net.tcpPort), nil); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	conns := make([]cmtimeConn, n)
-	var steps [3][2]time.Time
-
-	if dev != nil {
-		// cmtime's "create qp" step: rdma_create_qp makes the QP and
-		// moves it to INIT, one connection after another.
-		fmt.Fprintln(stdout, "creating qps")
-		port := mgr.Port().Num
-		steps[stepCreateQP][0] = time.Now()
-		for i := range conns {
-			c := &conns[i]
-			c.times[stepCreateQP][0] = time.Now()
-			qp, err := dev.NewQP(rdmapeer.CmtimeQP)
-			if err == nil {
-				if err = rdmapeer.InitQP(qp, port, false); err != nil {
-					_ = qp.Close()
-				}
-			}
-			c.times[stepCreateQP][1] = time.Now()
-			if err != nil {
-				return fail(fmt.Errorf("create qp %d: %w", i+1, err))
-			}
-			c.qp = qp
-			params[i].QP = qp
-			params[i].REQ.LocalQPN = qp.QPN()
-		}
-		steps[stepCreateQP][1] = time.Now()
-	}
-
-	fmt.Fprintln(stdout, "connecting")
-	var wg sync.WaitGroup
-	steps[stepConnect][0] = time.Now()
-	for i := range conns {
-		c := &conns[i]
-		wg.Go(func() {
-			c.times[stepConnect][0] = time.Now()
-			c.conn, c.err = connectRetrying(ctx, mgr, &params[i])
-			c.times[stepConnect][1] = time.Now()
-		})
-	}
-	wg.Wait()
-	steps[stepConnect][1] = time.Now()
-	established := 0
-	for i := range conns {
-		if c := &conns[i]; c.err != nil {
-			fmt.Fprintf(stdout, "connect %d: %v\n", i+1, c.err)
-		} else {
-			established++
-		}
-	}
-
-	fmt.Fprintln(stdout, "disconnecting")
-	steps[stepDisconnect][0] = time.Now()
-	for i := range conns {
-		c := &conns[i]
-		if c.conn == nil {
-			continue
-		}
-		wg.Go(func() {
-			c.times[stepDisconnect][0] = time.Now()
-			if err := c.conn.Disconnect(ctx, nil); err != nil {
-				c.err = err
-			} else if err := c.conn.Err(); !errors.Is(err, cm.ErrDisconnected) {
-				c.err = err // the DREQ's retries ran out, or the Manager closed
-			}
-			c.times[stepDisconnect][1] = time.Now()
-		})
-	}
-	wg.Wait()
-	steps[stepDisconnect][1] = time.Now()
-
-	disconnected, errs := 0, 0
-	var first error
-	for i := range conns {
-		c := &conns[i]
-		switch {
-		case c.err != nil:
-			errs++
-			if first == nil {
-				first = c.err
-			}
-			if c.conn != nil {
-				fmt.Fprintf(stdout, "disconnect %d: %v\n", i+1, c.err)
-			}
-		case c.conn != nil:
-			disconnected++
-		}
-	}
-	writeCmtimeTable(stdout, n, steps, conns, dev != nil)
-	if dev != nil {
-		// A QP is destroyed only once its connection left TimeWait: stale
-		// packets of the connection may reach it until then.
-		for i := range conns {
-			c := &conns[i]
-			if c.conn != nil {
-				select {
-				case <-c.conn.TimeWaitExit():
-				case <-ctx.Done():
-				}
-			}
-			if c.qp != nil {
-				_ = c.qp.Close()
-			}
-		}
-		fmt.Fprintf(stdout, "IBCM-CMTIME qps-left=%d\n", dev.Live())
+	if cfg.Device != nil {
+		fmt.Fprintf(stdout, "IBCM-CMTIME qps-left=%d\n", cfg.Device.Live())
 	}
 	detail := ""
-	if first != nil {
-		detail = fmt.Sprintf(" error=%q", first.Error())
+	if res.Err != nil {
+		detail = fmt.Sprintf(" error=%q", res.Err.Error())
 	}
 	fmt.Fprintf(stdout, "IBCM-CMTIME conns=%d established=%d disconnected=%d errors=%d connect-ms=%.2f disconnect-ms=%.2f%s\n",
-		n, established, disconnected, errs, ms(steps[stepConnect]), ms(steps[stepDisconnect]), detail)
-	if errs > 0 || disconnected != n {
+		res.Conns, res.Established, res.Disconnected, res.Errors, res.Times.Steps[cmtime.Connect].MS(), res.Times.Steps[cmtime.Disconnect].MS(), detail)
+	if res.Errors > 0 || res.Disconnected != res.Conns {
 		return 1
 	}
 	return 0
 }
 
-func ms(span [2]time.Time) float64 { return float64(span[1].Sub(span[0]).Microseconds()) / 1000 }
-
-// writeCmtimeTable prints cmtime's table (its show_perf): the steps ibcm
-// does not have are rows of zeros.
-func writeCmtimeTable(w io.Writer, n int, steps [3][2]time.Time, conns []cmtimeConn, qps bool) {
-	fmt.Fprintln(w, "step              total ms     max ms     min us  us / conn")
-	row := func(name string, step int) {
-		if step < 0 {
-			fmt.Fprintf(w, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", name, 0.0, 0.0, 0.0, 0.0)
-			return
-		}
-		var lo, hi time.Duration
-		seen := false
-		for i := range conns {
-			t := conns[i].times[step]
-			if t[0].IsZero() || t[1].IsZero() {
-				continue
+// cmtimeParams are the connections' parameters: rdma_cm's REQ with
+// cmtime's conn_param and, with --ip, the IP CM header of a source port of
+// its own each, as rdma_cm binds.
+func cmtimeParams(m *cm.Manager, o *cmtimeOpts, to transport.Addr, hdr *wire.IPCMHeader) ([]cm.ConnectParams, error) {
+	params := make([]cm.ConnectParams, o.net.count)
+	port0 := 1024 + rand.IntN(60000)
+	for i := range params {
+		p := &params[i]
+		p.To = to
+		p.REQ = connectREQ(m, &o.net, &o.ca, to, o.net.qpnOf(i+1))
+		// cmtime's conn_param: retry count 2 (its -r), RNR retry 0.
+		p.REQ.RetryCount, p.REQ.RNRRetryCount = 2, 0
+		if hdr != nil {
+			h := *hdr
+			h.SrcPort = uint16(1024 + (port0+i)%64512)
+			if err := cm.SetIPCM(&p.REQ, &h, uint16(o.net.tcpPort), nil); err != nil {
+				return nil, err
 			}
-			d := t[1].Sub(t[0])
-			if !seen || d < lo {
-				lo = d
-			}
-			if !seen || d > hi {
-				hi = d
-			}
-			seen = true
 		}
-		total := steps[step][1].Sub(steps[step][0])
-		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
-		if !seen {
-			lo = 0
-		}
-		fmt.Fprintf(w, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", name, us(total)/1000, us(hi)/1000, us(lo), us(total)/float64(n))
 	}
-	row("create id", -1)
-	row("resolve addr", -1)
-	row("resolve route", -1)
-	if qps {
-		row("create qp", stepCreateQP)
-	} else {
-		row("create qp", -1)
-	}
-	row("connect", stepConnect)
-	row("disconnect", stepDisconnect)
-	row("destroy", -1)
-}
-
-// ---- profiles.
-
-// start starts the profiles asked for; stop writes them.
-func (p *profileOpts) start() (stop func() error, err error) {
-	var closers []func() error
-	stop = func() error {
-		var errs []error
-		for i := len(closers) - 1; i >= 0; i-- {
-			errs = append(errs, closers[i]())
-		}
-		return errors.Join(errs...)
-	}
-	if p.cpu != "" {
-		c, err := startCPUProfile(p.cpu)
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, c)
-	}
-	if p.exec != "" {
-		c, err := startExecTrace(p.exec)
-		if err != nil {
-			_ = stop()
-			return nil, err
-		}
-		closers = append(closers, c)
-	}
-	if p.block != "" {
-		closers = append(closers, startLookupProfile("block", p.block))
-	}
-	if p.mutex != "" {
-		closers = append(closers, startLookupProfile("mutex", p.mutex))
-	}
-	if p.mem != "" {
-		closers = append(closers, startLookupProfile("allocs", p.mem))
-	}
-	return stop, nil
+	return params, nil
 }
 
 // printPeakRSS prints the process's peak resident set (VmHWM) and its
 // resident set now, if /proc has them.
 func printPeakRSS(w io.Writer) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return
-	}
-	kib := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok {
-			kib[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
-		}
-	}
-	if kib["VmHWM"] != "" {
-		fmt.Fprintf(w, "IBCM-CMTIME rss-peak-kib=%s rss-kib=%s\n", kib["VmHWM"], kib["VmRSS"])
+	if peak, now, ok := cmtime.RSS(); ok {
+		fmt.Fprintf(w, "IBCM-CMTIME rss-peak-kib=%s rss-kib=%s\n", peak, now)
 	}
 }
