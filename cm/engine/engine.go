@@ -411,9 +411,6 @@ func (e *Engine) step(c *conn, in *input) error {
 		e.send(c, in, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, eff&EffResend != 0, false)
 	}
 	var stale *conn
-	if eff&EffStopTimer != 0 {
-		e.stopTimer(c)
-	}
 	if eff&EffInsertRemoteID != 0 {
 		e.insertRemoteID(c)
 	}
@@ -441,17 +438,7 @@ func (e *Engine) step(c *conn, in *input) error {
 	if eff&EffStaleOther != 0 {
 		stale = in.stale
 	}
-	if eff&EffStartTimer != 0 {
-		c.retries = c.maxRetry
-		c.curTO = c.respTO
-		e.arm(c, e.now.Add(c.curTO))
-	}
-	if eff&EffExtendTimer != 0 {
-		e.extend(c, in)
-	}
-	if eff&EffRetry != 0 {
-		e.retry(c)
-	}
+	e.timerEffects(c, in, eff)
 	if eff&EffEnterTimeWait != 0 {
 		e.enterTimeWait(c)
 		e.dropSent(c)
@@ -526,6 +513,23 @@ func (e *Engine) stepLAP(c *conn, in *input, mark int) error {
 	if tr.Send != MsgNONE {
 		e.send(c, in, sendSpec{msg: tr.Send, about: tr.About, reason: tr.Reason}, eff&EffResend != 0, true)
 	}
+	e.timerEffects(c, in, eff)
+	if eff&EffLoadAlt != 0 {
+		c.flags |= flagAlt
+	}
+	c.lap = tr.Next
+	if tr.Notice != NoticeNone {
+		e.notify(c, tr.Notice, c.state, in, 0, tr.Send)
+	}
+	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
+	return nil
+}
+
+// timerEffects applies the timer effects of a step of either table to c:
+// the request timer stops, starts afresh with every retry left, stretches
+// for an MRA, or runs again for one retry fewer. They touch only c's timer,
+// so a step may apply them before or after its table entries change.
+func (e *Engine) timerEffects(c *conn, in *input, eff Effect) {
 	if eff&EffStopTimer != 0 {
 		e.stopTimer(c)
 	}
@@ -540,15 +544,6 @@ func (e *Engine) stepLAP(c *conn, in *input, mark int) error {
 	if eff&EffRetry != 0 {
 		e.retry(c)
 	}
-	if eff&EffLoadAlt != 0 {
-		c.flags |= flagAlt
-	}
-	c.lap = tr.Next
-	if tr.Notice != NoticeNone {
-		e.notify(c, tr.Notice, c.state, in, 0, tr.Send)
-	}
-	e.trace(in.ev, c.id, c.state, c.state, KindSub, sub, mark)
-	return nil
 }
 
 // extend applies an MRA: the outstanding request now waits the MRA's
