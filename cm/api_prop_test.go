@@ -1384,7 +1384,7 @@ func (s *apSys) answerSniffed(r *rand.Rand, o apOp) {
 	if want := map[uint16][]wire.AttrID{12: {wire.AttrLAP}, 13: {wire.AttrREQ}, 14: {wire.AttrREQ},
 		15: {wire.AttrREP, wire.AttrRTU}}[o.C%16]; want != nil {
 		for i := len(s.sniffed) - 1; i >= 0; i-- {
-			if a := wire.AttrID(uint16(s.sniffed[i].p.MAD[16])<<8 | uint16(s.sniffed[i].p.MAD[17])); slices.Contains(want, a) {
+			if a := wire.PeekAttrID(&s.sniffed[i].p.MAD); slices.Contains(want, a) {
 				sn = s.sniffed[i]
 				break
 			}

@@ -2,7 +2,6 @@ package cm_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"sync"
@@ -35,7 +34,7 @@ func (f *filterTransport) Send(ctx context.Context, p *transport.Packet) error {
 }
 
 func attrOf(p *transport.Packet) wire.AttrID {
-	return wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18]))
+	return wire.PeekAttrID(&p.MAD)
 }
 
 // A CM process that restarts must not hand out the comm IDs of its previous
@@ -479,7 +478,7 @@ func (c *countTransport) Send(ctx context.Context, p *transport.Packet) error {
 	err := c.Transport.Send(ctx, p)
 	if err == nil {
 		c.mu.Lock()
-		c.sent[wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18]))]++
+		c.sent[wire.PeekAttrID(&p.MAD)]++
 		c.mu.Unlock()
 	}
 	return err

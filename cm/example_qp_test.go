@@ -2,7 +2,6 @@ package cm_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -92,7 +91,7 @@ type readyCheck struct {
 }
 
 func (r *readyCheck) Send(ctx context.Context, p *transport.Packet) error {
-	attr := wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18]))
+	attr := wire.PeekAttrID(&p.MAD)
 	if attr == wire.AttrREP || attr == wire.AttrRTU {
 		if qp := r.qp(); qp != nil {
 			r.mu.Lock()

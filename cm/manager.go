@@ -2,7 +2,6 @@ package cm
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -502,18 +501,23 @@ func (m *Manager) flush() {
 }
 
 // sendKey names a MAD for coalescing: its peer, attribute, transaction and
-// comm IDs. A retransmission, or an answer resent for a duplicate, has the
-// key of the MAD it repeats.
+// the IDs of the connection or SIDR request it is about. A retransmission,
+// or an answer resent for a duplicate, has the key of the MAD it repeats.
 type sendKey struct {
-	to   transport.Addr
-	attr uint16
-	tid  uint64
-	ids  uint64 // the CM payload's first 8 bytes: local and remote comm ID
+	to            transport.Addr
+	attr          wire.AttrID
+	tid           uint64
+	local, remote uint32 // comm IDs; a SIDR message's request ID is local
 }
 
 func keyOf(p *transport.Packet) sendKey {
-	return sendKey{to: p.Addr, attr: binary.BigEndian.Uint16(p.MAD[16:18]),
-		tid: binary.BigEndian.Uint64(p.MAD[8:16]), ids: binary.BigEndian.Uint64(p.MAD[24:32])}
+	k := sendKey{to: p.Addr, attr: wire.PeekAttrID(&p.MAD), tid: wire.PeekTID(&p.MAD)}
+	k.local, _ = wire.PeekLocalCommID(&p.MAD)
+	k.remote, _ = wire.PeekRemoteCommID(&p.MAD)
+	if id, ok := wire.PeekRequestID(&p.MAD); ok {
+		k.local = id
+	}
+	return k
 }
 
 // enqueue queues p for the sending goroutine, unless a copy of it is still

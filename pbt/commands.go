@@ -532,7 +532,10 @@ func (c Inject) apply(s *System) (string, error) {
 		}
 		pk := dreqs[c.I%len(dreqs)]
 		from, to, mad = s.index(pk.From), s.index(pk.To), pk.MAD
-		mad[wire.HeaderSize+10] ^= 0x40 // Remote QPN/EECN, 24 bits at body byte 8
+		var d wire.DREQ
+		_ = d.Decode(mad[wire.HeaderSize:]) // the engine encoded it
+		d.RemoteQPNEECN ^= 0x40
+		_ = d.Encode(mad[wire.HeaderSize:]) // still 24 bits
 	default:
 		p := s.Sim.Pending()
 		if len(p) == 0 {
@@ -542,11 +545,11 @@ func (c Inject) apply(s *System) (string, error) {
 		from, to, mad = s.index(pk.From), s.index(pk.To), pk.MAD
 		switch kind {
 		case 1:
-			mad[0] = 9
+			wire.PutBaseVersion(&mad, 9)
 		case 2:
-			mad[3] = wire.MethodGetResp
+			wire.PutMethod(&mad, wire.MethodGetResp)
 		case 3:
-			mad[16], mad[17] = 0x7e, 0x7e
+			wire.PutAttrID(&mad, 0x7e7e)
 		}
 	}
 	s.Sim.Inject(s.Nodes[from], s.Nodes[to], &mad)

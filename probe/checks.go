@@ -440,10 +440,10 @@ func runMalformed(s *session) {
 		name string
 		mad  *[wire.MADSize]byte
 	}{
-		{"REQ with base version 2", req(func(b *[wire.MADSize]byte) { b[0] = 2 })},
-		{"REQ with class version 1", req(func(b *[wire.MADSize]byte) { b[2] = 1 })},
-		{"a Send with attribute ID 0x0030 (not a CM message)", req(func(b *[wire.MADSize]byte) { b[16], b[17] = 0x00, 0x30 })},
-		{"REQ with method 0x83 (a response)", req(func(b *[wire.MADSize]byte) { b[3] = 0x83 })},
+		{"REQ with base version 2", req(func(b *[wire.MADSize]byte) { wire.PutBaseVersion(b, 2) })},
+		{"REQ with class version 1", req(func(b *[wire.MADSize]byte) { wire.PutClassVersion(b, 1) })},
+		{"a Send with attribute ID 0x0030 (not a CM message)", req(func(b *[wire.MADSize]byte) { wire.PutAttrID(b, 0x0030) })},
+		{"REQ with method 0x83 (a response)", req(func(b *[wire.MADSize]byte) { wire.PutMethod(b, wire.MethodRespBit|wire.MethodSend) })},
 		{"REQ cut after 40 bytes of its body (zeros after)", req(func(b *[wire.MADSize]byte) { clear(b[wire.HeaderSize+40:]) })},
 		{"REQ cut to its header (an all-zero body)", req(func(b *[wire.MADSize]byte) { clear(b[wire.HeaderSize:]) })},
 	}

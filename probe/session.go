@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -468,15 +467,12 @@ func remoteCommID(m *wire.MAD) uint32 {
 // routeIDs are the ids a received MAD may name one of our checks by: the
 // comm ID field that names ours, then the low half of the TID.
 func routeIDs(p *transport.Packet) []uint32 {
-	b := p.MAD[:]
-	tid := binary.BigEndian.Uint32(b[12:16])
-	attr := wire.AttrID(binary.BigEndian.Uint16(b[16:18]))
-	body := b[wire.HeaderSize:]
-	switch attr {
-	case wire.AttrMRA, wire.AttrREJ, wire.AttrREP, wire.AttrRTU, wire.AttrDREQ, wire.AttrDREP, wire.AttrLAP, wire.AttrAPR:
-		return []uint32{binary.BigEndian.Uint32(body[4:8]), tid}
-	case wire.AttrSIDRRep:
-		return []uint32{binary.BigEndian.Uint32(body[0:4]), tid}
+	tid := uint32(wire.PeekTID(&p.MAD))
+	if id, ok := wire.PeekRemoteCommID(&p.MAD); ok {
+		return []uint32{id, tid}
+	}
+	if id, ok := wire.PeekRequestID(&p.MAD); ok && wire.PeekAttrID(&p.MAD) == wire.AttrSIDRRep {
+		return []uint32{id, tid}
 	}
 	return []uint32{tid}
 }

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
-
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -158,8 +156,7 @@ func (e *Engine) rejTarget(in *input) *conn {
 	if r.LocalCommID == 0 {
 		return nil
 	}
-	if r.Reason == wire.RejectTimeout && r.RejectedInfoLength >= 8 {
-		guid := binary.BigEndian.Uint64(r.ARI[:8])
+	if guid, ok := r.ARIGUID(); ok && r.Reason == wire.RejectTimeout {
 		if c := e.rids.getID(CommID(r.LocalCommID), guid); c != nil {
 			return c
 		}

@@ -170,8 +170,7 @@ func (f *flood) pump(t *testing.T) {
 			e.Advance()
 			for i := range f.buf {
 				p := &f.buf[i]
-				if e == f.srv && binary.BigEndian.Uint16(p.MAD[16:]) == uint16(wire.AttrREJ) &&
-					binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectNoResources) {
+				if r, _ := wire.PeekReason(&p.MAD); e == f.srv && r == wire.RejectNoResources {
 					f.rej3++
 				}
 				switch {
@@ -224,7 +223,7 @@ func TestMalformedInputChangesNothing(t *testing.T) {
 		rd := b.e.Ready()
 		require.Empty(t, rd.Notifications, "a malformed or random MAD made a notification")
 		for i := range rd.Messages {
-			switch a := wire.AttrID(binary.BigEndian.Uint16(rd.Messages[i].MAD[16:])); a {
+			switch a := wire.PeekAttrID(&rd.Messages[i].MAD); a {
 			case wire.AttrREJ, wire.AttrDREP, wire.AttrAPR, wire.AttrSIDRRep, wire.AttrClassPortInfo:
 			default:
 				t.Fatalf("a random MAD made the engine send %s", a)

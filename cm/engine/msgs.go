@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
-
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -55,10 +53,6 @@ func attrOf(m Msg) wire.AttrID {
 	return 0
 }
 
-func bufAttr(b *[wire.MADSize]byte) wire.AttrID {
-	return wire.AttrID(binary.BigEndian.Uint16(b[16:18]))
-}
-
 // ownTID is the TID of a request this engine originates for c.
 func (e *Engine) ownTID(c *conn) uint64 { return uint64(e.cfg.TIDHigh)<<32 | uint64(c.id) }
 
@@ -86,7 +80,7 @@ func (e *Engine) emit(addr *transport.Addr, b *[wire.MADSize]byte) {
 		p.Addr.QPN = 1
 	}
 	e.stats.Sent++
-	if bufAttr(b) == wire.AttrREJ && binary.BigEndian.Uint16(b[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
+	if r, ok := wire.PeekReason(b); ok && r == wire.RejectStaleConn {
 		e.stats.StaleRejects++
 	}
 }
@@ -99,7 +93,7 @@ func (e *Engine) send(c *conn, in *input, sp sendSpec, resend, lap bool) {
 		slot = &c.lapSent
 	}
 	if resend {
-		if *slot == nil || bufAttr(*slot) != attrOf(sp.msg) {
+		if *slot == nil || wire.PeekAttrID(*slot) != attrOf(sp.msg) {
 			// No stored copy of that message: nothing to resend (a REP
 			// reaching the passive end, which sent no RTU).
 			e.stats.Dropped++
@@ -184,13 +178,9 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 		if r.Reason == 0 {
 			r.Reason = wire.RejectConsumerDefined
 		}
-		ari := in.ari
-		var guid [8]byte
-		if ari == nil && r.Reason == wire.RejectTimeout {
-			binary.BigEndian.PutUint64(guid[:], e.cfg.LocalGUID)
-			ari = guid[:]
-		}
-		if err := r.SetARI(ari); err != nil {
+		if in.ari == nil && r.Reason == wire.RejectTimeout {
+			r.SetARIGUID(e.cfg.LocalGUID)
+		} else if err := r.SetARI(in.ari); err != nil {
 			return err
 		}
 		if err := r.SetPrivateData(in.pd); err != nil {

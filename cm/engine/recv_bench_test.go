@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"runtime"
 	"testing"
 	"time"
@@ -107,9 +106,9 @@ func (r *recvBench) timedPass(e, to *Engine) bool {
 	e.Advance()
 	// Time runs of MADs of one attribute as one span.
 	for i := 0; i < len(r.buf); {
-		attr := wire.AttrID(binary.BigEndian.Uint16(r.buf[i].MAD[16:18]))
+		attr := wire.PeekAttrID(&r.buf[i].MAD)
 		j := i
-		for j < len(r.buf) && wire.AttrID(binary.BigEndian.Uint16(r.buf[j].MAD[16:18])) == attr {
+		for j < len(r.buf) && wire.PeekAttrID(&r.buf[j].MAD) == attr {
 			j++
 		}
 		r.count[attr] += j - i

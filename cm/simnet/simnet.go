@@ -62,7 +62,7 @@ type Packet struct {
 }
 
 // Attr returns the packet's attribute ID.
-func (p *Packet) Attr() wire.AttrID { return wire.AttrID(binary.BigEndian.Uint16(p.MAD[16:18])) }
+func (p *Packet) Attr() wire.AttrID { return wire.PeekAttrID(&p.MAD) }
 
 // Node is one CM port on the simulated fabric.
 type Node struct {
@@ -240,9 +240,9 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 	pk.Seq, pk.From, pk.To, pk.At, pk.Copy = s.seq, from, to, 0, false
 	pk.MAD = p.MAD
 	s.seq++
-	if pk.Attr() == wire.AttrREJ && binary.BigEndian.Uint16(p.MAD[wire.HeaderSize+10:]) == uint16(wire.RejectStaleConn) {
+	if r, _ := wire.PeekReason(&p.MAD); r == wire.RejectStaleConn {
 		s.stats.StaleRejects++
-		remoteID := binary.BigEndian.Uint32(p.MAD[wire.HeaderSize+4:])
+		remoteID, _ := wire.PeekRemoteCommID(&p.MAD)
 		if err := s.oracle.Rejected(from.view(), to.view(), remoteID); err != nil {
 			s.stats.BogusStaleRejects++
 			if s.bogus == nil {
@@ -300,23 +300,14 @@ func (s *Sim) deliver(p *Packet) {
 	if s.OnDeliver != nil {
 		s.OnDeliver(p)
 	}
-	// A REQ or REP the engine will decode: the header fields DecodeHeader
-	// validates, read in place (cm-wire-layout.md offsets).
-	if attr := p.Attr(); (attr == wire.AttrREQ || attr == wire.AttrREP) && p.MAD[0] == wire.BaseVersion &&
-		p.MAD[1] == wire.MgmtClassCM && p.MAD[2] == wire.ClassVersionCM && p.MAD[3] == wire.MethodSend {
-		// Only the fields the oracle needs.
-		body := p.MAD[wire.HeaderSize:]
-		localID := binary.BigEndian.Uint32(body[0:])
-		var guid uint64
-		var qpn uint32
-		if attr == wire.AttrREQ {
-			guid = binary.BigEndian.Uint64(body[16:])
-			qpn = binary.BigEndian.Uint32(body[32:]) >> 8
-		} else {
-			guid = binary.BigEndian.Uint64(body[28:])
-			qpn = binary.BigEndian.Uint32(body[12:]) >> 8
-		}
-		s.oracle.Deliver(to.view(), p.From.view(), attr, localID, guid, qpn)
+	// A REQ or REP the engine will decode: the header DecodeHeader
+	// validates, and only the fields the oracle needs, read in place.
+	if h, err := wire.DecodeHeader(p.MAD[:]); err == nil && (h.AttrID == wire.AttrREQ || h.AttrID == wire.AttrREP) &&
+		h.Method == wire.MethodSend {
+		localID, _ := wire.PeekLocalCommID(&p.MAD)
+		guid, _ := wire.PeekLocalCAGUID(&p.MAD)
+		qpn, _ := wire.PeekLocalQPN(&p.MAD)
+		s.oracle.Deliver(to.view(), p.From.view(), h.AttrID, localID, guid, qpn)
 		defer s.oracle.Done()
 	}
 	src := p.From.Addr

@@ -2,7 +2,10 @@ package wire
 
 // This file holds hand-written conveniences over the generated messages.
 
-import "time"
+import (
+	"encoding/binary"
+	"time"
+)
 
 // RejectedInfo returns the meaningful bytes of the ARI: RejectedInfoLength
 // of them, at most the field's ARISize (a peer may send any 7-bit length).
@@ -28,6 +31,24 @@ func (m *REJ) ClassPortInfo() (ClassPortInfo, error) {
 	var c ClassPortInfo
 	err := c.Decode(m.ARI[:])
 	return c, err
+}
+
+// ARIGUID returns the CA GUID at the start of the ARI, which a REJ with
+// reason RejectTimeout carries: the sender's GUID, since the REJ has no
+// field for it. ok is false when the ARI is shorter than a GUID.
+func (m *REJ) ARIGUID() (guid uint64, ok bool) {
+	if m.RejectedInfoLength < 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(m.ARI[:8]), true
+}
+
+// SetARIGUID puts guid as the whole ARI (for reason RejectTimeout) and sets
+// RejectedInfoLength to 8.
+func (m *REJ) SetARIGUID(guid uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], guid)
+	_ = m.SetARI(b[:]) // 8 bytes always fit
 }
 
 // SetARI copies p into ARI, zeroes the rest and sets RejectedInfoLength to

@@ -26,7 +26,6 @@ package wire
 //go:generate go run ../../gen/wiregen
 
 import (
-	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -51,8 +50,13 @@ const (
 	ClassVersionCM = 2    // IB_CM_CLASS_VERSION
 
 	MethodGet     = 0x01 // ClassPortInfo query
+	MethodSet     = 0x02 // a write request; the CM class has none
 	MethodSend    = 0x03 // every CM protocol message
+	MethodTrap    = 0x05 // an unsolicited notice; no response
+	MethodReport  = 0x06 // a forwarded notice
 	MethodGetResp = 0x81 // ClassPortInfo answer
+	// MethodRespBit is the R bit of Method: set in every response.
+	MethodRespBit = 0x80
 
 	// StatusUnsupportedMethodAttr is the MAD status Linux's MAD layer puts in
 	// a GetResp to a Get it does not handle (such as CM ClassPortInfo).
@@ -127,53 +131,6 @@ func setBytes(dst, p []byte, msg, field string) error {
 func hex16(v uint16) string {
 	const digits = "0123456789ABCDEF"
 	return string([]byte{digits[v>>12], digits[v>>8&0xf], digits[v>>4&0xf], digits[v&0xf]})
-}
-
-// Header is the MAD common header (IBTA Vol 1 13.4.3).
-type Header struct {
-	BaseVersion   uint8
-	MgmtClass     uint8
-	ClassVersion  uint8
-	Method        uint8 // the R (response) bit is the MSB
-	Status        uint16
-	ClassSpecific uint16
-	TID           uint64 // transaction ID
-	AttrID        AttrID
-	AttrMod       uint32 // attribute modifier (ECE attr_mod in REQ, REP, SIDR_REP)
-}
-
-// Encode writes h into b[:HeaderSize], with the reserved bytes 18-19 zero.
-// It writes the fields as they are; EncodeMAD fills in the CM defaults.
-func (h *Header) Encode(b []byte) error {
-	if len(b) < HeaderSize {
-		return ErrShortBuffer
-	}
-	b = b[:HeaderSize]
-	b[0] = h.BaseVersion
-	b[1] = h.MgmtClass
-	b[2] = h.ClassVersion
-	b[3] = h.Method
-	binary.BigEndian.PutUint16(b[4:], h.Status)
-	binary.BigEndian.PutUint16(b[6:], h.ClassSpecific)
-	binary.BigEndian.PutUint64(b[8:], h.TID)
-	binary.BigEndian.PutUint16(b[16:], uint16(h.AttrID))
-	b[18], b[19] = 0, 0
-	binary.BigEndian.PutUint32(b[20:], h.AttrMod)
-	return nil
-}
-
-// decode reads h from b without validating it; len(b) >= HeaderSize.
-func (h *Header) decode(b []byte) {
-	b = b[:HeaderSize]
-	h.BaseVersion = b[0]
-	h.MgmtClass = b[1]
-	h.ClassVersion = b[2]
-	h.Method = b[3]
-	h.Status = binary.BigEndian.Uint16(b[4:])
-	h.ClassSpecific = binary.BigEndian.Uint16(b[6:])
-	h.TID = binary.BigEndian.Uint64(b[8:])
-	h.AttrID = AttrID(binary.BigEndian.Uint16(b[16:]))
-	h.AttrMod = binary.BigEndian.Uint32(b[20:])
 }
 
 // validate checks that h is a CM header this package can decode.

@@ -20,7 +20,7 @@ func mask(bits int) uint64 { return 1<<uint(bits) - 1 }
 func newFile() *jen.File {
 	f := jen.NewFile(pkgName)
 	f.HeaderComment(headerComment)
-	f.HeaderComment("Source: gen/wiregen/table.go, transcribed from cm-wire-layout.md.")
+	f.HeaderComment("Source: gen/wiregen/table.go; docs/wire-layout.md describes the layouts.")
 	f.ImportName(binaryPkg, "binary")
 	return f
 }
@@ -195,7 +195,7 @@ func genMessageCode(f *jen.File, m *genMessage) {
 		g.Id("b").Op("=").Id("b").Index(jen.Empty(), jen.Id(m.SizeConst))
 		g.Clear(jen.Id("b"))
 		for i := range m.Fields {
-			encodeField(g, &m.Fields[i])
+			encodeField(g, "m", &m.Fields[i])
 		}
 		g.Return(jen.Nil())
 	})
@@ -207,7 +207,7 @@ func genMessageCode(f *jen.File, m *genMessage) {
 		g.If(jen.Len(jen.Id("b")).Op("<").Id(m.SizeConst)).Block(jen.Return(jen.Id("ErrShortBuffer")))
 		g.Id("b").Op("=").Id("b").Index(jen.Empty(), jen.Id(m.SizeConst))
 		for i := range m.Fields {
-			decodeField(g, &m.Fields[i])
+			decodeField(g, "m", &m.Fields[i])
 		}
 		g.Return(jen.Nil())
 	})
@@ -227,8 +227,8 @@ func fieldSlice(off, n int) *jen.Statement {
 	return jen.Id("b").Index(jen.Lit(off), jen.Lit(off+n))
 }
 
-func encodeField(g *jen.Group, fl *genField) {
-	val := func() *jen.Statement { return jen.Id("m").Dot(fl.Name) }
+func encodeField(g *jen.Group, recv string, fl *genField) {
+	val := func() *jen.Statement { return jen.Id(recv).Dot(fl.Name) }
 	switch fl.Kind {
 	case kindGID, kindBytes:
 		g.Copy(fieldSlice(fl.Byte, fl.NBytes), val().Index(jen.Empty(), jen.Empty()))
@@ -274,8 +274,8 @@ func encodeField(g *jen.Group, fl *genField) {
 	}
 }
 
-func decodeField(g *jen.Group, fl *genField) {
-	dst := func() *jen.Statement { return jen.Id("m").Dot(fl.Name) }
+func decodeField(g *jen.Group, recv string, fl *genField) {
+	dst := func() *jen.Statement { return jen.Id(recv).Dot(fl.Name) }
 	switch fl.Kind {
 	case kindGID, kindBytes:
 		g.Copy(dst().Index(jen.Empty(), jen.Empty()), fieldSlice(fl.Byte, fl.NBytes))
@@ -288,12 +288,18 @@ func decodeField(g *jen.Group, fl *genField) {
 		g.Add(dst().Op("=").Id("b").Index(jen.Lit(fl.Byte)).Op("&").Add(bit).Op("!=").Lit(0))
 		return
 	}
+	g.Add(dst().Op("=").Add(readExpr(fl, 0)))
+}
+
+// readExpr is the value of the integer field fl read from b, whose byte
+// base is the field table's byte 0, converted to the field's Go type.
+func readExpr(fl *genField, base int) *jen.Statement {
 	var e *jen.Statement
 	if fl.Bit == 0 && (fl.Width == 16 || fl.Width == 32 || fl.Width == 64) {
 		e = jen.Qual(binaryPkg, "BigEndian").Dot(fmt.Sprintf("Uint%d", fl.Width)).Call(
-			jen.Id("b").Index(jen.Lit(fl.Byte), jen.Empty()))
+			jen.Id("b").Index(jen.Lit(base+fl.Byte), jen.Empty()))
 	} else {
-		cs := chunks(fl.Byte, fl.Bit, fl.Width)
+		cs := chunks(base+fl.Byte, fl.Bit, fl.Width)
 		for i, c := range cs {
 			p := jen.Id("b").Index(jen.Lit(c.Off))
 			if c.BitShift > 0 {
@@ -318,7 +324,7 @@ func decodeField(g *jen.Group, fl *genField) {
 	if fl.GoType != fl.Base {
 		e = jen.Id(fl.GoType).Call(e)
 	}
-	g.Add(dst().Op("=").Add(e))
+	return e
 }
 
 // genJSON emits json_gen.go: per-message JSON writers and setters, keyed by the

@@ -1,10 +1,11 @@
 // Command wiregen generates the CM wire codec in package
 // github.com/ibcm/ibcm/cm/wire from the field table in table.go: the message
 // structs, their bit-exact Encode/Decode, the attribute IDs, the MAD union,
-// the layout metadata and the JSON field mapping.
+// the layout metadata, the JSON field mapping, the MAD common header and the
+// functions that read or write one field of a MAD in place.
 //
 // It runs from cm/wire via `go generate` (//go:generate go run ../../gen/wiregen)
-// and writes fields_gen.go and json_gen.go into the current directory, or into
+// and writes fields_gen.go, json_gen.go and header_gen.go into the current directory, or into
 // -out. The output is deterministic and gofmt-clean.
 package main
 
@@ -53,8 +54,21 @@ func render() (map[string][]byte, error) {
 		return nil, fmt.Errorf("json_gen.go: %w", err)
 	}
 	out["json_gen.go"] = bytes.Clone(buf.Bytes())
+	hdr, err := buildHeader(header)
+	if err != nil {
+		return nil, err
+	}
+	pks, err := buildPeeks(msgs, peeks)
+	if err != nil {
+		return nil, err
+	}
+	buf.Reset()
+	if err := genHeader(hdr, pks).Render(&buf); err != nil {
+		return nil, fmt.Errorf("header_gen.go: %w", err)
+	}
+	out["header_gen.go"] = bytes.Clone(buf.Bytes())
 	return out, nil
 }
 
 // outputNames lists the generated files in a fixed order.
-var outputNames = []string{"fields_gen.go", "json_gen.go"}
+var outputNames = []string{"fields_gen.go", "json_gen.go", "header_gen.go"}

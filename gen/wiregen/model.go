@@ -230,3 +230,90 @@ func chunks(byteOff, bit, width int) []chunk {
 	}
 	return cs
 }
+
+// buildHeader derives the header's fields: in order, whole bytes of a
+// supported width, inside the header.
+func buildHeader(hs []headerField) ([]genField, error) {
+	var out []genField
+	next := 0
+	for _, h := range hs {
+		switch h.Width {
+		case 8, 16, 32, 64:
+		default:
+			return nil, fmt.Errorf("header %s: width %d is not 8, 16, 32 or 64", h.Name, h.Width)
+		}
+		if h.Byte < next || h.Byte+h.Width/8 > headerSize {
+			return nil, fmt.Errorf("header %s: byte %d overlaps or runs past the header", h.Name, h.Byte)
+		}
+		next = h.Byte + h.Width/8
+		g := genField{field: field{Byte: h.Byte, Width: h.Width, Type: h.Type, Doc: h.Doc}, Name: h.Name,
+			Kind: kindUint, Base: baseType(h.Width)}
+		if h.Width == 64 {
+			g.Kind = kindID64
+		}
+		g.GoType = g.Base
+		if h.Type != "" {
+			g.GoType = h.Type
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// headerSize is the size of the MAD common header; message body offsets
+// are counted from its end.
+const headerSize = 24
+
+// peekCase is one group of messages that hold a peeked field at the same
+// place.
+type peekCase struct {
+	Attrs []string // attribute constants
+	Wires []string // message names, for the doc comment
+	Field genField
+}
+
+// peekFunc is one generated Peek function.
+type peekFunc struct {
+	Name   string
+	GoType string
+	Cases  []peekCase
+}
+
+// buildPeeks groups, for each peeked field name, the messages that have it
+// by its position; every message must give the field the same Go type, an
+// integer one.
+func buildPeeks(msgs []genMessage, names []string) ([]peekFunc, error) {
+	var out []peekFunc
+	for _, name := range names {
+		p := peekFunc{Name: name}
+		for _, m := range msgs {
+			for _, fl := range m.Fields {
+				if fl.Name != name {
+					continue
+				}
+				if fl.Kind != kindUint && fl.Kind != kindID64 {
+					return nil, fmt.Errorf("peek %s: %s.%s is not an integer field", name, m.Go, name)
+				}
+				if p.GoType != "" && p.GoType != fl.GoType {
+					return nil, fmt.Errorf("peek %s: %s has type %s, others %s", name, m.Go, fl.GoType, p.GoType)
+				}
+				p.GoType = fl.GoType
+				found := false
+				for i := range p.Cases {
+					c := &p.Cases[i]
+					if c.Field.Byte == fl.Byte && c.Field.Bit == fl.Bit && c.Field.Width == fl.Width {
+						c.Attrs, c.Wires, found = append(c.Attrs, m.AttrConst), append(c.Wires, m.Wire), true
+					}
+				}
+				if !found {
+					p.Cases = append(p.Cases, peekCase{Attrs: []string{m.AttrConst}, Wires: []string{m.Wire}, Field: fl})
+				}
+			}
+		}
+		if p.Cases == nil {
+			return nil, fmt.Errorf("peek %s: no message has that field", name)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

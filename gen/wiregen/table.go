@@ -44,6 +44,36 @@ type message struct {
 
 const dataSize = 232 // IB_MGMT_MAD_DATA
 
+// headerField is one field of the MAD common header. Every header field
+// starts at the MSB of its byte.
+type headerField struct {
+	Name  string // Go field name in Header, and the suffix of its Peek and Put functions
+	Byte  int    // byte offset inside the MAD
+	Width int    // width in bits: 8, 16, 32 or 64
+	Type  string // Go type; empty means uint8/16/32/64 by Width
+	Doc   string // the field's doc comment, after its name
+}
+
+// header is the MAD common header (IBTA Vol 1 13.4.3), the first HeaderSize
+// bytes of every MAD; bytes 18-19 are reserved.
+var header = []headerField{
+	{Name: "BaseVersion", Byte: 0, Width: 8, Doc: "is the MAD format version, 1."},
+	{Name: "MgmtClass", Byte: 1, Width: 8, Doc: "is the management class, 0x07 for the CM."},
+	{Name: "ClassVersion", Byte: 2, Width: 8, Doc: "is the version of the class, 2 for the CM."},
+	{Name: "Method", Byte: 3, Width: 8, Doc: "is the method; the R (response) bit is the MSB."},
+	{Name: "Status", Byte: 4, Width: 16, Doc: "is the MAD status of a response."},
+	{Name: "ClassSpecific", Byte: 6, Width: 16, Doc: "is the class-specific word, unused by the CM."},
+	{Name: "TID", Byte: 8, Width: 64, Doc: "is the transaction ID."},
+	{Name: "AttrID", Byte: 16, Width: 16, Type: "AttrID", Doc: "names the attribute: for the CM class, the message."},
+	{Name: "AttrMod", Byte: 20, Width: 32, Doc: "is the attribute modifier (the ECE attr_mod in REQ, REP and SIDR_REP)."},
+}
+
+// peeks are the message fields a receiver reads in place before (or
+// instead of) decoding the MAD: the IDs a demultiplexer routes by and what
+// an observer of the fabric counts. Each gets a function that reads the
+// field from whichever message has it, by the MAD's attribute ID.
+var peeks = []string{"LocalCommID", "RemoteCommID", "RequestID", "LocalCAGUID", "LocalQPN", "Reason"}
+
 var messages = []message{
 	{
 		Go: "ClassPortInfo", Wire: "ClassPortInfo", Prefix: "", AttrID: 0x0001, Size: 72,

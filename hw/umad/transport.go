@@ -11,17 +11,21 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// Management class and methods this package registers.
+// Management class and methods this package registers: the CM's, as
+// package wire defines them.
 const (
-	MgmtClassCM     = 0x07
-	CMClassVersion  = 2
-	MethodGet       = 0x01
-	MethodSet       = 0x02
-	MethodSend      = 0x03
-	MethodGetResp   = 0x81
-	methodRespBit   = 0x80
+	MgmtClassCM    = wire.MgmtClassCM
+	CMClassVersion = wire.ClassVersionCM
+	MethodGet      = wire.MethodGet
+	MethodSet      = wire.MethodSet
+	MethodSend     = wire.MethodSend
+	MethodGetResp  = wire.MethodGetResp
+)
+
+const (
 	gsiQPN          = 1
 	defaultHopLimit = 64
 )
@@ -250,7 +254,7 @@ func (t *Transport) AgentIDs() (send, get int) {
 func (t *Transport) Send(ctx context.Context, p *transport.Packet) error {
 	var timeout time.Duration
 	retries := 0
-	if m := p.MAD[3]; m&methodRespBit == 0 && m != MethodSend && m != 0x06 /* Report */ && m != 0x05 /* Trap */ {
+	if m := wire.PeekMethod(&p.MAD); m&wire.MethodRespBit == 0 && m != wire.MethodSend && m != wire.MethodReport && m != wire.MethodTrap {
 		timeout, retries = t.opts.RequestTimeout, t.opts.RequestRetries
 	}
 	return t.SendTimeout(ctx, p, timeout, retries)

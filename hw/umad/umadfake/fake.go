@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 )
 
@@ -58,10 +59,10 @@ const (
 	offPKeyIndex = 56
 	hdrOld       = 56
 	hdrPKey      = 64
-	madSize      = 256
-	madHdr       = 24 // IB_MGMT_MAD_HDR
-	rmppHdr      = 36 // IB_MGMT_RMPP_HDR
-	maxAgents    = 32 // IB_UMAD_MAX_AGENTS
+	madSize      = wire.MADSize
+	madHdr       = wire.HeaderSize // IB_MGMT_MAD_HDR
+	rmppHdr      = 36              // IB_MGMT_RMPP_HDR
+	maxAgents    = 32              // IB_UMAD_MAX_AGENTS
 )
 
 // Generic Linux _IOC encoding of the user_mad ioctls.
@@ -376,12 +377,11 @@ func (f *File) Write(b []byte) (int, error) {
 	a := f.agents[id]
 	rec := make([]byte, hl+madSize)
 	copy(rec, b)
-	mad := rec[hl:]
+	mad := (*[madSize]byte)(rec[hl:])
 	if !isResponse(mad) {
-		tid := binary.BigEndian.Uint64(mad[8:])
-		binary.BigEndian.PutUint64(mad[8:], uint64(a.hiTID)<<32|tid&0xffffffff)
+		wire.PutTID(mad, uint64(a.hiTID)<<32|wire.PeekTID(mad)&0xffffffff)
 	}
-	s := &send{ag: a, rec: rec, tid: binary.BigEndian.Uint64(mad[8:]), class: mad[1],
+	s := &send{ag: a, rec: rec, tid: wire.PeekTID(mad), class: wire.PeekMgmtClass(mad),
 		dest: [16]byte(rec[offGID : offGID+16]), destLID: binary.BigEndian.Uint16(rec[offLID:]),
 		left: int(binary.NativeEndian.Uint32(rec[offRetries:]))}
 	timeout := time.Duration(binary.NativeEndian.Uint32(rec[offTimeout:])) * time.Millisecond
@@ -433,7 +433,7 @@ func (a *agent) removePending(s *send) bool {
 	return false
 }
 
-func isResponse(mad []byte) bool { return mad[3]&0x80 != 0 }
+func isResponse(mad *[madSize]byte) bool { return wire.PeekMethod(mad)&wire.MethodRespBit != 0 }
 
 // transmit carries one record from port src to its destination; called with
 // the fabric lock held.
@@ -450,14 +450,14 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 	if dst == nil {
 		return // no such destination: lost
 	}
-	mad := make([]byte, madSize)
-	copy(mad, rec[hl:])
-	if fab.drop != nil && fab.drop(src, dst, mad) {
+	mad := new([madSize]byte)
+	copy(mad[:], rec[hl:])
+	if fab.drop != nil && fab.drop(src, dst, mad[:]) {
 		return
 	}
 	var a *agent
 	if isResponse(mad) {
-		hi := uint32(binary.BigEndian.Uint64(mad[8:]) >> 32)
+		hi := uint32(wire.PeekTID(mad) >> 32)
 		for _, f := range dst.sortedFiles() {
 			for _, cand := range f.agents {
 				if cand != nil && cand.hiTID == hi {
@@ -468,10 +468,10 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 		if a == nil {
 			return
 		}
-		tid := binary.BigEndian.Uint64(mad[8:])
+		tid := wire.PeekTID(mad)
 		matched := false
 		for _, s := range a.pending {
-			if s.tid == tid && s.class == mad[1] {
+			if s.tid == tid && s.class == wire.PeekMgmtClass(mad) {
 				s.timer.Stop()
 				a.removePending(s)
 				matched = true
@@ -482,15 +482,16 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 			return // the kernel drops unsolicited responses
 		}
 	} else {
-		a = dst.methods[regKey{1, mad[1], mad[2], mad[3]}]
+		a = dst.methods[regKey{1, wire.PeekMgmtClass(mad), wire.PeekClassVersion(mad), wire.PeekMethod(mad)}]
 		if a == nil {
-			if m := mad[3]; (m == 0x01 || m == 0x02) && !dst.cfg.NoProcessMAD {
+			if m := wire.PeekMethod(mad); (m == wire.MethodGet || m == wire.MethodSet) && !dst.cfg.NoProcessMAD {
 				// generate_unmatched_resp: GetResp, status 0x000C.
 				resp := make([]byte, hl+madSize)
 				copy(resp, rec[:hl])
-				copy(resp[hl:], mad)
-				resp[hl+3] = 0x81
-				binary.BigEndian.PutUint16(resp[hl+4:], 0x000c)
+				out := (*[madSize]byte)(resp[hl:])
+				*out = *mad
+				wire.PutMethod(out, wire.MethodGetResp)
+				wire.PutStatus(out, wire.StatusUnsupportedMethodAttr)
 				copy(resp[offGID:], src.gid[:])
 				binary.BigEndian.PutUint16(resp[offLID:], src.cfg.LID)
 				fab.transmit(dst, resp, hl)
@@ -519,7 +520,7 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 	if f.pkey {
 		copy(r[offPKeyIndex:offPKeyIndex+2], rec[offPKeyIndex:offPKeyIndex+2])
 	}
-	copy(r[f.hdrLen():], mad)
+	copy(r[f.hdrLen():], mad[:])
 	f.queue(r)
 }
 
