@@ -28,7 +28,7 @@ type verbsDevice struct {
 }
 
 // VerbsPort names the device and port a Device opens, and the GID the CM
-// sends from on it.
+// sends from on it (zero: the port's default, verbs.PortSnapshot's).
 type VerbsPort struct {
 	Device   string // e.g. rxe0
 	Port     uint8
@@ -67,7 +67,9 @@ func verbsPortInfo(dev *verbs.Device, p VerbsPort) (cm.PortInfo, error) {
 		return cm.PortInfo{}, err
 	}
 	pi := s.PortInfo()
-	pi.GID, pi.GIDIndex = p.GID, p.GIDIndex
+	if p.GID != (wire.GID{}) {
+		pi.GID, pi.GIDIndex = p.GID, p.GIDIndex
+	}
 	return pi, nil
 }
 

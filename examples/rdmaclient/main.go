@@ -1,7 +1,8 @@
 // Command rdmaclient connects a real RC queue pair to an rdma_cm server
 // (rdma-core's rdma_server, say) by IP address and TCP port over RoCE,
 // exchanges one message each way and disconnects: the whole life of a
-// connection with ibcm as the CM and hw/verbs for the QP.
+// connection with ibcm as the CM, hw/verbs for the QP, and package
+// rdmapeer for rdma_client's side of the data.
 //
 //	rdmaclient -device rxe0 -server 10.0.0.1:7471
 //
@@ -21,9 +22,8 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/hw/umad"
-	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/rdmapeer"
 )
 
 func main() {
@@ -38,18 +38,14 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// The device first: the Manager builds the REQ and the QP's
+	// The device first (hw/verbs): the Manager builds the REQ and the QP's
 	// attributes from its port (MTU, P_Key and GID tables, READ depth).
-	// dev.Close frees whatever is left of the objects made on it, in order.
-	dev, err := verbs.Open(*device)
+	// Its Close frees whatever is left of the objects made on it.
+	dev, err := rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: *device, Port: uint8(*port)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer dev.Close()
-	snap, err := dev.PortSnapshot(uint8(*port))
-	if err != nil {
-		log.Fatal(err)
-	}
 
 	// The CM runs over the port's user_mad device.
 	tr, err := umad.Open(umad.Options{Device: *device, Port: *port})
@@ -57,58 +53,33 @@ func main() {
 		log.Fatal(err)
 	}
 	defer tr.Close()
-	m, err := cm.NewManager(tr, cm.ManagerConfig{Port: snap.PortInfo()})
+	m, err := cm.NewManager(tr, cm.ManagerConfig{Port: dev.PortInfo()})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer m.Close()
 
-	// The QP, its completion queue and one buffer: 16 bytes to receive,
-	// 16 to send.
-	pd, err := dev.AllocPD()
-	must(err)
-	ch, err := dev.NewCompChannel()
-	must(err)
-	cq, err := dev.NewCQ(4, ch)
-	must(err)
-	qp, err := pd.NewQP(verbs.QPConfig{Type: verbs.RC, SendCQ: cq, RecvCQ: cq})
-	must(err)
-	mr, err := pd.AllocMR(32, qpattr.LocalWrite)
-	must(err)
-	recv := verbs.Segment{MR: mr, Offset: 0, Length: 16}
-	send := verbs.Segment{MR: mr, Offset: 16, Length: 16}
-
-	// Post the receive before connecting: the server may send as soon as
-	// it has our RTU. A QP takes receives from INIT on; Connect then moves
-	// it to INIT (again, with the connection's attributes), RTR and RTS
-	// before the RTU goes out.
-	must(qp.Modify(qpattr.Attr{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskPKeyIndex | qpattr.MaskPort | qpattr.MaskAccessFlags,
-		PortNum: uint8(*port)}))
-	must(qp.PostRecv(verbs.RecvWR{ID: 1, Segments: []verbs.Segment{recv}}))
-	conn, err := m.Connect(ctx, &cm.ConnectParams{IP: dst, QP: qp})
+	// rdma_client's session: the QP, its completion queue and one buffer,
+	// with its 16-byte receive posted before connecting (the server may
+	// send as soon as it has our RTU). Connect moves the QP to INIT (again,
+	// with the connection's attributes), RTR and RTS before the RTU.
+	prog, _ := rdmapeer.Lookup("rdma")
+	s, err := prog.Open(dev, rdmapeer.SessionConfig{Role: rdmapeer.Client, Port: m.Port()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn, err := m.Connect(ctx, &cm.ConnectParams{IP: dst, QP: s.QP()})
 	if err != nil {
 		log.Fatalf("connect to %v: %v", dst, err)
 	}
 	fmt.Printf("rdmaclient: connected to %v: QP %#x <-> %#x\n", dst, conn.LocalQPN(), conn.RemoteQPN())
 
-	copy(mr.Bytes()[16:32], "hello, rdma_cm!!")
-	must(qp.PostSend(verbs.SendWR{ID: 2, Op: verbs.OpSend, Segments: []verbs.Segment{send}, Signaled: true}))
-	for got := 0; got < 2; {
-		wcs := make([]verbs.WC, 2)
-		n, err := cq.Await(ctx, wcs)
-		must(err)
-		for _, wc := range wcs[:n] {
-			if wc.Status != verbs.WCSuccess {
-				log.Fatalf("work request %d: %v", wc.ID, wc.Status)
-			}
-			if wc.Opcode == verbs.WCRecv {
-				fmt.Printf("rdmaclient: received %d bytes: %q\n", wc.ByteLen, mr.Bytes()[:wc.ByteLen])
-			} else {
-				fmt.Println("rdmaclient: sent 16 bytes")
-			}
-			got++
-		}
+	got, err := s.RDMAExchange(ctx, "hello, rdma_cm!!")
+	if err != nil {
+		log.Fatal(err)
 	}
+	fmt.Printf("rdmaclient: sent %d bytes\n", rdmapeer.RDMAMessage)
+	fmt.Printf("rdmaclient: received %d bytes: %q\n", len(got), got)
 
 	// DREQ, DREP; the Manager moves the QP to ERR. rdma_server disconnects
 	// as soon as its send completed: its DREQ may come first, and then the
@@ -125,12 +96,8 @@ func main() {
 	case <-ctx.Done():
 		log.Fatal("TimeWait did not end")
 	}
-	must(qp.Close())
-	fmt.Println("rdmaclient: disconnected; QP destroyed after TimeWait")
-}
-
-func must(err error) {
-	if err != nil {
+	if err := s.Close(); err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println("rdmaclient: disconnected; QP destroyed after TimeWait")
 }

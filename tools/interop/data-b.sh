@@ -52,7 +52,7 @@ data_scenarios() {
 	dclient d2-rping-kernel-server rping-s --tcp-port "$D_RPING_S_PORT" --data rping --data-count 10 --data-verbose \
 		$DW $DT --expect local-disconnect
 	# ucmatose: 4 connections at once, 10 messages of 100 bytes each way.
-	dclient d3-ucmatose-kernel-server ucmatose-s --tcp-port "$D_UCMA_S_PORT" --data ucmatose --count 4 --overlap \
+	dclient d3-ucmatose-kernel-server ucmatose-s --tcp-port "$D_UCMA_S_PORT" --data ucmatose --count 4 \
 		$DW $DT --expect peer-disconnect
 	dlisten d4-ucmatose-kernel-client ucmatose-c --tcp-port "$D_UCMA_C_PORT" --data ucmatose --count 4 \
 		$DT --expect local-disconnect
