@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -59,7 +58,7 @@ func TestStaleRejectIsOneError(t *testing.T) {
 	require.NoError(t, err)
 	// A second Manager with A's GUID (A's port restarted, as B sees it)
 	// reuses the QP that B still has connected.
-	a2, err := cm.NewManager(p.fab.NewEndpoint(), cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	a2, err := cm.NewManager(p.fab.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xa})
 	require.NoError(t, err)
 	defer a2.Close()
 	_, err = a2.Connect(ctx, fastREQ(p.eb, 0x1000, 0x11))

@@ -520,7 +520,7 @@ func apNewSys(m apModel, fuzz bool) *apSys {
 	for i := range s.mgrs {
 		s.events[i] = &apEvents{s: s, m: i}
 		cfg := cm.ManagerConfig{Clock: s.clk, SendQueue: m.SendQueue[i],
-			MRADelay: m.MRADelay, Engine: engine.Config{Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs, MaxHalfOpen: m.MaxHalfOpen},
+			MRADelay: m.MRADelay, Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs, MaxHalfOpen: m.MaxHalfOpen,
 			OnEvent: s.events[i].check}
 		if m.LAPRefuse {
 			cfg.LAPPolicy = func(_ *cm.Conn, lap *wire.LAP) wire.APRStatus {
@@ -1261,7 +1261,7 @@ func (s *apSys) zero(o apOp) {
 		_ = r.Reject(ctx, 0, nil, nil)
 		var sr cm.SIDRRequest
 		_ = sr.Reply(ctx, &cm.SIDRReplyParams{})
-		if m, err := cm.NewManager(nil, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 1}}); err == nil {
+		if m, err := cm.NewManager(nil, cm.ManagerConfig{LocalGUID: 1}); err == nil {
 			s.fail("NewManager(nil) succeeded")
 			_ = m.Close()
 		}

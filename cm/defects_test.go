@@ -53,7 +53,7 @@ func TestRestartDoesNotReuseCommIDs(t *testing.T) {
 			fab := simnet.NewFabric(simnet.Config{Seed: 3})
 			defer fab.Close()
 			srvEP := fab.NewEndpoint()
-			srv, err := cm.NewManager(srvEP, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}})
+			srv, err := cm.NewManager(srvEP, cm.ManagerConfig{LocalGUID: 0xb})
 			require.NoError(t, err)
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -82,7 +82,7 @@ func TestRestartDoesNotReuseCommIDs(t *testing.T) {
 			tr1 := &filterTransport{Transport: ep1, drop: func(p *transport.Packet) bool {
 				return rtuLost && attrOf(p) == wire.AttrRTU
 			}}
-			c1, err := cm.NewManager(tr1, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+			c1, err := cm.NewManager(tr1, cm.ManagerConfig{LocalGUID: 0xa})
 			require.NoError(t, err)
 			p := fastREQ(srvEP, 0x1000, 0x100)
 			old, err := c1.Connect(ctx, p)
@@ -97,7 +97,7 @@ func TestRestartDoesNotReuseCommIDs(t *testing.T) {
 			// Its second life, on the same CA (GUID), with a new QP.
 			ep2 := fab.NewEndpoint()
 			defer ep2.Close()
-			c2, err := cm.NewManager(ep2, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+			c2, err := cm.NewManager(ep2, cm.ManagerConfig{LocalGUID: 0xa})
 			require.NoError(t, err)
 			defer c2.Close()
 			p2 := fastREQ(srvEP, 0x1000, 0x200)
@@ -181,7 +181,7 @@ func TestSendNeverStallsTheLoop(t *testing.T) {
 	defer fab.Close()
 	peer := fab.NewEndpoint()
 	bt := &blockingTransport{Transport: fab.NewEndpoint(), release: make(chan struct{}), blocked: make(chan struct{})}
-	m, err := cm.NewManager(bt, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendTimeout: time.Hour, SendQueue: 64})
+	m, err := cm.NewManager(bt, cm.ManagerConfig{LocalGUID: 0xa, SendTimeout: time.Hour, SendQueue: 64})
 	require.NoError(t, err)
 	defer func() {
 		close(bt.release)
@@ -323,7 +323,7 @@ func newGatedServer(t *testing.T, cfg cm.ManagerConfig) *gatedServer {
 	g := &gatedServer{srvEP: fab.NewEndpoint()}
 	g.counted = &countTransport{Transport: g.srvEP, sent: map[wire.AttrID]int{}}
 	g.gate = &gateTransport{Transport: g.counted, open: make(chan struct{})}
-	cfg.Engine.LocalGUID, cfg.SendTimeout = 0xb, time.Hour
+	cfg.LocalGUID, cfg.SendTimeout = 0xb, time.Hour
 	var err error
 	g.srv, err = cm.NewManager(g.gate, cfg)
 	require.NoError(t, err)
@@ -510,7 +510,7 @@ func TestRetransmitOfAQueuedMADIsNotQueuedAgain(t *testing.T) {
 	defer srv.Close()
 	counted := &countTransport{Transport: fab.NewEndpoint(), sent: map[wire.AttrID]int{}}
 	gate := &gateTransport{Transport: counted, open: make(chan struct{})}
-	cli, err := cm.NewManager(gate, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendTimeout: time.Hour})
+	cli, err := cm.NewManager(gate, cm.ManagerConfig{LocalGUID: 0xa, SendTimeout: time.Hour})
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -638,7 +638,7 @@ func TestDuplicateAfterTheREPLeftGetsAREP(t *testing.T) {
 	srvEP := fab.NewEndpoint()
 	counted := &countTransport{Transport: srvEP, sent: map[wire.AttrID]int{}}
 	linger := &lingerTransport{Transport: counted, attr: wire.AttrREP, left: make(chan struct{}), release: make(chan struct{})}
-	srv, err := cm.NewManager(linger, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}, SendTimeout: time.Hour})
+	srv, err := cm.NewManager(linger, cm.ManagerConfig{LocalGUID: 0xb, SendTimeout: time.Hour})
 	require.NoError(t, err)
 	defer srv.Close()
 	defer func() {
@@ -653,7 +653,7 @@ func TestDuplicateAfterTheREPLeftGetsAREP(t *testing.T) {
 	noRTU := &filterTransport{Transport: replay, drop: func(p *transport.Packet) bool {
 		return attrOf(p) == wire.AttrRTU
 	}}
-	cli, err := cm.NewManager(noRTU, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	cli, err := cm.NewManager(noRTU, cm.ManagerConfig{LocalGUID: 0xa})
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
@@ -197,11 +196,11 @@ func TestQPReadyBeforeDataCanArrive(t *testing.T) {
 	var srvQP, cliQP *fakeQP
 	srvTr := &readyCheck{Transport: fabric.NewEndpoint(), qp: func() *fakeQP { mu.Lock(); defer mu.Unlock(); return srvQP }}
 	cliTr := &readyCheck{Transport: fabric.NewEndpoint(), qp: func() *fakeQP { mu.Lock(); defer mu.Unlock(); return cliQP }}
-	fast := cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}}
+	fast := cm.ManagerConfig{LocalGUID: 0xb}
 	server, err := cm.NewManager(srvTr, fast)
 	require.NoError(t, err)
 	defer server.Close()
-	fast.Engine.LocalGUID = 0xa
+	fast.LocalGUID = 0xa
 	client, err := cm.NewManager(cliTr, fast)
 	require.NoError(t, err)
 	defer client.Close()

@@ -84,7 +84,7 @@ func newRawPeer(t *testing.T, cfg cm.ManagerConfig) *rawPeer {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	r.ctx = ctx
-	cfg.Clock, cfg.Engine.LocalGUID = r.clk, 0xa
+	cfg.Clock, cfg.LocalGUID = r.clk, 0xa
 	cfg.OnEvent = func(ev cm.Event) {
 		if ev.Kind == cm.EventRejected {
 			r.rejected <- struct{}{}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/clock"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -32,7 +31,7 @@ func TestManagerCloseLeaksNothing(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			var clk *clock.Fake
 			cfg := func(guid uint64) cm.ManagerConfig {
-				c := cm.ManagerConfig{Engine: engine.Config{LocalGUID: guid}}
+				c := cm.ManagerConfig{LocalGUID: guid}
 				if fake {
 					c.Clock = clk
 				}

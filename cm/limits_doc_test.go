@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/internal/limitsdoc"
 )
@@ -16,7 +15,7 @@ import (
 func TestLimitsDocManager(t *testing.T) {
 	fab := simnet.NewFabric(simnet.Config{})
 	defer fab.Close()
-	m, err := NewManager(fab.NewEndpoint(), ManagerConfig{Engine: engine.Config{LocalGUID: 1}})
+	m, err := NewManager(fab.NewEndpoint(), ManagerConfig{LocalGUID: 1})
 	require.NoError(t, err)
 	defer m.Close()
 	l, err := m.Listen(context.Background(), ListenParams{ServiceID: 1})

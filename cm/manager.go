@@ -11,19 +11,42 @@ import (
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 )
 
 // ManagerConfig configures a Manager. The zero value works: every field has
-// a default.
+// a default. It holds what an application decides: the port's identity,
+// the bounds on what peers can make the CM hold, the timers and the
+// callbacks. The engine's switches for tests and model variants are not
+// here, so that no application can turn them on.
 type ManagerConfig struct {
 	// LocalGUID is the CA GUID the CM gives as its Local CA GUID. Zero:
 	// the transport's, when it knows it (transport.LocalGUIDer, as a umad
 	// port does); a transport that does not (simnet) needs one here.
 	LocalGUID uint64
-	// Engine configures the CM core: its bounds (zero fields take the
-	// defaults of docs/limits.md) and the comm-ID seed (random when zero).
-	// Its LocalGUID, when set, stands for LocalGUID.
-	Engine engine.Config
+	// LocalGID, when non-zero, is the port's GID: a REQ whose primary path
+	// names another port GID is refused with REJ 12 (invalid GID) before
+	// any Listener sees it.
+	LocalGID wire.GID
+	// Seed starts the comm-ID allocator, for runs that must repeat.
+	// Zero: a random start, so that a restarted CM never hands out the
+	// comm IDs of its previous life, which a peer still holding an old
+	// connection would take for its retransmissions.
+	Seed uint64
+	// The bounds of docs/limits.md, the engine.Config fields of the same
+	// names: the ids held, the REQ-flood backlog (in all and per peer
+	// port, and whether a REQ beyond it is dropped rather than rejected),
+	// the retries of every exchange and the wait of each try. Zero fields
+	// take the defaults.
+	MaxIDs             int
+	MaxHalfOpen        int
+	MaxHalfOpenPerPeer int
+	DropExcessREQ      bool
+	MaxRetries         uint8
+	MaxWait            time.Duration
+	// MinTimeWait is a lower bound on every connection's TimeWait, which
+	// is otherwise 4.096 µs × 2^(Local ACK Timeout).
+	MinTimeWait time.Duration
 	// Port describes the local port to the REQ and REP builders and to the
 	// QP-attribute derivation. Zero fields come from the transport (its
 	// LocalAddr, and PortInfo when it implements PortInfoer) or defaults.
@@ -122,13 +145,14 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	if tr == nil {
 		return nil, badParam("NewManager", "transport", "nil")
 	}
-	if cfg.Engine.LocalGUID == 0 {
-		cfg.Engine.LocalGUID = cfg.LocalGUID
+	var sw cmswitch.Switches
+	if s, ok := tr.(*cmswitch.Switched); ok {
+		tr, sw = s.Transport, s.Switches
 	}
-	if g, ok := tr.(transport.LocalGUIDer); ok && cfg.Engine.LocalGUID == 0 {
-		cfg.Engine.LocalGUID = g.LocalGUID()
+	if g, ok := tr.(transport.LocalGUIDer); ok && cfg.LocalGUID == 0 {
+		cfg.LocalGUID = g.LocalGUID()
 	}
-	if cfg.Engine.LocalGUID == 0 {
+	if cfg.LocalGUID == 0 {
 		return nil, badParam("NewManager", "ManagerConfig.LocalGUID", "zero, and the transport does not know it")
 	}
 	if cfg.Clock == nil {
@@ -147,7 +171,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		cfg.MRAServiceTimeout = 24
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(cfg.Engine),
+	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(engineConfig(&cfg, sw)),
 		port:  resolvePort(tr, cfg.Port),
 		calls: make(chan func()), recv: make(chan transport.Packet, 256), out: make(chan transport.Packet, cfg.SendQueue),
 		drained: make(chan struct{}, 1), pending: make(map[sendKey]int),
@@ -160,6 +184,15 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	go m.send()
 	go m.loop()
 	return m, nil
+}
+
+// engineConfig is the engine's configuration for a Manager: cfg's fields
+// and the switches the transport brought.
+func engineConfig(cfg *ManagerConfig, sw cmswitch.Switches) engine.Config {
+	return engine.Config{LocalGUID: cfg.LocalGUID, LocalGID: cfg.LocalGID, Seed: cfg.Seed,
+		MaxIDs: cfg.MaxIDs, MaxHalfOpen: cfg.MaxHalfOpen, MaxHalfOpenPerPeer: cfg.MaxHalfOpenPerPeer,
+		DropExcessREQ: cfg.DropExcessREQ, MaxRetries: cfg.MaxRetries, MaxWait: cfg.MaxWait, MinTimeWait: cfg.MinTimeWait,
+		Trace: sw.Trace, LegacyTimeWaitQPN: sw.LegacyTimeWaitQPN, DisableStaleCheck: sw.DisableStaleCheck}
 }
 
 // LocalAddr is the transport's address: where peers send their REQs.

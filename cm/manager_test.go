@@ -13,7 +13,6 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/clock"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -31,11 +30,11 @@ func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
 	p := &pair{fab: simnet.NewFabric(net)}
 	p.ea, p.eb = p.fab.NewEndpoint(), p.fab.NewEndpoint()
-	if ca.Engine.LocalGUID == 0 {
-		ca.Engine.LocalGUID = 0xa
+	if ca.LocalGUID == 0 {
+		ca.LocalGUID = 0xa
 	}
-	if cb.Engine.LocalGUID == 0 {
-		cb.Engine.LocalGUID = 0xb
+	if cb.LocalGUID == 0 {
+		cb.LocalGUID = 0xb
 	}
 	var err error
 	p.a, err = cm.NewManager(p.ea, ca)
@@ -209,7 +208,7 @@ func TestManagerConnectTimeoutFakeClock(t *testing.T) {
 	defer fab.Close()
 	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
 	eb.SetDown(true)
-	m, err := cm.NewManager(ea, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, Clock: clk})
+	m, err := cm.NewManager(ea, cm.ManagerConfig{LocalGUID: 0xa, Clock: clk})
 	require.NoError(t, err)
 	defer m.Close()
 	errc := make(chan error, 1)

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -35,7 +34,7 @@ func TestTransportFailureEndsTheManager(t *testing.T) {
 	fab := simnet.NewFabric(simnet.Config{})
 	defer fab.Close()
 	tr := &failingTransport{Transport: fab.NewEndpoint()}
-	m, err := cm.NewManager(tr, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	m, err := cm.NewManager(tr, cm.ManagerConfig{LocalGUID: 0xa})
 	require.NoError(t, err)
 	defer m.Close()
 	time.Sleep(100 * time.Millisecond)
@@ -99,7 +98,7 @@ func TestBadArguments(t *testing.T) {
 	require.NoError(t, sr.Reply(ctx, &cm.SIDRReplyParams{QPN: 0x77, QKey: 1}))
 	require.NoError(t, c.Disconnect(ctx, nil))
 
-	_, err = cm.NewManager(nil, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 1}})
+	_, err = cm.NewManager(nil, cm.ManagerConfig{LocalGUID: 1})
 	require.ErrorIs(t, err, cm.ErrBadParam)
 }
 

@@ -75,7 +75,7 @@ func newRawRig(t *testing.T, opts ...func(*ManagerConfig)) *rawRig {
 	fab := simnet.NewFabric(simnet.Config{})
 	t.Cleanup(fab.Close)
 	r := &rawRig{t: t, v: &valve{Transport: fab.NewEndpoint()}, p: fab.NewEndpoint()}
-	cfg := ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}, SendQueue: 2, SendTimeout: time.Hour, MRADelay: -1}
+	cfg := ManagerConfig{LocalGUID: 0xa, SendQueue: 2, SendTimeout: time.Hour, MRADelay: -1}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -471,7 +471,7 @@ func TestManagerCloseEndsRequests(t *testing.T) {
 // bounded with the half-open REQs, whatever the listeners' backlogs, so
 // Connect still finds an id.
 func TestUnansweredSIDRDoNotExhaustIDs(t *testing.T) {
-	r := newRawRig(t, func(cfg *ManagerConfig) { cfg.Engine.MaxIDs, cfg.Engine.MaxHalfOpen, cfg.SendQueue = 64, 16, 4096 })
+	r := newRawRig(t, func(cfg *ManagerConfig) { cfg.MaxIDs, cfg.MaxHalfOpen, cfg.SendQueue = 64, 16, 4096 })
 	r.v.release()
 	for i := range 5 {
 		_, err := r.m.Listen(r.ctx, ListenParams{ServiceID: uint64(0x3000 + i)})

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/cmtime"
@@ -64,10 +63,10 @@ func TestRun(t *testing.T) {
 	fab := simnet.NewFabric(simnet.Config{Seed: 1})
 	defer fab.Close()
 	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
-	a, err := cm.NewManager(ea, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xa}})
+	a, err := cm.NewManager(ea, cm.ManagerConfig{LocalGUID: 0xa})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := cm.NewManager(eb, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0xb}})
+	b, err := cm.NewManager(eb, cm.ManagerConfig{LocalGUID: 0xb})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

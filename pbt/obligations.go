@@ -327,4 +327,3 @@ func (o *obligations) done() {
 		}
 	}
 }
-

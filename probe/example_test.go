@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 	"github.com/ibcm/ibcm/probe"
 )
 
@@ -24,7 +24,7 @@ func Example() {
 
 	// The target: a listener that accepts every REQ.
 	tep := f.NewEndpoint()
-	m, _ := cm.NewManager(tep, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 2, LegacyTimeWaitQPN: true}})
+	m, _ := cm.NewManager(cmswitch.Wrap(tep, cmswitch.Switches{LegacyTimeWaitQPN: true}), cm.ManagerConfig{LocalGUID: 2})
 	defer m.Close()
 	l, _ := m.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	go func() {

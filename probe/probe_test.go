@@ -18,6 +18,7 @@ import (
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 )
 
 const (
@@ -35,11 +36,10 @@ type target struct {
 	wg     sync.WaitGroup
 }
 
-func startTarget(t *testing.T, ep transport.Transport, cfg engine.Config, sidr bool) *target {
+func startTarget(t *testing.T, ep transport.Transport, sw cmswitch.Switches, sidr bool) *target {
 	t.Helper()
-	cfg.LocalGUID = 0x0002c90300000002
-	cfg.LocalGID = wire.GID(ep.LocalAddr().GID)
-	m, err := cm.NewManager(ep, cm.ManagerConfig{Engine: cfg})
+	cfg := cm.ManagerConfig{LocalGUID: 0x0002c90300000002, LocalGID: wire.GID(ep.LocalAddr().GID)}
+	m, err := cm.NewManager(cmswitch.Wrap(ep, sw), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	tg := &target{mgr: m, cancel: cancel}
@@ -124,7 +124,7 @@ func TestCorrectTargetPassesEverything(t *testing.T) {
 	f := simnet.NewFabric(simnet.Config{Seed: 1})
 	defer f.Close()
 	ep := f.NewEndpoint()
-	startTarget(t, ep, engine.Config{}, true)
+	startTarget(t, ep, cmswitch.Switches{}, true)
 	rep := probeTarget(t, f, ep.LocalAddr(), true)
 	require.Len(t, rep.Results, len(Catalogue()))
 	assert.Empty(t, failures(rep))
@@ -145,7 +145,7 @@ func TestLegacyTimeWaitTargetFailsTheSeedCheck(t *testing.T) {
 	f := simnet.NewFabric(simnet.Config{Seed: 2})
 	defer f.Close()
 	ep := f.NewEndpoint()
-	startTarget(t, ep, engine.Config{LegacyTimeWaitQPN: true}, false)
+	startTarget(t, ep, cmswitch.Switches{LegacyTimeWaitQPN: true}, false)
 	rep := probeTarget(t, f, ep.LocalAddr(), false)
 	v := verdicts(rep)
 	assert.Equal(t, Deviation, v["timewait-qpn-reuse"], failures(rep))
@@ -174,7 +174,7 @@ func TestNoStaleCheckTargetFailsTheStaleCheck(t *testing.T) {
 	f := simnet.NewFabric(simnet.Config{Seed: 3})
 	defer f.Close()
 	ep := f.NewEndpoint()
-	startTarget(t, ep, engine.Config{DisableStaleCheck: true}, false)
+	startTarget(t, ep, cmswitch.Switches{DisableStaleCheck: true}, false)
 	rep := probeTarget(t, f, ep.LocalAddr(), false, "stale-live-qpn", "timewait-qpn-reuse", "establish")
 	v := verdicts(rep)
 	assert.Equal(t, Deviation, v["stale-live-qpn"])

@@ -15,7 +15,6 @@ import (
 	"syscall"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/cmtime"
@@ -196,7 +195,7 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	mcfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: ep.guid, LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}}
+	mcfg := cm.ManagerConfig{LocalGUID: ep.guid, LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}
 	cfg := cmtime.Config{Connect: connectRetrying, Log: stdout}
 	if o.verbsQP {
 		d, err := openDataDevice(&o.net, ep)

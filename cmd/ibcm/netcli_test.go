@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
@@ -230,7 +229,7 @@ func TestConnectWaitListener(t *testing.T) {
 	t.Parallel()
 	ep, release := attachSim(fabricName(t)) // LID 1
 	defer release()
-	m, err := cm.NewManager(ep, cm.ManagerConfig{Engine: engine.Config{LocalGUID: 0x77}})
+	m, err := cm.NewManager(ep, cm.ManagerConfig{LocalGUID: 0x77})
 	require.NoError(t, err)
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -26,6 +26,7 @@ import (
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 	"github.com/ibcm/ibcm/internal/report"
 )
 
@@ -624,16 +625,16 @@ func (e *tally) outcomes(n int) string {
 
 // startManager starts the Manager on r.ep; its events drive the output.
 func (r *netRun) startManager() error {
-	cfg := cm.ManagerConfig{Engine: engine.Config{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID),
-		Seed: r.o.seed, LegacyTimeWaitQPN: r.o.legacyTWQPN}, OnEvent: r.onEvent}
+	cfg := cm.ManagerConfig{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID), Seed: r.o.seed, OnEvent: r.onEvent}
+	sw := cmswitch.Switches{LegacyTimeWaitQPN: r.o.legacyTWQPN}
 	if r.o.trace {
-		cfg.Engine.Trace = r.traceStep
+		sw.Trace = r.traceStep
 	}
 	if r.data != nil {
 		cfg.Port = r.data.dev.portInfo()
 	}
-	r.engine = cfg.Engine
-	m, err := cm.NewManager(r.ep.tr, cfg)
+	r.engine = engine.Config{MinTimeWait: cfg.MinTimeWait} // what the Manager's engine computes TimeWait from
+	m, err := cm.NewManager(cmswitch.Wrap(r.ep.tr, sw), cfg)
 	if err != nil {
 		return err
 	}
