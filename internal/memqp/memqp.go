@@ -225,46 +225,7 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 	}
 	switch w.Op {
 	case verbs.OpSend, verbs.OpSendWithImm:
-		if q.ud && w.Dest.QKey != p.qkey {
-			done(verbs.WCSuccess, verbs.WCSend, 0) // dropped by the receiver
-			return nil
-		}
-		if len(p.recvs) == 0 {
-			q.f.rnr++
-			if q.ud {
-				done(verbs.WCSuccess, verbs.WCSend, 0)
-			} else {
-				done(verbs.WCRNRRetryExcErr, verbs.WCSend, 0)
-			}
-			return nil
-		}
-		r := p.recvs[0]
-		p.recvs = p.recvs[1:]
-		data := local
-		var flags verbs.WCFlags
-		if q.ud {
-			flags = verbs.WCGRH
-			grh := make([]byte, rdmapeer.GRHSize)
-			ip := grh[20:]
-			ip[0] = 0x45
-			ip[9] = 17
-			binary.BigEndian.PutUint32(ip[12:16], q.qpn) // stands in for the sender's IPv4 address
-			binary.BigEndian.PutUint32(ip[16:20], p.qpn)
-			data = append(grh, local...)
-		}
-		if len(data) > r.n {
-			p.cq <- verbs.WC{ID: r.id, Status: verbs.WCLocLenErr, QPN: p.qpn}
-			done(verbs.WCRemInvReqErr, verbs.WCSend, 0)
-			return nil
-		}
-		copy(p.buf[r.off:], data)
-		wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), QPN: p.qpn, SrcQP: q.qpn, Flags: flags}
-		if w.Op == verbs.OpSendWithImm {
-			wc.Flags |= verbs.WCWithImm
-			wc.Imm = w.Imm
-		}
-		p.cq <- wc
-		done(verbs.WCSuccess, verbs.WCSend, 0)
+		q.deliver(p, w, local, done)
 	case verbs.OpRDMAWrite:
 		b, ok := remote(w.N)
 		if !ok || p.access&p.qpAcc&qpattr.RemoteWrite == 0 {
@@ -308,4 +269,50 @@ func (q *memQP) Close() error {
 	q.dev.open--
 	q.dev.mu.Unlock()
 	return nil
+}
+
+// deliver carries out a SEND into p's next receive, as a device does: a
+// UD send with the wrong Q_Key or to no receive is dropped, an RC one
+// without a receive fails (RNR retry 0), a receive too short fails both.
+func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.WCStatus, verbs.WCOpcode, int)) {
+	if q.ud && w.Dest.QKey != p.qkey {
+		done(verbs.WCSuccess, verbs.WCSend, 0) // dropped by the receiver
+		return
+	}
+	if len(p.recvs) == 0 {
+		q.f.rnr++
+		if q.ud {
+			done(verbs.WCSuccess, verbs.WCSend, 0)
+		} else {
+			done(verbs.WCRNRRetryExcErr, verbs.WCSend, 0)
+		}
+		return
+	}
+	r := p.recvs[0]
+	p.recvs = p.recvs[1:]
+	data := local
+	var flags verbs.WCFlags
+	if q.ud {
+		flags = verbs.WCGRH
+		grh := make([]byte, rdmapeer.GRHSize)
+		ip := grh[20:]
+		ip[0] = 0x45
+		ip[9] = 17
+		binary.BigEndian.PutUint32(ip[12:16], q.qpn) // stands in for the sender's IPv4 address
+		binary.BigEndian.PutUint32(ip[16:20], p.qpn)
+		data = append(grh, local...)
+	}
+	if len(data) > r.n {
+		p.cq <- verbs.WC{ID: r.id, Status: verbs.WCLocLenErr, QPN: p.qpn}
+		done(verbs.WCRemInvReqErr, verbs.WCSend, 0)
+		return
+	}
+	copy(p.buf[r.off:], data)
+	wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), QPN: p.qpn, SrcQP: q.qpn, Flags: flags}
+	if w.Op == verbs.OpSendWithImm {
+		wc.Flags |= verbs.WCWithImm
+		wc.Imm = w.Imm
+	}
+	p.cq <- wc
+	done(verbs.WCSuccess, verbs.WCSend, 0)
 }
