@@ -80,7 +80,9 @@ func TestRun(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() { _, _ = r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x100 + n, StartingPSN: 7, RNRRetryCount: 7}}) }()
+			go func() {
+				_, _ = r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 0x100 + n, StartingPSN: 7, RNRRetryCount: 7}})
+			}()
 		}
 	}()
 	const n = 20

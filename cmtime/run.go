@@ -121,20 +121,10 @@ func createQPs(cfg *Config, t *Times, conns []conn) error {
 
 func (r *Result) connect(ctx context.Context, cfg *Config, conns []conn) {
 	fmt.Fprintln(cfg.Log, "connecting")
-	spans := r.Times.Conns[Connect]
-	var wg sync.WaitGroup
-	step := Span{Start: time.Now()}
-	for i := range conns {
-		c := &conns[i]
-		wg.Go(func() {
-			spans[i].Start = time.Now()
-			c.conn, c.err = cfg.Connect(ctx, cfg.Manager, &cfg.Params[i])
-			spans[i].End = time.Now()
-		})
-	}
-	wg.Wait()
-	step.End = time.Now()
-	r.Times.Steps[Connect] = step
+	r.timeAll(Connect, conns, func(i int, c *conn) bool {
+		c.conn, c.err = cfg.Connect(ctx, cfg.Manager, &cfg.Params[i])
+		return true
+	})
 	for i := range conns {
 		if c := &conns[i]; c.err != nil {
 			fmt.Fprintf(cfg.Log, "connect %d: %v\n", i+1, c.err)
@@ -146,27 +136,17 @@ func (r *Result) connect(ctx context.Context, cfg *Config, conns []conn) {
 
 func (r *Result) disconnect(ctx context.Context, cfg *Config, conns []conn) {
 	fmt.Fprintln(cfg.Log, "disconnecting")
-	spans := r.Times.Conns[Disconnect]
-	var wg sync.WaitGroup
-	step := Span{Start: time.Now()}
-	for i := range conns {
-		c := &conns[i]
+	r.timeAll(Disconnect, conns, func(_ int, c *conn) bool {
 		if c.conn == nil {
-			continue
+			return false
 		}
-		wg.Go(func() {
-			spans[i].Start = time.Now()
-			if err := c.conn.Disconnect(ctx, nil); err != nil {
-				c.err = err
-			} else if err := c.conn.Err(); !errors.Is(err, cm.ErrDisconnected) {
-				c.err = err // the DREQ's retries ran out, or the Manager closed
-			}
-			spans[i].End = time.Now()
-		})
-	}
-	wg.Wait()
-	step.End = time.Now()
-	r.Times.Steps[Disconnect] = step
+		if err := c.conn.Disconnect(ctx, nil); err != nil {
+			c.err = err
+		} else if err := c.conn.Err(); !errors.Is(err, cm.ErrDisconnected) {
+			c.err = err // the DREQ's retries ran out, or the Manager closed
+		}
+		return true
+	})
 	for i := range conns {
 		c := &conns[i]
 		switch {
@@ -182,4 +162,24 @@ func (r *Result) disconnect(ctx context.Context, cfg *Config, conns []conn) {
 			r.Disconnected++
 		}
 	}
+}
+
+// timeAll runs f for every connection at once and records the step's
+// span and each connection's (f returns false for a connection that
+// takes no part in the step).
+func (r *Result) timeAll(step string, conns []conn, f func(i int, c *conn) bool) {
+	spans := r.Times.Conns[step]
+	var wg sync.WaitGroup
+	span := Span{Start: time.Now()}
+	for i := range conns {
+		wg.Go(func() {
+			start := time.Now()
+			if f(i, &conns[i]) {
+				spans[i] = Span{Start: start, End: time.Now()}
+			}
+		})
+	}
+	wg.Wait()
+	span.End = time.Now()
+	r.Times.Steps[step] = span
 }
