@@ -4,6 +4,7 @@ package main
 // events the Manager reported for it, from which its outcome follows.
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -283,3 +284,54 @@ func reasonFields(reason wire.RejectReason) []report.Field {
 
 // dreqLostFields end the DISCONNECTED line of a DREQ that had no answer.
 var dreqLostFields = []report.Field{{Key: "by", Value: "local"}, {Key: "drep", Value: "none"}, {Key: "why", Value: "DREQ retries ran out"}}
+
+func parseExpect(s string) ([]string, error) {
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout", w == "sidr", w == "any":
+		case strings.HasPrefix(w, "rej:"):
+			n, err := strconv.ParseUint(w[4:], 10, 16)
+			if err != nil {
+				return nil, fmt.Errorf("--expect: bad reject reason in %q", w)
+			}
+			w = "rej:" + strconv.FormatUint(n, 10)
+		default:
+			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout, sidr, any)", w)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// mirrorExpect is what the other side of a --sim-peer run should see.
+func mirrorExpect(s string) string {
+	w, err := parseExpect(s)
+	if err != nil {
+		return "established"
+	}
+	for i, x := range w {
+		switch x {
+		case "local-disconnect":
+			w[i] = "peer-disconnect"
+		case "peer-disconnect":
+			w[i] = "local-disconnect"
+		case "timeout":
+			w[i] = "established"
+		}
+	}
+	return strings.Join(w, ",")
+}
+
+func outcomeMatches(want, got string) bool {
+	switch want {
+	case "any":
+		return true
+	case "established":
+		return got == "local-disconnect" || got == "peer-disconnect" || got == "crossed-disconnect" || got == "stale-disconnect"
+	case "local-disconnect":
+		return got == want || got == "stale-disconnect"
+	}
+	return want == got
+}

@@ -1,0 +1,513 @@
+package main
+
+// A listen or connect run: the Manager, the printer of its events and
+// the connections' records.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/cmswitch"
+	"github.com/ibcm/ibcm/internal/report"
+)
+
+// ---- events and outcomes.
+
+// lineOut writes whole lines to w from a goroutine of its own, buffered:
+// the Manager's goroutine only queues them (a console can take
+// milliseconds a line, which must not slow the CM).
+type lineOut struct {
+	style  report.Style
+	lines  chan string
+	done   chan struct{}
+	mu     sync.Mutex
+	closed bool
+}
+
+func newLineOut(w io.Writer, style report.Style) *lineOut {
+	l := &lineOut{style: style, lines: make(chan string, 1<<16), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		bw := bufio.NewWriterSize(w, 64<<10)
+		for s := range l.lines {
+			_, _ = bw.WriteString(s)
+			_ = bw.WriteByte('\n')
+			if len(l.lines) == 0 {
+				_ = bw.Flush()
+			}
+		}
+		_ = bw.Flush()
+	}()
+	return l
+}
+
+// line queues s; after close it drops it (a goroutine of the run that
+// outlived it has nowhere to write).
+func (l *lineOut) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.lines <- s
+	}
+}
+
+// rec queues the line of rec.
+func (l *lineOut) rec(rec *report.Record) { l.line(l.style.Line(rec)) }
+
+// close writes what is queued and stops the writer.
+func (l *lineOut) close() {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.lines)
+	}
+	l.mu.Unlock()
+	<-l.done
+}
+
+// netRun is one listen or connect run: the Manager, the printer of its
+// events and the connections' records.
+type netRun struct {
+	o       *netOpts
+	out     *lineOut
+	ep      *endpoint
+	mgr     *cm.Manager
+	engine  engine.Config // the Manager's
+	start   time.Time
+	want    []string // --expect, one outcome per connection, the last repeating
+	mu      sync.Mutex
+	made    int        // connection records made (the last one's number)
+	conns   []*connRec // the records the run still keeps
+	ended   tally      // the records it let go
+	byConn  map[*cm.Conn]*connRec
+	byID    map[cm.CommID]*connRec // for --trace's lines
+	stopped chan struct{}          // closed by finish: ids the Manager never freed are not waited for
+	sumDone chan struct{}          // stops the summary lines
+	data    *dataRun               // --data
+	next    *connRec               // the active connection whose REQ goes next
+	passiv  bool                   // new REQs create connections
+	change  chan struct{}
+}
+
+func newNetRun(o *netOpts, stdout io.Writer) *netRun {
+	want, _ := parseExpect(o.expect) // checked with the flags
+	return &netRun{o: o, want: want, out: newLineOut(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+		byID: map[cm.CommID]*connRec{}, stopped: make(chan struct{}), change: make(chan struct{}, 1)}
+}
+
+func (r *netRun) since() string { return report.Seconds(time.Since(r.start)) }
+
+// event prints an IBCM-EVENT record now, its fields given as
+// report.Record.With takes them.
+func (r *netRun) event(name string, kv ...any) {
+	r.out.rec(report.New(report.Event, name).Add("t", r.since()).With(kv...))
+}
+
+// connEvent prints an event of connection c (with --events).
+func (r *netRun) connEvent(c *connRec, name string, kv ...any) {
+	if r.o.events {
+		r.event(name, append([]any{"conn", c.num}, kv...)...)
+	}
+}
+
+// verbose prints an event that is not about one connection's outcome
+// (with --events).
+func (r *netRun) verbose(name string, kv ...any) {
+	if r.o.events {
+		r.event(name, kv...)
+	}
+}
+
+// summarize prints, without --events, a line a second while the run's
+// connections change: a terminal (or a serial console, at 600 kB/s) would
+// otherwise spend more CPU on a storm's lines than the CM on its MADs.
+func (r *netRun) summarize(done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if s := r.summary(); s.Text() != last {
+			r.out.rec(s)
+			last = s.Text()
+		}
+	}
+}
+
+func (r *netRun) summary() *report.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.ended.counts
+	for _, c := range r.conns {
+		k.add(c)
+	}
+	return report.New(report.Summary, "").With("t", r.since(), "conns", r.made, "established", k.estab,
+		"disconnected", k.ended, "rejected", k.rej, "timeouts", k.to, "in-timewait", k.tw)
+}
+
+func (r *netRun) signal() {
+	select {
+	case r.change <- struct{}{}:
+	default:
+	}
+}
+
+// newConn adds the record of the run's next connection. r.mu must be
+// held.
+func (r *netRun) newConn(qpn uint32) *connRec {
+	r.made++
+	c := &connRec{num: r.made, idx: len(r.conns), qpn: qpn, rejReason: -1}
+	r.conns = append(r.conns, c)
+	return c
+}
+
+// dropConn forgets the last connection record (a REQ that is retried).
+func (r *netRun) dropConn(c *connRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.conns); n > 0 && r.conns[n-1] == c {
+		r.conns = r.conns[:n-1]
+		r.made--
+	}
+	delete(r.byConn, c.conn)
+}
+
+// unref lets go of one reference to c's record.
+func (r *netRun) unref(c *connRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unrefLocked(c)
+}
+
+// unrefLocked lets go of one reference to c's record. With --count 0 the
+// last one takes the record out of the run, which keeps only its outcome
+// (r.ended): the run may serve connections without end. With --count N
+// the result line lists N outcomes, and the records stay. r.mu must be
+// held.
+func (r *netRun) unrefLocked(c *connRec) {
+	if c.refs--; c.refs > 0 || r.o.count != 0 || c.folded {
+		return
+	}
+	if c.conn != nil {
+		if r.byConn[c.conn] == c {
+			delete(r.byConn, c.conn)
+		}
+		if r.byID[c.id] == c {
+			delete(r.byID, c.id)
+		}
+	}
+	last := r.conns[len(r.conns)-1]
+	r.conns[c.idx], last.idx = last, c.idx
+	r.conns[len(r.conns)-1] = nil
+	r.conns = r.conns[:len(r.conns)-1]
+	r.fold(c)
+}
+
+// unrefAtExit lets go of the reference c's id holds on the record once the
+// Manager freed the id: no event of it comes after that.
+func (r *netRun) unrefAtExit(c *connRec, conn *cm.Conn) {
+	select {
+	case <-conn.TimeWaitExit():
+	case <-r.stopped:
+		return // finish judges what is left
+	}
+	r.unref(c)
+}
+
+// maxListed is how many outcomes and problems a --count 0 run's result
+// line lists one by one.
+const maxListed = 64
+
+// tally is what a run keeps of the connections whose records it let go:
+// what its summary and result lines say of them.
+type tally struct {
+	counts    connCounts
+	listed    []string       // outcomes by connection number, up to maxListed with --count 0
+	byOutcome map[string]int // connections of each outcome
+	problems  []string       // outcomes not wanted, TimeWaits not ended
+	data      []string       // failed data phases (listed after problems)
+	unnamed   int            // problems past maxListed (--count 0)
+}
+
+// fold judges c, whose outcome is final, and adds it to r.ended. r.mu must
+// be held.
+func (r *netRun) fold(c *connRec) {
+	if c.folded {
+		return
+	}
+	c.folded = true
+	e := &r.ended
+	o := c.outcome()
+	e.counts.add(c)
+	if e.byOutcome == nil {
+		e.byOutcome = map[string]int{}
+	}
+	e.byOutcome[o]++
+	if r.o.count > 0 || c.num <= maxListed {
+		for len(e.listed) < c.num {
+			e.listed = append(e.listed, "none")
+		}
+		e.listed[c.num-1] = o
+	}
+	if w := r.want[min(c.num-1, len(r.want)-1)]; !outcomeMatches(w, o) {
+		r.problem(&e.problems, fmt.Sprintf("conn %d: %s, want %s", c.num, o, w))
+	}
+	if r.o.waitTimeWait && c.inTimeWait() {
+		r.problem(&e.problems, fmt.Sprintf("conn %d: TimeWait did not end", c.num))
+	}
+	if r.data != nil {
+		if p := c.dataProblem(); p != "" {
+			r.problem(&e.data, p)
+		}
+	}
+}
+
+// problem adds p to the list l of the result's problems (with --count 0,
+// only a count past maxListed).
+func (r *netRun) problem(l *[]string, p string) {
+	e := &r.ended
+	if r.o.count == 0 && len(e.problems)+len(e.data) >= maxListed {
+		e.unnamed++
+		return
+	}
+	*l = append(*l, p)
+}
+
+// outcomes lists the outcomes of connections 1 to n, or, when they were
+// not all kept, gives each outcome once with its count.
+func (e *tally) outcomes(n int) string {
+	if len(e.listed) >= n {
+		return strings.Join(e.listed[:n], ",")
+	}
+	var l []string
+	for _, o := range slices.Sorted(maps.Keys(e.byOutcome)) {
+		l = append(l, o+"*"+strconv.Itoa(e.byOutcome[o]))
+	}
+	return strings.Join(l, ",")
+}
+
+// startManager starts the Manager on r.ep; its events drive the output.
+func (r *netRun) startManager() error {
+	cfg := cm.ManagerConfig{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID), Seed: r.o.seed, OnEvent: r.onEvent}
+	sw := cmswitch.Switches{LegacyTimeWaitQPN: r.o.legacyTWQPN}
+	if r.o.trace {
+		sw.Trace = r.traceStep
+	}
+	if r.data != nil {
+		cfg.Port = r.data.dev.portInfo()
+	}
+	r.engine = engine.Config{MinTimeWait: cfg.MinTimeWait} // what the Manager's engine computes TimeWait from
+	m, err := cm.NewManager(cmswitch.Wrap(r.ep.tr, sw), cfg)
+	if err != nil {
+		return err
+	}
+	r.mgr = m
+	if !r.o.events {
+		r.sumDone = make(chan struct{})
+		go r.summarize(r.sumDone)
+	}
+	return nil
+}
+
+// traceStep prints one state-table step (--trace).
+func (r *netRun) traceStep(s engine.TraceStep) {
+	rec := report.New(report.Step, "").Add("t", r.since())
+	r.mu.Lock()
+	if c := r.byID[s.ID]; c != nil {
+		rec.Add("conn", c.num)
+	}
+	r.mu.Unlock()
+	r.out.rec(rec.With("id", report.Hex(uint32(s.ID)), "input", s.Event, "state", s.From, "next", s.To, "cell", s.Kind))
+}
+
+// waitTimeWait waits until every connection that entered TimeWait left it
+// (bounded by its TimeWait length plus slack, and ctx).
+func (r *netRun) waitTimeWait(ctx context.Context) {
+	if !r.o.waitTimeWait {
+		return
+	}
+	for {
+		r.mu.Lock()
+		var latest time.Time
+		pending := 0
+		for _, c := range r.conns {
+			if c.inTimeWait() {
+				pending++
+				if end := c.twAt.Add(r.timeWait(c) + 2*time.Second); end.After(latest) {
+					latest = end
+				}
+			}
+		}
+		r.mu.Unlock()
+		if pending == 0 {
+			return
+		}
+		d := time.Until(latest)
+		if d <= 0 {
+			r.event(report.ErrorEvent, "msg", fmt.Sprintf("%d connections still in TimeWait past its length", pending))
+			return
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-r.change:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// hold keeps an established connection for --hold (negative: until the
+// peer disconnects or ctx ends), then disconnects it.
+func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.Duration) {
+	var tc <-chan time.Time
+	if hold >= 0 {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		tc = t.C
+	}
+	select {
+	case <-conn.Done():
+		return
+	case <-tc:
+	case <-ctx.Done():
+	}
+	// Our DREQ: bounded by its retries inside the engine; the context only
+	// guards against a Manager that stopped.
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := conn.Disconnect(dctx, nil); err != nil && !errors.Is(err, cm.ErrClosed) && !errors.Is(err, cm.ErrInvalidState) {
+		r.connEvent(c, report.ErrorEvent, "msg", "disconnect: "+err.Error())
+	}
+}
+
+// finish closes the Manager and the transport and prints the result line.
+func (r *netRun) finish(ctx context.Context, missing string) int {
+	r.waitTimeWait(ctx)
+	if r.mgr != nil {
+		st := r.mgr.Stats()
+		e := st.Engine
+		r.out.rec(report.New(report.Stats, "").With("received", e.Received, "sent", e.Sent, "dropped", e.Dropped,
+			"unmatched", e.Unmatched, "retransmits", e.Retransmits, "responses", e.Responses, "stale-rejects", e.StaleRejects,
+			"refused-reqs", e.RefusedREQs, "timeouts", e.Timeouts, "send-queue-full", st.SendQueueFull,
+			"send-queue-refused", st.SendQueueRefused, "paused", st.Paused, "mras-sent", st.MRAsSent,
+			"backlog-full", st.BacklogFull, "coalesced", st.Coalesced, "mras-skipped", st.MRAsSkipped))
+		_ = r.mgr.Close()
+	}
+	close(r.stopped)
+	if r.sumDone != nil {
+		close(r.sumDone)
+		r.out.rec(r.summary())
+	}
+	if r.data != nil {
+		r.data.close() // after the Manager: it may move a QP to ERR until then
+	}
+	r.ep.close()
+	r.mu.Lock()
+	slices.SortFunc(r.conns, func(a, b *connRec) int { return a.num - b.num })
+	for _, c := range r.conns {
+		r.fold(c)
+	}
+	n := max(r.o.count, r.made)
+	for i := r.made; i < n; i++ { // connections that never came
+		r.fold(&connRec{num: i + 1, rejReason: -1})
+	}
+	e := &r.ended
+	got := e.outcomes(n)
+	bad := slices.Concat(e.problems, e.data)
+	if e.unnamed > 0 {
+		bad = append(bad, fmt.Sprintf("%d more", e.unnamed))
+	}
+	conns := r.made
+	r.mu.Unlock()
+	ok := len(bad) == 0
+	rec := report.New(report.Result, r.o.name).With("verdict", verdict(ok), "conns", conns, "outcomes", got,
+		"want", r.o.expect, "t", r.since())
+	if len(bad) > 0 {
+		rec.Add("problems", strings.Join(bad, "; "))
+	}
+	if missing != "" {
+		rec.Add("note", missing)
+	}
+	r.out.rec(rec)
+	r.out.close()
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// verdict is a result's verdict word.
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// prefixWriter prefixes every line written to w (for --sim-peer's output).
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := strings.IndexByte(string(p.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := io.WriteString(p.w, p.prefix+string(p.buf[:i+1])); err != nil {
+			return len(b), err
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+// A call that finds the Manager's send queue full changes nothing; the CLI
+// tries it again while the transport catches up (a burst on a slow port).
+const sendQueueRetry = time.Millisecond
+
+func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*cm.Conn, error) {
+	for {
+		c, err := req.Accept(ctx, p)
+		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
+			return c, err
+		}
+		sleepCtx(ctx, sendQueueRetry)
+	}
+}
+
+func connectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
+	for {
+		c, err := m.Connect(ctx, p)
+		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
+			return c, err
+		}
+		sleepCtx(ctx, sendQueueRetry)
+	}
+}
