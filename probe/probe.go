@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -145,6 +146,27 @@ func (r *Report) OK(allow []string) bool {
 		}
 	}
 	return true
+}
+
+// Deviations are the IDs of the checks whose verdict is Deviation.
+func (r *Report) Deviations() []string {
+	var ids []string
+	for _, x := range r.Results {
+		if x.Verdict == Deviation {
+			ids = append(ids, x.ID)
+		}
+	}
+	return ids
+}
+
+// SortByCatalogue puts the results in the catalogue's order, as Run
+// reports them (a report read back may come in any order).
+func (r *Report) SortByCatalogue() {
+	order := map[string]int{}
+	for i, c := range Catalogue() {
+		order[c.ID] = i
+	}
+	sort.SliceStable(r.Results, func(i, j int) bool { return order[r.Results[i].ID] < order[r.Results[j].ID] })
 }
 
 // Counts returns how many results have each verdict.

@@ -122,7 +122,7 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 
 	// ibcm listen, accepting until cmtime is done (--count 0: a rejected
 	// REQ never comes back, so a count would never be reached).
-	lo := &netOpts{cmd: "listen"}
+	lo := newNetOpts("listen")
 	var la listenArgs
 	fs := listenFlags(lo, &la, io.Discard)
 	if _, ok := parseAndCheck(fs, lo, []string{"--device", "rxe1", "--port", "1", "--ip", "--tcp-port", "7471",

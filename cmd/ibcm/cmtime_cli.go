@@ -67,7 +67,6 @@ Flags:
 // cmtimeOpts are the flags of `ibcm cmtime`.
 type cmtimeOpts struct {
 	net     netOpts
-	ca      connectArgs
 	prof    cmtime.Profiles
 	verbsQP bool
 }
@@ -120,49 +119,18 @@ func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("cmtime", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	n := &o.net
-	n.cmd, n.ip, n.expect = "cmtime", true, "established"
-	fs.StringVar(&n.transport, "transport", "umad", "umad (a user_mad port) or sim (in-process simulated fabric)")
-	fs.StringVar(&n.device, "device", "", "umad: RDMA device (ibdev), e.g. rxe0 (default: the first ACTIVE port)")
-	fs.IntVar(&n.port, "port", 0, "umad: port number on --device (default: the first ACTIVE one)")
-	fs.IntVar(&n.gidIndex, "gid-index", -1, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID)")
-	fs.StringVar(&n.simFabric, "sim-fabric", "ibcm", "sim: name of the in-process fabric to attach to")
-	fs.Uint64Var(&n.guid, "guid", 0, "local CA GUID (default: the port's node GUID)")
-	for _, name := range []string{"s", "dst-ip"} {
-		fs.StringVar(&o.ca.dstIP, name, "", "server IP address (cmtime's -s): on RoCE also its GID")
-	}
-	fs.StringVar(&o.ca.dstGID, "dst-gid", "", "server port GID (default: from --dst-ip on RoCE; required on IB)")
-	fs.UintVar(&o.ca.dlid, "dlid", 0, "server LID (IB; sim: the listener's endpoint, default 1)")
-	for _, name := range []string{"c", "count"} {
-		fs.IntVar(&n.count, name, 100, "connections (cmtime's -c)")
-	}
-	for _, name := range []string{"p", "tcp-port"} {
-		fs.UintVar(&n.tcpPort, name, 7471, "server TCP port (cmtime's -p): service ID 0x0000000001060000 + port")
-	}
-	fs.StringVar(&n.srcIP, "src-ip", "", "source IP of the IP CM header (default: the local GID as an IP address)")
-	fs.Uint64Var(&n.qpn, "qpn", 0, "QPN the first connection announces, the next ones count up (default random)")
-	n.qpnStep = 1
-	// The kernel's REQ asks for ACK timeout 19 on Soft-RoCE (2.1 s of
-	// TimeWait at both ends); rdma_cm's response timeout is 20 and its
-	// Max CM Retries 15.
-	fs.UintVar(&n.ackTimeout, "ack-timeout", 19, "Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length")
-	fs.UintVar(&n.respTimeout, "cm-response-timeout", 20, "CM response timeout, 4.096 µs × 2^N")
-	fs.UintVar(&n.retries, "retries", 15, "Max CM Retries of the REQ")
-	fs.UintVar(&o.ca.mtu, "mtu", 1024, "path MTU announced in the REQ")
-	fs.DurationVar(&n.timeout, "timeout", 0, "overall time limit (0: none)")
-	fs.Uint64Var(&n.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
+	fs := newFlagSet("cmtime", stderr, cmtimeUsage)
+	o.net = *newNetOpts("cmtime")
+	o.net.register(fs, portFlags, targetFlags, reqFlags, []string{"tcp-port", "src-ip", "qpn", "count", "timeout", "seed"})
+	alias(fs, "s", "dst-ip") // cmtime's -s
+	alias(fs, "c", "count")
+	alias(fs, "p", "tcp-port")
 	fs.BoolVar(&o.verbsQP, "verbs-qp", false, "a real RC QP per connection (hw/verbs), as cmtime's: created and moved to INIT in the \"create qp\" step, to RTR and RTS by the Manager before the RTU, destroyed after TimeWait")
 	fs.StringVar(&o.prof.CPU, "cpuprofile", "", "write a CPU profile to this file")
 	fs.StringVar(&o.prof.Mem, "memprofile", "", "write a heap profile (allocations since start) to this file at the end")
 	fs.StringVar(&o.prof.Block, "blockprofile", "", "write a blocking profile (every blocking event) to this file")
 	fs.StringVar(&o.prof.Mutex, "mutexprofile", "", "write a mutex contention profile to this file")
 	fs.StringVar(&o.prof.Exec, "exectrace", "", "write a runtime execution trace (go tool trace) to this file")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, cmtimeUsage)
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
@@ -170,10 +138,7 @@ func (o *cmtimeOpts) check() error {
 	if o.net.count < 1 {
 		return errors.New("-c must be at least 1")
 	}
-	if err := o.net.check(); err != nil {
-		return err
-	}
-	return o.ca.check(&o.net)
+	return o.net.check()
 }
 
 func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
@@ -191,7 +156,7 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		return fail(err)
 	}
 	defer ep.close()
-	to, hdr, err := connectTarget(&o.net, &o.ca, ep)
+	to, hdr, err := connectTarget(&o.net, ep)
 	if err != nil {
 		return fail(err)
 	}
@@ -241,7 +206,7 @@ func cmtimeParams(m *cm.Manager, o *cmtimeOpts, to transport.Addr, hdr *wire.IPC
 	for i := range params {
 		p := &params[i]
 		p.To = to
-		p.REQ = connectREQ(m, &o.net, &o.ca, to, o.net.qpnOf(i+1))
+		p.REQ = connectREQ(m, &o.net, to, o.net.qpnOf(i+1))
 		// cmtime's conn_param: retry count 2 (its -r), RNR retry 0.
 		p.REQ.RetryCount, p.REQ.RNRRetryCount = 2, 0
 		if hdr != nil {

@@ -27,7 +27,7 @@ func (r *netRun) records() listenRecords {
 // and returns its status and output.
 func startListen(t *testing.T, args ...string) (*netRun, func() (int, string)) {
 	t.Helper()
-	o := &netOpts{cmd: "listen"}
+	o := newNetOpts("listen")
 	var la listenArgs
 	fs := listenFlags(o, &la, io.Discard)
 	_, ok := parseAndCheck(fs, o, args, io.Discard)

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/report"
 )
@@ -85,22 +86,31 @@ names the first 64 problems and counts the rest.
 Flags:
 `
 
-// netOpts are the flags of listen and connect.
+// netOpts are the options of listen, connect, probe and cmtime. Each
+// command registers the flags it takes from the one table of their
+// definitions (netFlagDefs) and checks them with netOpts.check.
 type netOpts struct {
-	cmd       string // "listen" or "connect"
+	cmd       string // "listen", "connect", "probe" or "cmtime"
 	transport string
 	device    string
 	port      int
 	gidIndex  int
 	simFabric string
 	simPeer   bool
+	peerArgs  string
 	guid      uint64
 
-	ip      bool
-	tcpPort uint
-	srcIP   string
-	dstIP   string
-	sid     uint64
+	ip       bool
+	tcpPort  uint
+	srcIP    string
+	sid      uint64
+	sidrPort uint   // a UD service on this UDP port (SIDR)
+	sidrSID  uint64 // or this service ID
+
+	dstIP  string
+	dstGID string
+	dlid   uint
+	to     *transport.Addr // set by a --sim-peer listener
 
 	qpn     uint64
 	qpnStep uint64
@@ -111,6 +121,7 @@ type netOpts struct {
 	ackTimeout  uint
 	respTimeout uint
 	retries     uint
+	mtu         uint
 
 	expect       string
 	name         string
@@ -124,41 +135,189 @@ type netOpts struct {
 	data dataOpts
 }
 
-func (o *netOpts) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.transport, "transport", "umad", "umad (a user_mad port) or sim (in-process simulated fabric)")
-	fs.StringVar(&o.device, "device", "", "umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)")
-	fs.IntVar(&o.port, "port", 0, "umad: port number on --device (default: the first ACTIVE one)")
-	fs.IntVar(&o.gidIndex, "gid-index", -1, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)")
-	fs.StringVar(&o.simFabric, "sim-fabric", "ibcm", "sim: name of the in-process fabric to attach to")
-	fs.BoolVar(&o.simPeer, "sim-peer", false, "sim: also run the other side (a listener for connect, a connector for listen) in this process")
-	fs.Uint64Var(&o.guid, "guid", 0, "local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)")
-	fs.BoolVar(&o.ip, "ip", false, "RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data")
-	fs.UintVar(&o.tcpPort, "tcp-port", 0, "with --ip: the TCP port (rping's -p)")
-	fs.StringVar(&o.srcIP, "src-ip", "", "with --ip: source IP of the IP CM header (default: the local GID as an IP address)")
-	fs.Uint64Var(&o.sid, "sid", 0, "service ID (plain IB CM; with --ip it is derived from --tcp-port)")
-	fs.Uint64Var(&o.qpn, "qpn", 0, "QPN to announce when no --data QP stands behind the connection (default random)")
-	fs.Uint64Var(&o.qpnStep, "qpn-step", 1, "added to --qpn for each further connection (0: every connection announces the same QPN)")
-	fs.IntVar(&o.count, "count", 1, "number of connections")
-	fs.DurationVar(&o.timeout, "timeout", 0, "overall time limit (0: none)")
-	fs.UintVar(&o.retries, "retries", 15, "Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)")
-	fs.UintVar(&o.respTimeout, "cm-response-timeout", 20, "CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)")
-	fs.StringVar(&o.expect, "expect", "established", "expected outcome of each connection (see above)")
-	fs.StringVar(&o.name, "name", o.cmd, "name on the IBCM-RESULT line")
-	fs.BoolVar(&o.trace, "trace", false, "print every state-table step (IBCM-STEP lines)")
-	fs.Uint64Var(&o.seed, "seed", 0, "seed of the comm-ID allocator (default random)")
-	fs.BoolVar(&o.waitTimeWait, "wait-timewait", true, "before exiting, wait until every connection has left TimeWait")
-	o.data.register(fs)
-	fs.BoolVar(&o.events, "events", false, "print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result")
-	fs.BoolVar(&o.json, "json", false, jsonFlagHelp)
-	fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", false, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
+// newNetOpts is the options of command cmd with its defaults.
+func newNetOpts(cmd string) *netOpts {
+	o := &netOpts{cmd: cmd, transport: "umad", gidIndex: -1, simFabric: "ibcm", qpnStep: 1, count: 1,
+		retries: 15, respTimeout: 20, expect: "established", name: cmd, waitTimeWait: true}
+	switch cmd {
+	case "listen":
+		o.hold = -1
+	case "probe":
+		o.timeout = 5 * time.Minute
+	case "cmtime":
+		o.ip, o.tcpPort, o.count, o.mtu = true, 7471, 100, 1024
+	}
+	return o
 }
 
-// check validates the flags shared by both commands.
+// The flags' groups, by the names of netFlagDefs.
+var (
+	portFlags    = []string{"transport", "device", "port", "gid-index", "sim-fabric", "guid"}
+	serviceFlags = []string{"ip", "tcp-port", "src-ip", "sid"}
+	targetFlags  = []string{"dst-ip", "dst-gid", "dlid"}
+	reqFlags     = []string{"ack-timeout", "cm-response-timeout", "retries", "mtu"}
+	peerFlags    = []string{"sim-peer", "sim-peer-args"}
+	runFlags     = []string{"qpn", "qpn-step", "count", "timeout", "seed", "hold", "expect", "name", "trace",
+		"wait-timewait", "events", "json", "legacy-timewait-qpn"}
+)
+
+// netFlagDefs define every flag of netOpts once; a flag's default is the
+// value its field has when the flag is registered (newNetOpts).
+var netFlagDefs = map[string]func(fs *flag.FlagSet, o *netOpts){
+	"transport": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.transport, "transport", o.transport, "umad (a user_mad port) or sim (in-process simulated fabric)")
+	},
+	"device": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.device, "device", o.device, "umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)")
+	},
+	"port": func(fs *flag.FlagSet, o *netOpts) {
+		fs.IntVar(&o.port, "port", o.port, "umad: port number on --device (default: the first ACTIVE one)")
+	},
+	"gid-index": func(fs *flag.FlagSet, o *netOpts) {
+		fs.IntVar(&o.gidIndex, "gid-index", o.gidIndex, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)")
+	},
+	"sim-fabric": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.simFabric, "sim-fabric", o.simFabric, "sim: name of the in-process fabric to attach to")
+	},
+	"guid": func(fs *flag.FlagSet, o *netOpts) {
+		fs.Uint64Var(&o.guid, "guid", o.guid, "local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)")
+	},
+	"sim-peer": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.simPeer, "sim-peer", o.simPeer, "sim: also run the other side (connect: a listener; listen: a connector; probe: the target, an ibcm listen) in this process")
+	},
+	"sim-peer-args": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.peerArgs, "sim-peer-args", o.peerArgs, "extra flags for the --sim-peer side, e.g. \"--reject 28\" (a listener) or \"--hold 1s\" (a connector)")
+	},
+	"ip": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.ip, "ip", o.ip, "RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data")
+	},
+	"tcp-port": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.tcpPort, "tcp-port", o.tcpPort, "with --ip: the TCP port (rping's -p, cmtime's -p)")
+	},
+	"src-ip": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.srcIP, "src-ip", o.srcIP, "with --ip: source IP of the IP CM header (default: the local GID as an IP address)")
+	},
+	"sid": func(fs *flag.FlagSet, o *netOpts) {
+		fs.Uint64Var(&o.sid, "sid", o.sid, "service ID (plain IB CM; with --ip it is derived from --tcp-port)")
+	},
+	"sidr-port": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.sidrPort, "sidr-port", o.sidrPort, "with --ip: a UD service on this UDP port (udaddy's -p): service ID 0x0000000001110000 + port (listen: answers SIDR_REQs with --sidr-qpn and Q_Key 0x01234567; probe: the target's, for the sidr check)")
+	},
+	"sidr-sid": func(fs *flag.FlagSet, o *netOpts) {
+		fs.Uint64Var(&o.sidrSID, "sidr-sid", o.sidrSID, "a UD (SIDR) service ID (see --sidr-port)")
+	},
+	"dst-ip": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.dstIP, "dst-ip", o.dstIP, "peer IP address: on RoCE also its GID (::ffff:a.b.c.d for IPv4); with --ip the IP CM header's destination")
+	},
+	"dst-gid": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.dstGID, "dst-gid", o.dstGID, "peer port GID (default: from --dst-ip on RoCE; required on IB)")
+	},
+	"dlid": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.dlid, "dlid", o.dlid, "peer LID (IB; sim: the listener's endpoint, default 1)")
+	},
+	"ack-timeout": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.ackTimeout, "ack-timeout", o.ackTimeout, "primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (default: from the port's packet life time and CA ACK delay, 19 with rdma_cm's, about 2.1 s, as the kernel's REQ on Soft-RoCE)")
+	},
+	"cm-response-timeout": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.respTimeout, "cm-response-timeout", o.respTimeout, "CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)")
+	},
+	"retries": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.retries, "retries", o.retries, "Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)")
+	},
+	"mtu": func(fs *flag.FlagSet, o *netOpts) {
+		fs.UintVar(&o.mtu, "mtu", o.mtu, "path MTU announced in the REQ (256, 512, 1024, 2048 or 4096; 0: the port's)")
+	},
+	"qpn": func(fs *flag.FlagSet, o *netOpts) {
+		fs.Uint64Var(&o.qpn, "qpn", o.qpn, "QPN to announce when no --data QP stands behind the connection (default random)")
+	},
+	"qpn-step": func(fs *flag.FlagSet, o *netOpts) {
+		fs.Uint64Var(&o.qpnStep, "qpn-step", o.qpnStep, "added to --qpn for each further connection (0: every connection announces the same QPN)")
+	},
+	"count": func(fs *flag.FlagSet, o *netOpts) {
+		fs.IntVar(&o.count, "count", o.count, "number of connections")
+	},
+	"timeout": func(fs *flag.FlagSet, o *netOpts) {
+		fs.DurationVar(&o.timeout, "timeout", o.timeout, "overall time limit (0: none)")
+	},
+	"seed": func(fs *flag.FlagSet, o *netOpts) {
+		fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the comm-ID allocator and the QPNs (default random)")
+	},
+	"hold": func(fs *flag.FlagSet, o *netOpts) {
+		fs.DurationVar(&o.hold, "hold", o.hold, "how long to hold an established connection before sending DREQ (negative: until the peer disconnects or --timeout)")
+	},
+	"expect": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.expect, "expect", o.expect, "expected outcome of each connection (see above)")
+	},
+	"name": func(fs *flag.FlagSet, o *netOpts) {
+		fs.StringVar(&o.name, "name", o.name, "name on the IBCM-RESULT line")
+	},
+	"trace": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.trace, "trace", o.trace, "print every state-table step (IBCM-STEP lines)")
+	},
+	"wait-timewait": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.waitTimeWait, "wait-timewait", o.waitTimeWait, "before exiting, wait until every connection has left TimeWait")
+	},
+	"events": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.events, "events", o.events, "print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result")
+	},
+	"json": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.json, "json", o.json, jsonFlagHelp)
+	},
+	"legacy-timewait-qpn": func(fs *flag.FlagSet, o *netOpts) {
+		fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", o.legacyTWQPN, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
+	},
+}
+
+// register registers the flags of the groups on fs.
+func (o *netOpts) register(fs *flag.FlagSet, groups ...[]string) {
+	for _, g := range groups {
+		for _, name := range g {
+			netFlagDefs[name](fs, o)
+		}
+	}
+}
+
+// alias makes name another name of the flag of fs called to.
+func alias(fs *flag.FlagSet, name, to string) {
+	f := fs.Lookup(to)
+	fs.Var(f.Value, name, "the same as --"+to)
+}
+
+// check validates the options and fills in what they imply.
 func (o *netOpts) check() error {
+	for _, c := range []func() error{o.checkService, o.checkTarget, o.checkNumbers} {
+		if err := c(); err != nil {
+			return err
+		}
+	}
+	if o.qpn == 0 {
+		o.qpn = 0x1000 + rand.Uint64N(0xff0000)
+	}
+	if o.seed == 0 {
+		o.seed = rand.Uint64()
+	}
+	if _, err := parseExpect(o.expect); err != nil {
+		return err
+	}
+	if err := o.data.check(o); err != nil {
+		return err
+	}
+	if o.data.mode == "udaddy" && o.ip {
+		o.sid = wire.UDPServiceID(uint16(o.tcpPort)) // rdma_cm's UDP port space
+	}
+	return nil
+}
+
+// checkService checks the transport and the service, and derives an IP CM
+// service's ID.
+func (o *netOpts) checkService() error {
 	switch o.transport {
 	case "umad", "sim":
 	default:
 		return fmt.Errorf("--transport must be umad or sim, not %q", o.transport)
+	}
+	if o.simPeer && o.transport != "sim" {
+		return errors.New("--sim-peer needs --transport sim")
 	}
 	if o.ip {
 		if o.tcpPort == 0 || o.tcpPort > 0xffff {
@@ -171,6 +330,36 @@ func (o *netOpts) check() error {
 	} else if o.sid == 0 {
 		return errors.New("need --sid, or --ip with --tcp-port")
 	}
+	if o.sidrPort != 0 {
+		if !o.ip || o.sidrPort > 0xffff {
+			return errors.New("--sidr-port needs --ip and a port in 1..65535")
+		}
+		if o.sidrSID != 0 {
+			return errors.New("--sidr-sid and --sidr-port exclude each other")
+		}
+		o.sidrSID = wire.UDPServiceID(uint16(o.sidrPort))
+	}
+	return nil
+}
+
+// checkTarget checks the peer's address (connect, probe, cmtime).
+func (o *netOpts) checkTarget() error {
+	if o.cmd == "listen" {
+		return nil
+	}
+	if o.dlid > 0xffff {
+		return errors.New("--dlid is 16 bits")
+	}
+	if o.transport == "umad" && o.to == nil && o.dstIP == "" && o.dstGID == "" {
+		return errors.New("--transport umad needs --dst-ip (RoCE) or --dst-gid (and --dlid on IB)")
+	}
+	return nil
+}
+
+func (o *netOpts) checkNumbers() error {
+	if o.mtu != 0 && mtuCode(o.mtu) == 0 {
+		return fmt.Errorf("--mtu %d: want 256, 512, 1024, 2048 or 4096", o.mtu)
+	}
 	if o.count < 0 {
 		return errors.New("--count must be >= 0")
 	}
@@ -182,24 +371,6 @@ func (o *netOpts) check() error {
 	}
 	if o.qpn > 0xffffff {
 		return errors.New("--qpn is 24 bits")
-	}
-	if o.qpn == 0 {
-		o.qpn = 0x1000 + rand.Uint64N(0xff0000)
-	}
-	if o.seed == 0 {
-		o.seed = rand.Uint64()
-	}
-	if _, err := parseExpect(o.expect); err != nil {
-		return err
-	}
-	if o.simPeer && o.transport != "sim" {
-		return errors.New("--sim-peer needs --transport sim")
-	}
-	if err := o.data.check(o); err != nil {
-		return err
-	}
-	if o.data.mode == "udaddy" && o.ip {
-		o.sid = wire.UDPServiceID(uint16(o.tcpPort)) // rdma_cm's UDP port space
 	}
 	return nil
 }
@@ -219,6 +390,28 @@ func (o *netOpts) style() report.Style {
 // qpnOf is the QPN of connection k (from 1), 24 bits.
 func (o *netOpts) qpnOf(k int) uint32 {
 	return uint32((o.qpn + uint64(k-1)*o.qpnStep) & 0xffffff)
+}
+
+// mtuCode is the IB MTU code of n bytes, or 0.
+func mtuCode(n uint) wire.MTU {
+	for m := wire.MTU256; m <= wire.MTU4096; m++ {
+		if uint(m.Bytes()) == n {
+			return m
+		}
+	}
+	return 0
+}
+
+// newFlagSet is the flag set of command name, whose -h prints usage and
+// the flags.
+func newFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // parseAndCheck parses args into fs and validates o; on failure it returns

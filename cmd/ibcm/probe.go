@@ -9,15 +9,11 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
-	"github.com/ibcm/ibcm/cm/wire/pcap"
 	"github.com/ibcm/ibcm/internal/report"
 	"github.com/ibcm/ibcm/probe"
 )
@@ -56,10 +52,7 @@ Examples:
 
 // probeArgs are probe's flags.
 type probeArgs struct {
-	net      netOpts
-	ca       connectArgs
-	sidrSID  uint64
-	sidrPort uint
+	net      *netOpts
 	noListen uint64
 	getGID   string
 	getIndex int
@@ -69,9 +62,7 @@ type probeArgs struct {
 	jsonOut  string
 	pcapOut  string
 	target   string
-	name     string
 	list     bool
-	peerArgs string
 
 	markdown bool
 	from     string
@@ -82,28 +73,8 @@ type probeArgs struct {
 }
 
 func probeFlags(a *probeArgs, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &a.net
-	fs.StringVar(&o.transport, "transport", "umad", "umad (a user_mad port) or sim (in-process simulated fabric)")
-	fs.StringVar(&o.device, "device", "", "umad: RDMA device (ibdev), e.g. rxe0 (default: the first ACTIVE port)")
-	fs.IntVar(&o.port, "port", 0, "umad: port number on --device (default: the first ACTIVE one)")
-	fs.IntVar(&o.gidIndex, "gid-index", -1, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)")
-	fs.StringVar(&o.simFabric, "sim-fabric", "ibcm", "sim: name of the in-process fabric to attach to")
-	fs.BoolVar(&o.simPeer, "sim-peer", false, "sim: run the target (ibcm listen) in this process")
-	fs.StringVar(&a.peerArgs, "sim-peer-args", "", "extra flags for the --sim-peer listener, e.g. \"--legacy-timewait-qpn\"")
-	fs.Uint64Var(&o.guid, "guid", 0, "local CA GUID the REQs carry (default: the port's node GUID)")
-	fs.BoolVar(&o.ip, "ip", false, "the target is an rdma_cm listener: service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data")
-	fs.UintVar(&o.tcpPort, "tcp-port", 0, "with --ip: the listener's TCP port (rping's -p)")
-	fs.StringVar(&o.srcIP, "src-ip", "", "with --ip: source IP of the IP CM header (default: the local GID as an IP address)")
-	fs.Uint64Var(&o.sid, "sid", 0, "the target's service ID (plain IB CM)")
-	fs.Uint64Var(&o.seed, "seed", 0, "seed of the comm IDs and QPNs (default random)")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "overall time limit")
-	fs.StringVar(&a.ca.dstIP, "dst-ip", "", "the target's IP address: on RoCE also its GID; with --ip the IP CM header's destination")
-	fs.StringVar(&a.ca.dstGID, "dst-gid", "", "the target's port GID (default: from --dst-ip on RoCE; required on IB)")
-	fs.UintVar(&a.ca.dlid, "dlid", 0, "the target's LID (IB)")
-	fs.Uint64Var(&a.sidrSID, "sidr-sid", 0, "a UD (SIDR) service of the target, for the sidr check")
-	fs.UintVar(&a.sidrPort, "sidr-port", 0, "with --ip: an rdma_cm UD listener's port (udaddy's -p): service ID 0x0000000001110000 + port")
+	fs := newFlagSet("probe", stderr, probeUsage)
+	a.net.register(fs, portFlags, serviceFlags, targetFlags, peerFlags, []string{"sidr-sid", "sidr-port", "seed", "timeout", "name"})
 	fs.StringVar(&a.getGID, "get-dst-gid", "", "send the Get(ClassPortInfo) to this GID of the target (on RoCE v2 over IPv4 a Linux prober cannot match the GetResp: use the ports' IPv6 GIDs)")
 	fs.IntVar(&a.getIndex, "get-gid-index", 0, "with --get-dst-gid: the local GID index the Get leaves from")
 	fs.Uint64Var(&a.noListen, "no-listener-sid", probe.DefaultNoListenerServiceID, "a service ID nobody listens on at the target")
@@ -113,7 +84,6 @@ func probeFlags(a *probeArgs, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&a.jsonOut, "json", "", "write the report as JSON to this file (- for stdout, then without the table)")
 	fs.StringVar(&a.pcapOut, "pcap", "", "write every MAD of the run to this pcap file (RoCE v2 frames; Wireshark decodes the CM)")
 	fs.StringVar(&a.target, "target-name", "", "what the report calls the target")
-	fs.StringVar(&a.name, "name", "probe", "name on the IBCM-RESULT line")
 	fs.BoolVar(&a.list, "list", false, "print the catalogue and exit")
 	fs.BoolVar(&a.markdown, "markdown", false, "write a conformance document from --from and --notes instead of probing")
 	fs.StringVar(&a.from, "from", "", "--markdown: the JSON report")
@@ -121,16 +91,11 @@ func probeFlags(a *probeArgs, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&a.out, "out", "", "--markdown: output file (default stdout)")
 	fs.StringVar(&a.title, "title", "", "--markdown: the title (default: the report's target)")
 	fs.StringVar(&a.intro, "intro", "", "--markdown: a paragraph after the title")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, probeUsage)
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
 func runProbe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var a probeArgs
-	a.net.cmd = "probe"
+	a := probeArgs{net: newNetOpts("probe")}
 	fs := probeFlags(&a, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -168,40 +133,8 @@ func splitList(s string) []string {
 }
 
 func (a *probeArgs) check() error {
-	o := &a.net
-	switch o.transport {
-	case "umad", "sim":
-	default:
-		return fmt.Errorf("--transport must be umad or sim, not %q", o.transport)
-	}
-	if o.ip {
-		if o.tcpPort == 0 || o.tcpPort > 0xffff {
-			return errors.New("--ip needs --tcp-port in 1..65535")
-		}
-		if o.sid != 0 {
-			return errors.New("--sid and --ip exclude each other (--ip derives the service ID from --tcp-port)")
-		}
-		o.sid = wire.IPServiceID(uint16(o.tcpPort))
-	} else if o.sid == 0 {
-		return errors.New("need --sid, or --ip with --tcp-port")
-	}
-	if a.sidrPort != 0 {
-		if !o.ip || a.sidrPort > 0xffff {
-			return errors.New("--sidr-port needs --ip and a port in 1..65535")
-		}
-		if a.sidrSID != 0 {
-			return errors.New("--sidr-sid and --sidr-port exclude each other")
-		}
-		a.sidrSID = wire.UDPServiceID(uint16(a.sidrPort))
-	}
-	if o.simPeer && o.transport != "sim" {
-		return errors.New("--sim-peer needs --transport sim")
-	}
-	if o.transport == "umad" && a.ca.dstIP == "" && a.ca.dstGID == "" {
-		return errors.New("--transport umad needs --dst-ip (RoCE) or --dst-gid (and --dlid on IB)")
-	}
-	if a.ca.dlid > 0xffff {
-		return errors.New("--dlid is 16 bits")
+	if err := a.net.check(); err != nil {
+		return err
 	}
 	for _, id := range append(splitList(a.checks), splitList(a.allow)...) {
 		if probe.Lookup(id) == nil {
@@ -229,28 +162,60 @@ func probeList(stdout io.Writer) int {
 }
 
 func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int {
-	o := &a.net
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	o := a.net
+	ctx, cancel := withTimeout(ctx, o.timeout)
 	defer cancel()
 	if o.simPeer {
-		addr, wait, err := startProbePeer(ctx, a, stderr)
+		addr, stop, err := startListenerPeer(ctx, o, io.Discard, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
 			return 2
 		}
-		a.ca.to = &addr
-		defer wait()
+		o.to = &addr
+		defer stop(3 * time.Second)
 	}
 	ep, err := openEndpoint(o)
 	if err != nil {
-		return probeFailed(stdout, a.name, err)
+		return probeFailed(stdout, o.name, err)
 	}
 	defer ep.close()
-	to, hdr, err := connectTarget(o, &a.ca, ep)
+	cfg, err := a.config(ep)
 	if err != nil {
-		return probeFailed(stdout, a.name, err)
+		return probeFailed(stdout, o.name, err)
 	}
-	t := probe.Target{Addr: to, GID: wire.GID(to.GID), LID: to.LID, ServiceID: o.sid, SIDRServiceID: a.sidrSID,
+	to := cfg.Target.Addr
+	var pw *probe.PcapFile
+	if a.pcapOut != "" {
+		if pw, err = probe.NewPcapFile(a.pcapOut, ep.local, to); err != nil {
+			return probeFailed(stdout, o.name, err)
+		}
+		cfg.Capture = pw.Capture
+	}
+	fmt.Fprintf(stderr, "ibcm probe: %s -> sid=%#x at %s\n", report.FieldsText(ep.desc), o.sid, addrString(to))
+	rep, err := probe.Run(ctx, cfg)
+	if pw != nil {
+		if cerr := pw.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if rep == nil {
+		return probeFailed(stdout, o.name, err)
+	}
+	rep.Target = a.target
+	if rep.Target == "" {
+		rep.Target = fmt.Sprintf("sid %#x at %s", o.sid, addrString(to))
+	}
+	return a.result(rep, err, stdout, stderr)
+}
+
+// config is the probe's configuration from endpoint ep.
+func (a *probeArgs) config(ep *endpoint) (probe.Config, error) {
+	o := a.net
+	to, hdr, err := connectTarget(o, ep)
+	if err != nil {
+		return probe.Config{}, err
+	}
+	t := probe.Target{Addr: to, GID: wire.GID(to.GID), LID: to.LID, ServiceID: o.sid, SIDRServiceID: o.sidrSID,
 		NoListenerServiceID: a.noListen, RoCE: ep.roce}
 	if hdr != nil {
 		t.IP = &probe.IPAddrs{Src: hdr.SrcIP, Dst: hdr.DstIP}
@@ -258,36 +223,19 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 	if a.getGID != "" {
 		g, err := parseIP("get-dst-gid", a.getGID)
 		if err != nil {
-			return probeFailed(stdout, a.name, err)
+			return probe.Config{}, err
 		}
 		ga := to
 		ga.GID, ga.GIDIndex = netip.AddrFrom16(g.As16()).As16(), uint8(a.getIndex)
 		t.GetAddr = &ga
 	}
-	cfg := probe.Config{Transport: ep.tr, Local: ep.local, LocalGUID: ep.guid, Target: t,
-		Checks: splitList(a.checks), Parallel: a.parallel, Seed: o.seed}
+	return probe.Config{Transport: ep.tr, Local: ep.local, LocalGUID: ep.guid, Target: t,
+		Checks: splitList(a.checks), Parallel: a.parallel, Seed: o.seed}, nil
+}
 
-	var pw *pcapSink
-	if a.pcapOut != "" {
-		if pw, err = newPcapSink(a.pcapOut, ep.local, to); err != nil {
-			return probeFailed(stdout, a.name, err)
-		}
-		cfg.Capture = pw.capture
-	}
-	fmt.Fprintf(stderr, "ibcm probe: %s -> sid=%#x at %s\n", report.FieldsText(ep.desc), o.sid, addrString(to))
-	rep, err := probe.Run(ctx, cfg)
-	if pw != nil {
-		if cerr := pw.close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}
-	if rep == nil {
-		return probeFailed(stdout, a.name, err)
-	}
-	rep.Target = a.target
-	if rep.Target == "" {
-		rep.Target = fmt.Sprintf("sid %#x at %s", o.sid, addrString(to))
-	}
+// result writes the report and the result line of a run that ended with
+// err, and returns the exit status.
+func (a *probeArgs) result(rep *probe.Report, err error, stdout, stderr io.Writer) int {
 	if a.jsonOut != "" {
 		if werr := writeTo(a.jsonOut, stdout, rep.WriteJSON); werr != nil {
 			fmt.Fprintf(stderr, "ibcm probe: %v\n", werr)
@@ -300,14 +248,8 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 	allow := splitList(a.allow)
 	ok := rep.OK(allow) && err == nil
 	c := rep.Counts()
-	var devs []string
-	for _, x := range rep.Results {
-		if x.Verdict == probe.Deviation {
-			devs = append(devs, x.ID)
-		}
-	}
-	res := report.New(report.Result, a.name).With("verdict", verdict(ok), "pass", c[probe.Pass], "deviation", c[probe.Deviation],
-		"not-supported", c[probe.NotSupported], "skipped", c[probe.Skipped], "deviations", strings.Join(devs, ","),
+	res := report.New(report.Result, a.net.name).With("verdict", verdict(ok), "pass", c[probe.Pass], "deviation", c[probe.Deviation],
+		"not-supported", c[probe.NotSupported], "skipped", c[probe.Skipped], "deviations", strings.Join(rep.Deviations(), ","),
 		"allowed", strings.Join(allow, ","))
 	if err != nil {
 		res.Add("error", err)
@@ -346,101 +288,6 @@ func writeTo(name string, stdout io.Writer, f func(io.Writer) error) error {
 	return fh.Close()
 }
 
-// startProbePeer runs `ibcm listen` (the target) in this process for
-// --sim-peer and returns its address and a function that stops it.
-func startProbePeer(ctx context.Context, a *probeArgs, stderr io.Writer) (transport.Addr, func(), error) {
-	po := &netOpts{cmd: "listen"}
-	var la listenArgs
-	pfs := listenFlags(po, &la, io.Discard)
-	pargs := []string{"--transport", "sim", "--sim-fabric", a.net.simFabric, "--name", "sim-peer",
-		"--count", "0", "--hold", "-1s"}
-	if a.net.ip {
-		pargs = append(pargs, "--ip", "--tcp-port", fmt.Sprint(a.net.tcpPort))
-	} else {
-		pargs = append(pargs, "--sid", fmt.Sprint(a.net.sid))
-	}
-	pargs = append(pargs, strings.Fields(a.peerArgs)...)
-	if _, ok := parseAndCheck(pfs, po, pargs, stderr); !ok {
-		return transport.Addr{}, nil, errors.New("bad --sim-peer-args")
-	}
-	ready := make(chan transport.Addr, 1)
-	stop := make(chan struct{})
-	la.onListening = func(x transport.Addr) { ready <- x }
-	la.stop = stop
-	wait := startSimPeer(ctx, func(pctx context.Context, w io.Writer) int {
-		defer close(ready)
-		return listenMain(pctx, po, &la, io.Discard, stderr)
-	}, stderr)
-	addr, ok := <-ready
-	if !ok {
-		wait(0)
-		return transport.Addr{}, nil, errors.New("the --sim-peer listener did not start")
-	}
-	return addr, func() {
-		close(stop)
-		wait(3 * time.Second)
-	}, nil
-}
-
-// pcapSink writes the run's MADs as RoCE v2 frames between the two ports.
-type pcapSink struct {
-	mu       sync.Mutex
-	f        *os.File
-	w        *pcap.Writer
-	local    pcap.Frame // prober → target
-	remote   pcap.Frame // target → prober
-	firstErr error
-}
-
-func newPcapSink(name string, local, to transport.Addr) (*pcapSink, error) {
-	f, err := os.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	w, err := pcap.NewWriter(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	src, dst := frameIP(local.GID, 1), frameIP(to.GID, 2)
-	s := &pcapSink{f: f, w: w,
-		local:  pcap.Frame{SrcIP: src, DstIP: dst, SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}},
-		remote: pcap.Frame{SrcIP: dst, DstIP: src, SrcMAC: [6]byte{2, 0, 0, 0, 0, 2}, DstMAC: [6]byte{2, 0, 0, 0, 0, 1}}}
-	return s, nil
-}
-
-// frameIP is the IP address of a GID in a frame: IPv4 for an IPv4-mapped
-// GID, IPv6 otherwise, and a documentation address for none.
-func frameIP(gid [16]byte, n byte) netip.Addr {
-	if gid == ([16]byte{}) {
-		return netip.AddrFrom4([4]byte{192, 0, 2, n})
-	}
-	return netip.AddrFrom16(gid).Unmap()
-}
-
-func (s *pcapSink) capture(sent bool, at time.Time, p *transport.Packet) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f := s.remote
-	if sent {
-		f = s.local
-	}
-	f.Time = at
-	if err := s.w.WriteFrame(f, p.MAD[:]); err != nil && s.firstErr == nil {
-		s.firstErr = err
-	}
-}
-
-func (s *pcapSink) close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.f.Close()
-	if s.firstErr != nil {
-		return s.firstErr
-	}
-	return err
-}
-
 func probeMarkdown(a *probeArgs, stdout, stderr io.Writer) int {
 	if a.from == "" || a.notes == "" {
 		fmt.Fprintln(stderr, "ibcm probe --markdown needs --from REPORT.json and --notes FILE")
@@ -472,12 +319,7 @@ func probeMarkdown(a *probeArgs, stdout, stderr io.Writer) int {
 	if title == "" {
 		title = rep.Target
 	}
-	// Reports list the catalogue in order; keep it so for any input.
-	order := map[string]int{}
-	for i, c := range probe.Catalogue() {
-		order[c.ID] = i
-	}
-	sort.SliceStable(rep.Results, func(i, j int) bool { return order[rep.Results[i].ID] < order[rep.Results[j].ID] })
+	rep.SortByCatalogue()
 	var sb strings.Builder
 	if err := rep.WriteMarkdown(&sb, title, a.intro, notes); err != nil {
 		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)

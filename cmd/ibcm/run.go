@@ -463,29 +463,62 @@ func verdict(ok bool) string {
 	return "FAIL"
 }
 
-// prefixWriter prefixes every line written to w (for --sim-peer's output).
-type prefixWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	prefix string
-	buf    []byte
+// withTimeout bounds ctx by d, unless d is 0.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
 }
 
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.buf = append(p.buf, b...)
-	for {
-		i := strings.IndexByte(string(p.buf), '\n')
-		if i < 0 {
-			break
-		}
-		if _, err := io.WriteString(p.w, p.prefix+string(p.buf[:i+1])); err != nil {
-			return len(b), err
-		}
-		p.buf = p.buf[i+1:]
+// startRun opens o's endpoint, its data device (--data) and the Manager,
+// and prints READY. onRun, when set, sees the run first; setup, when set,
+// runs once the endpoint is open. On failure startRun has printed the
+// result and returns nil and the exit status.
+func startRun(ctx context.Context, o *netOpts, stdout io.Writer, onRun func(*netRun), setup func(*endpoint) error) (*netRun, int) {
+	ep, err := openEndpoint(o)
+	if err != nil {
+		return nil, setupFailed(o, stdout, err)
 	}
-	return len(b), nil
+	r := newNetRun(o, stdout)
+	r.ep = ep
+	if onRun != nil {
+		onRun(r)
+	}
+	if setup != nil {
+		err = setup(ep)
+	}
+	if err == nil {
+		r.data, err = startData(o, &o.data, ep)
+	}
+	if r.data != nil {
+		r.data.r = r
+	}
+	if err == nil {
+		err = r.startManager()
+	}
+	if err != nil {
+		if r.data != nil {
+			_ = r.data.dev.close()
+		}
+		ep.close()
+		return nil, setupFailed(o, stdout, err)
+	}
+	if r.data != nil {
+		r.data.watch(ctx)
+	}
+	r.event("READY", ep.desc, "seed", report.Hex(o.seed), dataDesc(o))
+	return r, 0
+}
+
+// callFailed records the error of a Connect or Accept call unless the
+// connection's events said how it ended (a REJ, a timeout, a disconnect).
+func (r *netRun) callFailed(c *connRec, err error) {
+	var rej *cm.RejectError
+	if errors.As(err, &rej) || errors.Is(err, cm.ErrTimeout) || errors.Is(err, cm.ErrDisconnected) {
+		return
+	}
+	r.failConn(c, err.Error())
 }
 
 // A call that finds the Manager's send queue full changes nothing; the CLI
