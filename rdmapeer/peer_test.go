@@ -174,3 +174,12 @@ func TestGroup(t *testing.T) {
 	p, _ := rdmapeer.Lookup("ucmatose")
 	require.True(t, p.AllAtOnce())
 }
+
+// OpenVerbs needs a device name; a device that does not exist (or a build
+// without cgo) fails to open rather than giving a Device.
+func TestOpenVerbsFails(t *testing.T) {
+	_, err := rdmapeer.OpenVerbs(rdmapeer.VerbsPort{})
+	require.ErrorContains(t, err, "names no RDMA device")
+	_, err = rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: "ibcm-no-such-device", Port: 1})
+	require.Error(t, err)
+}
