@@ -81,6 +81,7 @@ func (s *System) finish() (string, error) {
 		}
 		for id := range n.Engine.IDs() {
 			if id.State != engine.StateListen && id.State != engine.StateEstablished {
+				//lint:ignore ST1005 a property failure starts with the property's name, as Invariant reads it
 				return "", fmt.Errorf("Quiescent: %s %s is in %s/%s after a fair settle", n.Name, id.ID, id.State, id.LAP)
 			}
 		}
@@ -154,6 +155,7 @@ func (s *System) finish() (string, error) {
 func (s *System) settle() (int, error) {
 	for step := 0; ; step++ {
 		if step == settleBound {
+			//lint:ignore ST1005 a property failure starts with the property's name, as Invariant reads it
 			return step, fmt.Errorf("Quiescent: still busy after %d fair steps", settleBound)
 		}
 		answered, err := s.answer()
