@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -519,5 +518,3 @@ func (s *session) answerDREQs(a *Answers, conns ...*pconn) {
 		}
 	}
 }
-
-func label(f string, a ...any) string { return fmt.Sprintf(f, a...) }
