@@ -414,14 +414,23 @@ func newFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
 	return fs
 }
 
-// parseAndCheck parses args into fs and validates o; on failure it returns
-// the exit status (0 for -h).
-func parseAndCheck(fs *flag.FlagSet, o *netOpts, args []string, stderr io.Writer) (int, bool) {
+// parseFlags parses args into fs; on failure it returns the exit status
+// (0 for -h).
+func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
 		return 2, false
+	}
+	return 0, true
+}
+
+// parseAndCheck parses args into fs and validates o; on failure it returns
+// the exit status (0 for -h).
+func parseAndCheck(fs *flag.FlagSet, o *netOpts, args []string, stderr io.Writer) (int, bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "ibcm %s: unexpected argument %q\n", o.cmd, fs.Arg(0))
