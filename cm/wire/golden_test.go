@@ -9,9 +9,9 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// Golden vectors: every expected byte below was worked out by hand from
-// cm-wire-layout.md (absolute MAD offsets = CM payload offset + 24; bit 0 is
-// the MSB). Bytes not listed must be zero.
+// Golden vectors: every expected byte below is worked out by hand from
+// docs/wire-layout.md (MAD byte = body byte + 24; bit 0 is the MSB), not
+// from the generator's table. Bytes not listed must be zero.
 
 type golden struct {
 	name   string
@@ -226,7 +226,9 @@ func TestGoldenVectors(t *testing.T) {
 	}
 }
 
-// TestGoldenSpotChecks pins the offsets named in the issue directly.
+// TestGoldenSpotChecks pins single fields whose bit placement is easy to
+// get wrong: a 24-bit QPN, a 3-bit field at the end of a byte, a 20-bit
+// flow label that ends mid-byte.
 func TestGoldenSpotChecks(t *testing.T) {
 	var buf [wire.MADSize]byte
 	req := &wire.REQ{LocalQPN: 0xFFFFFF}

@@ -1,9 +1,10 @@
 package main
 
-// This file is the one definition of the CM wire format. Every row is
-// transcribed from /work/shared/ref/cm-wire-layout.md, which records Linux's
-// include/rdma/ibta_vol1_c12.h (with the ECE vendor-ID fields) and, for
-// ClassPortInfo, include/rdma/ib_mad.h struct ib_class_port_info.
+// This file is the one definition of the CM wire format, in the layout
+// Linux uses (include/rdma/ibta_vol1_c12.h with the ECE vendor-ID fields
+// and, for ClassPortInfo, include/rdma/ib_mad.h struct ib_class_port_info).
+// docs/wire-layout.md describes the same layout for readers, and
+// TestTableMatchesDoc fails when the two differ.
 //
 // Offsets are inside the message body (the 232-byte MAD data area, or the
 // 72-byte ClassPortInfo body), not inside the MAD: add 24 for the absolute MAD

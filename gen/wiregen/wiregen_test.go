@@ -30,54 +30,114 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 }
 
-// TestTableMatchesReference compares every CM row of the table with the
-// reference tables in cm-wire-layout.md (IBCM_WIRE_LAYOUT, or the shared
-// reference copy), in both directions.
-func TestTableMatchesReference(t *testing.T) {
-	path := os.Getenv("IBCM_WIRE_LAYOUT")
-	if path == "" {
-		// shared/ sits beside the repository (in CI too); the test runs in gen/wiregen.
-		path = filepath.Join("..", "..", "..", "shared", "ref", "cm-wire-layout.md")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Skipf("reference layout not available (%v); set IBCM_WIRE_LAYOUT", err)
-	}
+// layoutDoc is what docs/wire-layout.md says: the header rows, the
+// attribute ID table, and each message's section.
+type layoutDoc struct {
+	header   []headerField
+	attrIDs  map[string]uint16
+	sections map[string]*docSection
+	order    []string
+}
+
+type docSection struct {
+	attr uint16
+	size int
+	rows []field
+	abs  []int // the MAD byte column
+}
+
+// parseLayoutDoc reads docs/wire-layout.md. Its tables are the parseable
+// form of the layout: a row is | name | number | number | … |.
+func parseLayoutDoc(t *testing.T) layoutDoc {
+	f, err := os.Open(filepath.Join("..", "..", "docs", "wire-layout.md"))
+	require.NoError(t, err)
 	defer f.Close()
-	// | CM_REQ_LOCAL_QPN | 45 | 32 | 0 | 24 | 32.0 – 34.7 | 56 | FIELD32 |
-	row := regexp.MustCompile(`^\|\s*(CM_[A-Z0-9_]+)\s*\|\s*\d+\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|[^|]*\|\s*(\d+)\s*\|`)
-	type pos struct{ byte, bit, width, abs int }
-	ref := map[string]pos{}
+	var (
+		heading = regexp.MustCompile(`^### (\S+): attribute 0x([0-9A-F]{4}), (\d+)-byte body`)
+		hdrRow  = regexp.MustCompile(`^\|\s*([A-Za-z]+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|`)
+		attrRow = regexp.MustCompile(`^\|\s*([A-Za-z_]+)\s*\|\s*0x([0-9A-F]{4})\s*\|\s*$`)
+		bodyRow = regexp.MustCompile(`^\|\s*([A-Z][A-Z0-9_]*)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|`)
+	)
+	num := func(s string) int {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		return n
+	}
+	hex := func(s string) uint16 {
+		n, err := strconv.ParseUint(s, 16, 16)
+		require.NoError(t, err)
+		return uint16(n)
+	}
+	d := layoutDoc{attrIDs: map[string]uint16{}, sections: map[string]*docSection{}}
+	part := ""
+	var sec *docSection
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		m := row.FindStringSubmatch(sc.Text())
-		if m == nil {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			part, sec = line, nil
 			continue
 		}
-		var p pos
-		for i, dst := range []*int{&p.byte, &p.bit, &p.width, &p.abs} {
-			*dst, _ = strconv.Atoi(m[i+2])
+		if m := heading.FindStringSubmatch(line); m != nil {
+			require.NotContains(t, d.sections, m[1], "two sections for %s", m[1])
+			sec = &docSection{attr: hex(m[2]), size: num(m[3])}
+			d.sections[m[1]] = sec
+			d.order = append(d.order, m[1])
+			continue
 		}
-		ref[m[1]] = p
+		switch {
+		case part == "## The MAD common header":
+			if m := hdrRow.FindStringSubmatch(line); m != nil {
+				d.header = append(d.header, headerField{Name: m[1], Byte: num(m[2]), Width: num(m[3])})
+			}
+		case part == "## Attribute IDs":
+			if m := attrRow.FindStringSubmatch(line); m != nil {
+				d.attrIDs[m[1]] = hex(m[2])
+			}
+		case sec != nil:
+			if m := bodyRow.FindStringSubmatch(line); m != nil {
+				sec.rows = append(sec.rows, field{Macro: m[1], Byte: num(m[2]), Bit: num(m[3]), Width: num(m[4])})
+				sec.abs = append(sec.abs, num(m[5]))
+			}
+		}
 	}
 	require.NoError(t, sc.Err())
-	require.Greater(t, len(ref), 100, "parsed the reference tables")
+	return d
+}
 
-	ours := map[string]bool{}
+// TestTableMatchesDoc compares the generator's table with
+// docs/wire-layout.md in both directions: every message, its attribute ID
+// and size, every field's position and width (and MAD byte), in order, and
+// the MAD header. A change to either without the other fails here.
+func TestTableMatchesDoc(t *testing.T) {
+	d := parseLayoutDoc(t)
+
+	var hdr []headerField
+	for _, h := range header {
+		hdr = append(hdr, headerField{Name: h.Name, Byte: h.Byte, Width: h.Width})
+	}
+	require.Equal(t, hdr, d.header, "the MAD common header")
+
+	attrs := map[string]uint16{}
+	var order []string
 	for _, m := range messages {
+		attrs[m.Wire] = m.AttrID
+		order = append(order, m.Wire)
+		sec := d.sections[m.Wire]
+		require.NotNil(t, sec, "docs/wire-layout.md has no section for %s", m.Wire)
+		require.Equal(t, m.AttrID, sec.attr, "%s attribute ID", m.Wire)
+		require.Equal(t, m.Size, sec.size, "%s body size", m.Wire)
+		var rows []field
+		var abs []int
 		for _, fl := range m.Fields {
-			if !strings.HasPrefix(fl.Macro, "CM_") {
-				continue
-			}
-			ours[fl.Macro] = true
-			p, ok := ref[fl.Macro]
-			require.True(t, ok, "%s is not in the reference", fl.Macro)
-			require.Equal(t, pos{fl.Byte, fl.Bit, fl.Width, fl.Byte + 24}, p, fl.Macro)
+			rows = append(rows, field{Macro: fl.Macro, Byte: fl.Byte, Bit: fl.Bit, Width: fl.Width})
+			abs = append(abs, fl.Byte+headerSize)
 		}
+		require.Equal(t, rows, sec.rows, "%s fields", m.Wire)
+		require.Equal(t, abs, sec.abs, "%s MAD bytes", m.Wire)
 	}
-	for macro := range ref {
-		require.True(t, ours[macro], "reference field %s is missing from the table", macro)
-	}
+	require.ElementsMatch(t, order, d.order, "the messages documented")
+	require.Equal(t, attrs, d.attrIDs, "the attribute ID table")
 }
 
 func TestBuildRejectsBadTables(t *testing.T) {
