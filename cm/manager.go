@@ -165,7 +165,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		cfg.SendQueue = 4096
 	}
 	if cfg.SIDRWait <= 0 {
-		cfg.SIDRWait = 16 * wire.TimeoutDuration(20)
+		cfg.SIDRWait = (defaultSIDRRetries + 1) * defaultSIDRTimeout
 	}
 	if cfg.MRAServiceTimeout == 0 {
 		cfg.MRAServiceTimeout = 24
@@ -693,7 +693,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 		} else {
 			// The passive peer waits the REQ's Local CM Response Timeout
 			// for our RTU.
-			m.awaitApp(c.id, wire.TimeoutDuration(c.req.LocalCMResponseTimeout))
+			m.awaitApp(c.id, c.req.RTUWait())
 			offer(&c.repReady, nil)
 		}
 	case engine.NoticeMRAReceived:

@@ -25,6 +25,12 @@ type SIDRParams struct {
 	MaxRetries uint8
 }
 
+// The SIDR_REQ defaults are rdma_cm's: 4.096 µs × 2^20 (about 4.3 s) a
+// try, and 15 retries. ManagerConfig.SIDRWait's default is all the tries.
+var defaultSIDRTimeout = wire.TimeoutDuration(20)
+
+const defaultSIDRRetries = 15
+
 // SIDRReplyParams are the arguments of SIDRRequest.Reply.
 type SIDRReplyParams = engine.SIDRReplyParams
 
@@ -136,9 +142,9 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 		q.PKey = 0xffff
 	}
 	if q.Timeout <= 0 {
-		q.Timeout = wire.TimeoutDuration(20)
+		q.Timeout = defaultSIDRTimeout
 		if q.MaxRetries == 0 {
-			q.MaxRetries = 15
+			q.MaxRetries = defaultSIDRRetries
 		}
 	}
 	ch := make(chan sidrResult, 1)

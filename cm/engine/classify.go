@@ -211,7 +211,7 @@ func (e *Engine) recvREQ(in *input) {
 	c.listen = l.id
 	c.maxRetry = e.capRetries(r.MaxCMRetries)
 	c.ackTO = r.PrimaryLocalAckTimeout
-	c.respTO = e.capWait(wire.TimeoutDuration(r.LocalCMResponseTimeout))
+	c.respTO = e.capWait(r.RTUWait())
 	if hasAlt(r) {
 		c.flags |= flagAlt
 	}

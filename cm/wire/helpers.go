@@ -125,6 +125,13 @@ func (m *REQ) REPWait() time.Duration {
 	return TimeoutDuration(m.PrimaryLocalAckTimeout) + TimeoutDuration(m.RemoteCMResponseTimeout)
 }
 
+// RTUWait is how long the passive side waits for the RTU (or an MRA) after
+// each try of its REP to this REQ: the REQ's Local CM Response Timeout. The
+// active side reads it as the time it has to answer the REP.
+func (m *REQ) RTUWait() time.Duration {
+	return TimeoutDuration(m.LocalCMResponseTimeout)
+}
+
 // ECEVendorID returns the 24-bit ECE vendor ID split over VendorIDH/M/L.
 func (m *REP) ECEVendorID() uint32 {
 	return uint32(m.VendorIDH)<<16 | uint32(m.VendorIDM)<<8 | uint32(m.VendorIDL)

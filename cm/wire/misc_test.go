@@ -27,6 +27,15 @@ func TestTimeoutDuration(t *testing.T) {
 	}
 }
 
+// TestREQWaits: the active side's REP wait is the ACK timeout (standing in
+// for 2 × packet life time) plus the remote response timeout; the passive
+// side's RTU wait is the local response timeout.
+func TestREQWaits(t *testing.T) {
+	r := wire.REQ{PrimaryLocalAckTimeout: 10, RemoteCMResponseTimeout: 12, LocalCMResponseTimeout: 14}
+	assert.Equal(t, (1<<10+1<<12)*4096*time.Nanosecond, r.REPWait())
+	assert.Equal(t, (1<<14)*4096*time.Nanosecond, r.RTUWait())
+}
+
 func TestIPServiceID(t *testing.T) {
 	require.Equal(t, uint64(0x00000000010612B7), wire.IPServiceID(4791))
 	require.Equal(t, uint64(0x0000000001060000), wire.IPServiceID(0))
@@ -143,7 +152,7 @@ func TestEnumStrings(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, a, back)
 	}
-	// The attribute IDs of the issue.
+	// The attribute IDs of docs/wire-layout.md.
 	ids := map[wire.AttrID]uint16{wire.AttrClassPortInfo: 0x01, wire.AttrREQ: 0x10, wire.AttrMRA: 0x11,
 		wire.AttrREJ: 0x12, wire.AttrREP: 0x13, wire.AttrRTU: 0x14, wire.AttrDREQ: 0x15, wire.AttrDREP: 0x16,
 		wire.AttrSIDRReq: 0x17, wire.AttrSIDRRep: 0x18, wire.AttrLAP: 0x19, wire.AttrAPR: 0x1A}
