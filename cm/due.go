@@ -42,15 +42,13 @@ func (s *dueSet) next() (clock.Time, bool) {
 // expired removes and returns the next id whose deadline is at or before
 // now.
 func (s *dueSet) expired(now clock.Time) (engine.CommID, bool) {
-	for {
-		due, ok := s.next()
-		if !ok || due > now {
-			return 0, false
-		}
-		e := heap.Pop(&s.h).(dueEntry)
-		delete(s.due, e.id)
-		return e.id, true
+	due, ok := s.next()
+	if !ok || due > now {
+		return 0, false
 	}
+	e := heap.Pop(&s.h).(dueEntry)
+	delete(s.due, e.id)
+	return e.id, true
 }
 
 type dueEntry struct {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	. "github.com/dave/jennifer/jen"
+	"github.com/dave/jennifer/jen"
 
 	"github.com/ibcm/ibcm/gen/def"
 )
@@ -38,18 +38,18 @@ var classIDs = map[def.EventClass]string{def.Recv: "ClassRecv", def.App: "ClassA
 
 // enum emits a typed uint8 enumeration with a String method and a guard
 // that stops compiling when a constant's value moves.
-func enum(f *File, typ, doc string, ids, names, docs []string, count string) {
+func enum(f *jen.File, typ, doc string, ids, names, docs []string, count string) {
 	f.Comment(doc)
 	f.Type().Id(typ).Uint8()
 	f.Line()
-	var consts []Code
+	var consts []jen.Code
 	for i, id := range ids {
-		c := Id(id)
+		c := jen.Id(id)
 		if i == 0 {
 			c = c.Id(typ).Op("=").Iota()
 		}
 		if docs != nil && docs[i] != "" {
-			consts = append(consts, Comment(fmt.Sprintf("%s: %s", id, docs[i])))
+			consts = append(consts, jen.Comment(fmt.Sprintf("%s: %s", id, docs[i])))
 		}
 		consts = append(consts, c)
 	}
@@ -58,25 +58,25 @@ func enum(f *File, typ, doc string, ids, names, docs []string, count string) {
 	f.Commentf("%s is the number of %s values.", count, typ)
 	f.Const().Id(count).Op("=").Lit(len(ids))
 	f.Line()
-	var lits []Code
+	var lits []jen.Code
 	for _, n := range names {
-		lits = append(lits, Lit(n))
+		lits = append(lits, jen.Lit(n))
 	}
 	arr := lower(typ) + "Names"
-	f.Var().Id(arr).Op("=").Index(Id(count)).String().Values(lits...)
+	f.Var().Id(arr).Op("=").Index(jen.Id(count)).String().Values(lits...)
 	f.Line()
 	f.Commentf("String returns the spec name of the %s.", typ)
-	f.Func().Params(Id("x").Id(typ)).Id("String").Params().String().Block(
-		If(Int().Call(Id("x")).Op("<").Len(Id(arr))).Block(Return(Id(arr).Index(Id("x")))),
-		Return(Lit(typ+"(").Op("+").Qual("strconv", "Itoa").Call(Int().Call(Id("x"))).Op("+").Lit(")")),
+	f.Func().Params(jen.Id("x").Id(typ)).Id("String").Params().String().Block(
+		jen.If(jen.Int().Call(jen.Id("x")).Op("<").Len(jen.Id(arr))).Block(jen.Return(jen.Id(arr).Index(jen.Id("x")))),
+		jen.Return(jen.Lit(typ+"(").Op("+").Qual("strconv", "Itoa").Call(jen.Int().Call(jen.Id("x"))).Op("+").Lit(")")),
 	)
 	f.Line()
-	var guard []Code
-	guard = append(guard, Var().Id("x").Index(Lit(1)).Struct())
+	var guard []jen.Code
+	guard = append(guard, jen.Var().Id("x").Index(jen.Lit(1)).Struct())
 	for i, id := range ids {
-		guard = append(guard, Id("_").Op("=").Id("x").Index(Id(id).Op("-").Lit(i)))
+		guard = append(guard, jen.Id("_").Op("=").Id("x").Index(jen.Id(id).Op("-").Lit(i)))
 	}
-	guard = append(guard, Id("_").Op("=").Id("x").Index(Id(count).Op("-").Lit(len(ids))))
+	guard = append(guard, jen.Id("_").Op("=").Id("x").Index(jen.Id(count).Op("-").Lit(len(ids))))
 	f.Comment("An invalid array index here means the constants moved: run go generate.")
 	f.Func().Id("_").Params().Block(guard...)
 	f.Line()
@@ -90,7 +90,7 @@ func lower(s string) string {
 }
 
 func emitGo(t *def.Table) ([]byte, error) {
-	f := NewFile("engine")
+	f := jen.NewFile("engine")
 	f.HeaderComment(header)
 	f.PackageComment("")
 
@@ -141,9 +141,9 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("Effect is a set of side effects of a transition, applied in bit order.")
 	f.Type().Id("Effect").Uint32()
 	f.Line()
-	var ec []Code
+	var ec []jen.Code
 	for i, e := range def.Effects {
-		c := Id(effectID(e))
+		c := jen.Id(effectID(e))
 		if i == 0 {
 			c = c.Id("Effect").Op("=").Lit(1).Op("<<").Iota()
 		}
@@ -154,28 +154,28 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("NumEffects is the number of effect bits.")
 	f.Const().Id("NumEffects").Op("=").Lit(len(def.Effects))
 	f.Line()
-	var en []Code
+	var en []jen.Code
 	for _, e := range def.Effects {
-		en = append(en, Lit(string(e)))
+		en = append(en, jen.Lit(string(e)))
 	}
-	f.Var().Id("effectNames").Op("=").Index(Id("NumEffects")).String().Values(en...)
+	f.Var().Id("effectNames").Op("=").Index(jen.Id("NumEffects")).String().Values(en...)
 	f.Line()
 	f.Comment("String lists the effects joined by '|'.")
-	f.Func().Params(Id("x").Id("Effect")).Id("String").Params().String().Block(
-		Var().Id("b").Qual("strings", "Builder"),
-		For(List(Id("i"), Id("n")).Op(":=").Range().Id("effectNames")).Block(
-			If(Id("x").Op("&").Parens(Lit(1).Op("<<").Id("i")).Op("!=").Lit(0)).Block(
-				If(Id("b").Dot("Len").Call().Op(">").Lit(0)).Block(Id("b").Dot("WriteByte").Call(LitRune('|'))),
-				Id("b").Dot("WriteString").Call(Id("n")),
+	f.Func().Params(jen.Id("x").Id("Effect")).Id("String").Params().String().Block(
+		jen.Var().Id("b").Qual("strings", "Builder"),
+		jen.For(jen.List(jen.Id("i"), jen.Id("n")).Op(":=").Range().Id("effectNames")).Block(
+			jen.If(jen.Id("x").Op("&").Parens(jen.Lit(1).Op("<<").Id("i")).Op("!=").Lit(0)).Block(
+				jen.If(jen.Id("b").Dot("Len").Call().Op(">").Lit(0)).Block(jen.Id("b").Dot("WriteByte").Call(jen.LitRune('|'))),
+				jen.Id("b").Dot("WriteString").Call(jen.Id("n")),
 			),
 		),
-		Return(Id("b").Dot("String").Call()),
+		jen.Return(jen.Id("b").Dot("String").Call()),
 	)
 	f.Line()
-	var eg []Code
-	eg = append(eg, Var().Id("x").Index(Lit(1)).Struct())
+	var eg []jen.Code
+	eg = append(eg, jen.Var().Id("x").Index(jen.Lit(1)).Struct())
 	for i, e := range def.Effects {
-		eg = append(eg, Id("_").Op("=").Id("x").Index(Id(effectID(e)).Op("-").Lit(1<<i)))
+		eg = append(eg, jen.Id("_").Op("=").Id("x").Index(jen.Id(effectID(e)).Op("-").Lit(1<<i)))
 	}
 	f.Comment("An invalid array index here means the effect bits moved: run go generate.")
 	f.Func().Id("_").Params().Block(eg...)
@@ -203,9 +203,9 @@ func emitGo(t *def.Table) ([]byte, error) {
 		{"QPRTR", "the connection gives its QP's RTR attributes", func(s def.State) bool { return s.QPRTR }},
 		{"QPRTS", "the connection gives its QP's RTS attributes", func(s def.State) bool { return s.QPRTS }},
 	}
-	var fields []Code
+	var fields []jen.Code
 	for _, a := range attrFields {
-		c := Id(a.name).Bool()
+		c := jen.Id(a.name).Bool()
 		if a.doc != "" {
 			c = c.Comment(a.doc)
 		}
@@ -214,44 +214,44 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("StateAttr says which tables and timers a state is registered in, and the other state sets it belongs to.")
 	f.Type().Id("StateAttr").Struct(fields...)
 	f.Line()
-	var attrs []Code
+	var attrs []jen.Code
 	for _, s := range def.States {
-		d := Dict{}
+		d := jen.Dict{}
 		for _, a := range attrFields {
 			if a.get(s) {
-				d[Id(a.name)] = True()
+				d[jen.Id(a.name)] = jen.True()
 			}
 		}
-		attrs = append(attrs, Id(stateID(s.Name)).Op(":").Values(d))
+		attrs = append(attrs, jen.Id(stateID(s.Name)).Op(":").Values(d))
 	}
-	f.Var().Id("stateAttrs").Op("=").Index(Id("NumStates")).Id("StateAttr").Values(attrs...)
+	f.Var().Id("stateAttrs").Op("=").Index(jen.Id("NumStates")).Id("StateAttr").Values(attrs...)
 	f.Line()
 	f.Comment("Attr returns the table membership of a state.")
-	f.Func().Params(Id("s").Id("State")).Id("Attr").Params().Id("StateAttr").Block(Return(Id("stateAttrs").Index(Id("s"))))
+	f.Func().Params(jen.Id("s").Id("State")).Id("Attr").Params().Id("StateAttr").Block(jen.Return(jen.Id("stateAttrs").Index(jen.Id("s"))))
 	f.Line()
 
 	// The event an id's timer raises.
-	var cases []Code
+	var cases []jen.Code
 	for _, s := range def.States {
 		if s.Expiry != "" {
-			cases = append(cases, Case(Id(stateID(s.Name))).Block(Return(Id(eventID(s.Expiry)))))
+			cases = append(cases, jen.Case(jen.Id(stateID(s.Name))).Block(jen.Return(jen.Id(eventID(s.Expiry)))))
 		}
 	}
 	f.Comment("TimerEvent is the event an id's timer raises in state s: the state's expiry, or")
 	f.Commentf("for a response timer %s while retries are left and %s after.", eventID(def.RetryEvent), eventID(def.GiveUpEvent))
-	f.Func().Params(Id("s").Id("State")).Id("TimerEvent").Params(Id("retriesLeft").Bool()).Id("Event").Block(
-		Switch(Id("s")).Block(cases...),
-		If(Id("retriesLeft")).Block(Return(Id(eventID(def.RetryEvent)))),
-		Return(Id(eventID(def.GiveUpEvent))),
+	f.Func().Params(jen.Id("s").Id("State")).Id("TimerEvent").Params(jen.Id("retriesLeft").Bool()).Id("Event").Block(
+		jen.Switch(jen.Id("s")).Block(cases...),
+		jen.If(jen.Id("retriesLeft")).Block(jen.Return(jen.Id(eventID(def.RetryEvent)))),
+		jen.Return(jen.Id(eventID(def.GiveUpEvent))),
 	)
 	f.Line()
 
 	// Alternate-path sub-states.
-	var lapTimers []Code
+	var lapTimers []jen.Code
 	var start, startNo, off string
 	for _, l := range def.LAPStates {
 		if l.Timer {
-			lapTimers = append(lapTimers, Id(lapID(l.Name)).Op(":").True())
+			lapTimers = append(lapTimers, jen.Id(lapID(l.Name)).Op(":").True())
 		}
 		if l.StartAlt {
 			start = lapID(l.Name)
@@ -263,16 +263,16 @@ func emitGo(t *def.Table) ([]byte, error) {
 			off = lapID(l.Name)
 		}
 	}
-	f.Var().Id("lapTimers").Op("=").Index(Id("NumLAPStates")).Bool().Values(lapTimers...)
+	f.Var().Id("lapTimers").Op("=").Index(jen.Id("NumLAPStates")).Bool().Values(lapTimers...)
 	f.Line()
 	f.Comment("Timer reports whether a LAP awaits its APR in this sub-state.")
-	f.Func().Params(Id("s").Id("LAPState")).Id("Timer").Params().Bool().Block(Return(Id("lapTimers").Index(Id("s"))))
+	f.Func().Params(jen.Id("s").Id("LAPState")).Id("Timer").Params().Bool().Block(jen.Return(jen.Id("lapTimers").Index(jen.Id("s"))))
 	f.Line()
 	f.Comment("LAPStart is the sub-state an id enters ESTABLISHED in (EffEnterLAP): with an")
 	f.Comment("alternate path loaded, and without.")
-	f.Func().Id("LAPStart").Params(Id("alt").Bool()).Id("LAPState").Block(
-		If(Id("alt")).Block(Return(Id(start))),
-		Return(Id(startNo)),
+	f.Func().Id("LAPStart").Params(jen.Id("alt").Bool()).Id("LAPState").Block(
+		jen.If(jen.Id("alt")).Block(jen.Return(jen.Id(start))),
+		jen.Return(jen.Id(startNo)),
 	)
 	f.Line()
 	f.Comment("LAPOff is the sub-state of every id outside ESTABLISHED (EffExitLAP).")
@@ -290,131 +290,131 @@ func emitGo(t *def.Table) ([]byte, error) {
 			}
 		}
 	}
-	var starts, keeps []Code
+	var starts, keeps []jen.Code
 	for _, m := range def.Msgs {
 		if slices.Contains(def.Starts, m) {
-			starts = append(starts, Id(msgID(m)).Op(":").True())
+			starts = append(starts, jen.Id(msgID(m)).Op(":").True())
 		}
 		if kept[m] {
-			keeps = append(keeps, Id(msgID(m)).Op(":").True())
+			keeps = append(keeps, jen.Id(msgID(m)).Op(":").True())
 		}
 	}
-	f.Var().Id("msgStarts").Op("=").Index(Id("NumMsgs")).Bool().Values(starts...)
+	f.Var().Id("msgStarts").Op("=").Index(jen.Id("NumMsgs")).Bool().Values(starts...)
 	f.Line()
 	f.Comment("StartsTransaction reports the messages that carry their sender's own TID;")
 	f.Comment("every other message carries the TID of what it answers.")
-	f.Func().Params(Id("m").Id("Msg")).Id("StartsTransaction").Params().Bool().Block(Return(Id("msgStarts").Index(Id("m"))))
+	f.Func().Params(jen.Id("m").Id("Msg")).Id("StartsTransaction").Params().Bool().Block(jen.Return(jen.Id("msgStarts").Index(jen.Id("m"))))
 	f.Line()
-	f.Var().Id("msgKept").Op("=").Index(Id("NumMsgs")).Bool().Values(keeps...)
+	f.Var().Id("msgKept").Op("=").Index(jen.Id("NumMsgs")).Bool().Values(keeps...)
 	f.Line()
 	f.Comment("Kept reports the messages some cell resends (EffResend): an id keeps its last copy.")
-	f.Func().Params(Id("m").Id("Msg")).Id("Kept").Params().Bool().Block(Return(Id("msgKept").Index(Id("m"))))
+	f.Func().Params(jen.Id("m").Id("Msg")).Id("Kept").Params().Bool().Block(jen.Return(jen.Id("msgKept").Index(jen.Id("m"))))
 	f.Line()
 
-	var classes []Code
+	var classes []jen.Code
 	for _, e := range def.Events {
-		classes = append(classes, Id(eventID(e.Name)).Op(":").Id(classIDs[e.Class]))
+		classes = append(classes, jen.Id(eventID(e.Name)).Op(":").Id(classIDs[e.Class]))
 	}
-	f.Var().Id("eventClasses").Op("=").Index(Id("NumEvents")).Id("EventClass").Values(classes...)
+	f.Var().Id("eventClasses").Op("=").Index(jen.Id("NumEvents")).Id("EventClass").Values(classes...)
 	f.Line()
 	f.Comment("Class returns where the event comes from.")
-	f.Func().Params(Id("e").Id("Event")).Id("Class").Params().Id("EventClass").Block(Return(Id("eventClasses").Index(Id("e"))))
+	f.Func().Params(jen.Id("e").Id("Event")).Id("Class").Params().Id("EventClass").Block(jen.Return(jen.Id("eventClasses").Index(jen.Id("e"))))
 	f.Line()
-	var laps []Code
+	var laps []jen.Code
 	for _, e := range def.Events {
 		if e.LAP {
-			laps = append(laps, Id(eventID(e.Name)).Op(":").True())
+			laps = append(laps, jen.Id(eventID(e.Name)).Op(":").True())
 		}
 	}
-	f.Var().Id("lapEvents").Op("=").Index(Id("NumEvents")).Bool().Values(laps...)
+	f.Var().Id("lapEvents").Op("=").Index(jen.Id("NumEvents")).Bool().Values(laps...)
 	f.Line()
 	f.Comment("LAP reports whether ESTABLISHED delegates the event to the alternate-path table.")
-	f.Func().Params(Id("e").Id("Event")).Id("LAP").Params().Bool().Block(Return(Id("lapEvents").Index(Id("e"))))
+	f.Func().Params(jen.Id("e").Id("Event")).Id("LAP").Params().Bool().Block(jen.Return(jen.Id("lapEvents").Index(jen.Id("e"))))
 	f.Line()
 
 	entryType := func(name, next, doc string) {
 		f.Comment(doc)
 		f.Type().Id(name).Struct(
-			Id("Next").Id(next),
-			Id("Kind").Id("Kind"),
-			Id("Send").Id("Msg").Comment("message to send, or MsgNone"),
-			Id("About").Id("Msg").Comment("what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)"),
-			Id("Reason").Uint16().Comment("REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it"),
-			Id("Notice").Id("Notice"),
-			Id("Effects").Id("Effect"),
+			jen.Id("Next").Id(next),
+			jen.Id("Kind").Id("Kind"),
+			jen.Id("Send").Id("Msg").Comment("message to send, or MsgNone"),
+			jen.Id("About").Id("Msg").Comment("what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)"),
+			jen.Id("Reason").Uint16().Comment("REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it"),
+			jen.Id("Notice").Id("Notice"),
+			jen.Id("Effects").Id("Effect"),
 		)
 		f.Line()
 	}
 	entryType("Transition", "State", "Transition is one (state, event) cell of the connection table.")
 	entryType("LAPTransition", "LAPState", "LAPTransition is one cell of the alternate-path table.")
 
-	cell := func(e def.Entry, next Code) Code {
-		d := Dict{Id("Next"): next, Id("Kind"): Id(kindID(e.Kind))}
+	cell := func(e def.Entry, next jen.Code) jen.Code {
+		d := jen.Dict{jen.Id("Next"): next, jen.Id("Kind"): jen.Id(kindID(e.Kind))}
 		if e.Send != def.None {
-			d[Id("Send")] = Id(msgID(e.Send))
+			d[jen.Id("Send")] = jen.Id(msgID(e.Send))
 		}
 		if e.About != def.None {
-			d[Id("About")] = Id(msgID(e.About))
+			d[jen.Id("About")] = jen.Id(msgID(e.About))
 		}
 		if e.Reason != 0 {
-			d[Id("Reason")] = Lit(e.Reason)
+			d[jen.Id("Reason")] = jen.Lit(e.Reason)
 		}
 		if e.Notice != def.NoNotice {
-			d[Id("Notice")] = Id(noticeID(e.Notice))
+			d[jen.Id("Notice")] = jen.Id(noticeID(e.Notice))
 		}
 		if len(e.Effects) > 0 {
-			var bits Code
+			var bits jen.Code
 			for _, want := range def.Effects { // canonical order
 				if e.Has(want) {
 					if bits == nil {
-						bits = Id(effectID(want))
+						bits = jen.Id(effectID(want))
 					} else {
-						bits = Add(bits).Op("|").Id(effectID(want))
+						bits = jen.Add(bits).Op("|").Id(effectID(want))
 					}
 				}
 			}
-			d[Id("Effects")] = bits
+			d[jen.Id("Effects")] = bits
 		}
-		return Values(d)
+		return jen.Values(d)
 	}
-	var rows []Code
+	var rows []jen.Code
 	for si, s := range def.States {
-		var cells []Code
+		var cells []jen.Code
 		for ei, ev := range def.Events {
 			e := t.Main[si][ei]
-			c := Id(eventID(ev.Name)).Op(":").Add(cell(e, Id(stateID(e.Next))))
+			c := jen.Id(eventID(ev.Name)).Op(":").Add(cell(e, jen.Id(stateID(e.Next))))
 			if e.Why != "" && e.Kind != def.Drop && e.Kind != def.Invalid {
-				c = Comment(e.Why).Line().Add(c)
+				c = jen.Comment(e.Why).Line().Add(c)
 			}
 			cells = append(cells, c)
 		}
-		rows = append(rows, Id(stateID(s.Name)).Op(":").Values(cells...))
+		rows = append(rows, jen.Id(stateID(s.Name)).Op(":").Values(cells...))
 	}
 	f.Comment("transitions is the dense connection table: every (state, event) pair has an entry.")
-	f.Var().Id("transitions").Op("=").Index(Id("NumStates")).Index(Id("NumEvents")).Id("Transition").Values(rows...)
+	f.Var().Id("transitions").Op("=").Index(jen.Id("NumStates")).Index(jen.Id("NumEvents")).Id("Transition").Values(rows...)
 	f.Line()
 	rows = nil
 	for li, ls := range def.LAPStates {
-		var cells []Code
+		var cells []jen.Code
 		for ei, ev := range def.Events {
 			if !ev.LAP {
 				continue
 			}
 			e := t.LAP[li][ei]
-			cells = append(cells, Id(eventID(ev.Name)).Op(":").Add(cell(e, Id(lapID(e.Next)))))
+			cells = append(cells, jen.Id(eventID(ev.Name)).Op(":").Add(cell(e, jen.Id(lapID(e.Next)))))
 		}
-		rows = append(rows, Id(lapID(ls.Name)).Op(":").Values(cells...))
+		rows = append(rows, jen.Id(lapID(ls.Name)).Op(":").Values(cells...))
 	}
 	f.Comment("lapTransitions is the alternate-path table; only LAP events have entries.")
-	f.Var().Id("lapTransitions").Op("=").Index(Id("NumLAPStates")).Index(Id("NumEvents")).Id("LAPTransition").Values(rows...)
+	f.Var().Id("lapTransitions").Op("=").Index(jen.Id("NumLAPStates")).Index(jen.Id("NumEvents")).Id("LAPTransition").Values(rows...)
 	f.Line()
 	f.Comment("Lookup returns the connection table's entry for (s, e).")
-	f.Func().Id("Lookup").Params(Id("s").Id("State"), Id("e").Id("Event")).Id("Transition").Block(
-		Return(Id("transitions").Index(Id("s")).Index(Id("e"))))
+	f.Func().Id("Lookup").Params(jen.Id("s").Id("State"), jen.Id("e").Id("Event")).Id("Transition").Block(
+		jen.Return(jen.Id("transitions").Index(jen.Id("s")).Index(jen.Id("e"))))
 	f.Line()
 	f.Comment("LookupLAP returns the alternate-path table's entry for (s, e).")
-	f.Func().Id("LookupLAP").Params(Id("s").Id("LAPState"), Id("e").Id("Event")).Id("LAPTransition").Block(
-		Return(Id("lapTransitions").Index(Id("s")).Index(Id("e"))))
+	f.Func().Id("LookupLAP").Params(jen.Id("s").Id("LAPState"), jen.Id("e").Id("Event")).Id("LAPTransition").Block(
+		jen.Return(jen.Id("lapTransitions").Index(jen.Id("s")).Index(jen.Id("e"))))
 
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {

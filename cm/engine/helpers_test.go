@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -115,5 +114,3 @@ func testREQ(sid uint64, qpn uint32) *ConnectParams {
 		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 3,
 		PrimaryLocalAckTimeout: 10, PathPacketPayloadMTU: wire.MTU1024}}
 }
-
-func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -115,14 +115,6 @@ var (
 	estToTW   = []Effect{StopTimer, RemoveRemoteID, RemoveRemoteQPN, EnterTimeWait, ExitLAP} // ESTABLISHED -> TIMEWAIT
 )
 
-func cat(sets ...[]Effect) []Effect {
-	var out []Effect
-	for _, s := range sets {
-		out = append(out, s...)
-	}
-	return out
-}
-
 func e(effs ...Effect) []Effect { return effs }
 
 func s(names ...string) []string { return names }
@@ -132,13 +124,6 @@ var (
 	passiveReq  = s("REQ_RCVD", "MRA_REQ_SENT")
 	passiveWait = s("REP_SENT", "MRA_REP_RCVD")
 	activeRep   = s("REP_RCVD", "MRA_REP_SENT")
-	allStates   = func() []string {
-		var out []string
-		for _, st := range States {
-			out = append(out, st.Name)
-		}
-		return out
-	}()
 )
 
 // Rules is the connection table. Pairs not listed take the default of their

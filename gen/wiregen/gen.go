@@ -213,7 +213,7 @@ func genMessageCode(f *jen.File, m *genMessage) {
 	})
 
 	if pd := m.privateData(); pd != nil {
-		f.Comment(fmt.Sprintf("SetPrivateData copies p into PrivateData and zeroes the rest. It fails with"))
+		f.Comment("SetPrivateData copies p into PrivateData and zeroes the rest. It fails with")
 		f.Comment(fmt.Sprintf("an error matching ErrPrivateDataTooLong when len(p) > %s (%d).", m.PrivateConst, pd.NBytes))
 		f.Func().Params(recv()).Id("SetPrivateData").Params(jen.Id("p").Index().Byte()).Error().Block(
 			jen.Return(jen.Id("setBytes").Call(jen.Id("m").Dot("PrivateData").Index(jen.Empty(), jen.Empty()), jen.Id("p"),

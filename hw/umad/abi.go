@@ -41,13 +41,6 @@ type userMADHdr struct {
 // hdrSize is sizeof(struct ib_user_mad_hdr) with P_Key index support.
 const hdrSize = int(unsafe.Sizeof(userMADHdr{}))
 
-// madHdrSize is IB_MGMT_MAD_HDR: the part of a MAD that a send-completion
-// (timeout) report carries back.
-const madHdrSize = 24
-
-// rmppHdrSize is IB_MGMT_RMPP_HDR: the shortest MAD the kernel accepts on write.
-const rmppHdrSize = 36
-
 // regReq is struct ib_user_mad_reg_req (IB_USER_MAD_REGISTER_AGENT). The
 // method mask is an array of unsigned long aligned to 4 bytes; it is kept as
 // raw bytes and filled by setMethodMask.

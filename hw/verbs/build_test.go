@@ -5,8 +5,6 @@ package verbs_test
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -17,7 +15,8 @@ import (
 // (they check ErrUnavailable): the rest of the module stays pure Go, and a
 // static build must not lose the package.
 func TestBuildsWithoutCgo(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "go test puts GOROOT/bin first on PATH")
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	for _, args := range [][]string{
 		{"vet", "."},

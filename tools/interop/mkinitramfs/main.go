@@ -43,9 +43,8 @@ type archive struct {
 }
 
 type entry struct {
-	data    []byte
-	mode    uint32
-	symlink string
+	data []byte
+	mode uint32
 }
 
 func main() {
