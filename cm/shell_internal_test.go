@@ -503,3 +503,22 @@ func TestUnansweredSIDRLapses(t *testing.T) {
 	require.Eventually(t, func() bool { return len(HeldIDs(r.m)) == 1 }, 5*time.Second, time.Millisecond)
 	require.ErrorIs(t, sr.Reply(r.ctx, &SIDRReplyParams{QPN: 1, QKey: 1}), ErrTimeout)
 }
+
+// A Manager that stopped taking received MADs for a full send queue takes
+// them again as soon as the sender makes room, with nothing else to wake
+// it. With a send queue of one the sender never said so, and a REQ that
+// came meanwhile waited for the next call or timer: here, for ever.
+func TestPauseEndsWhenTheQueueDrains(t *testing.T) {
+	r := newRawRig(t, func(c *ManagerConfig) { c.SendQueue = 1 })
+	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	r.fill()
+	require.NoError(t, r.m.do(r.ctx, func() {})) // the loop has seen the queue full
+	r.send(1, r.peerREQ(0))
+	time.Sleep(10 * time.Millisecond) // the REQ waits in the receive queue
+	r.v.release()
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+	defer cancel()
+	_, err = l.Accept(ctx)
+	require.NoError(t, err, "the REQ was taken once the queue drained")
+}
