@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/clock"
@@ -112,7 +113,8 @@ type Manager struct {
 	calls   chan func()
 	recv    chan transport.Packet
 	out     chan transport.Packet
-	drained chan struct{} // the sender made room in out
+	drained chan struct{} // the sender made room in out while the loop paused
+	paused  atomic.Bool   // the loop takes no received MAD until out has room
 	// pending counts the MADs in out that the sender has not taken yet, by
 	// sendKey: a copy of one still pending is not queued again (enqueue).
 	pendingMu sync.Mutex
@@ -369,7 +371,7 @@ func (m *Manager) sendWithin(base context.Context, p *transport.Packet) bool {
 		// that p's arrival prompted) is queued behind it.
 		m.sent(p)
 		_ = m.tr.Send(ctx, p)
-		if len(m.out) < cap(m.out)/2 {
+		if m.paused.Load() && !m.busy() {
 			select {
 			case m.drained <- struct{}{}:
 			default:
@@ -403,7 +405,12 @@ func (m *Manager) loop() {
 		// Back-pressure: no received MAD while the answers to earlier ones
 		// cannot leave.
 		recv := m.recv
-		if m.busy() {
+		// paused goes up before the check: a sender that makes room
+		// after it sees it, and wakes the loop.
+		m.paused.Store(true)
+		busy := m.busy()
+		m.paused.Store(busy)
+		if busy {
 			recv = nil
 			m.stats.Paused++
 		}
