@@ -36,7 +36,7 @@ func TestLimitsDocManager(t *testing.T) {
 		// sidrRequestReceived bounds them by MaxHalfOpen.
 		"SIDR_REQs waiting": fmt.Sprintf("`MaxHalfOpen` (%s), for the whole Manager", limitsdoc.Thousands(halfOpen)),
 		"SIDRWait":          fmt.Sprintf("%.1f s", m.cfg.SIDRWait.Seconds()),
-		"receive queue":     fmt.Sprintf("%d MADs", cap(m.recv)),
+		"receive queue":     fmt.Sprintf("%d MADs", cap(m.feed)),
 		"SendQueue":         limitsdoc.Thousands(cap(m.out)) + " MADs",
 		"SendTimeout":       fmt.Sprintf("%g s", m.cfg.SendTimeout.Seconds()),
 		"MRADelay":          mra,
@@ -46,5 +46,5 @@ func TestLimitsDocManager(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Empty(t, bad)
-	require.Equal(t, maxDeliverBatch, cap(m.recv), "the loop takes at most a receive queue's worth in one go")
+	require.Equal(t, maxDeliverBatch, cap(m.feed), "the loop takes at most a receive queue's worth in one go")
 }

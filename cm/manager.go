@@ -110,8 +110,12 @@ type Manager struct {
 	eng   *engine.Engine
 	port  PortInfo
 
-	calls   chan func()
-	recv    chan transport.Packet
+	calls chan func()
+	// recv is what the loop takes received MADs from: the transport's own
+	// channel (transport.Incoming), or feed, which the receive goroutine
+	// fills from Recv. It closes when the transport can deliver no more.
+	recv    <-chan transport.Packet
+	feed    chan transport.Packet
 	out     chan transport.Packet
 	drained chan struct{} // the sender made room in out while the loop paused
 	paused  atomic.Bool   // the loop takes no received MAD until out has room
@@ -175,14 +179,21 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(engineConfig(&cfg, sw)),
 		port:  resolvePort(tr, cfg.Port),
-		calls: make(chan func()), recv: make(chan transport.Packet, 256), out: make(chan transport.Packet, cfg.SendQueue),
+		calls: make(chan func()), out: make(chan transport.Packet, cfg.SendQueue),
 		drained: make(chan struct{}, 1), pending: make(map[sendKey]int),
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
 		sidrReqs: map[engine.CommID]*SIDRRequest{}, mra: newDueSet(), sidrDue: newDueSet()}
-	m.wg.Add(3)
-	go m.receive()
+	if in, ok := tr.(transport.Incoming); ok {
+		m.recv = in.Incoming()
+	} else {
+		m.feed = make(chan transport.Packet, maxDeliverBatch)
+		m.recv = m.feed
+		m.wg.Add(1)
+		go m.receive()
+	}
+	m.wg.Add(2)
 	go m.send()
 	go m.loop()
 	return m, nil
@@ -302,28 +313,45 @@ func (m *Manager) do(ctx context.Context, f func()) error {
 	return nil
 }
 
+// receive feeds the loop from a transport that has no channel of its own.
 func (m *Manager) receive() {
 	defer m.wg.Done()
+	defer close(m.feed)
 	for {
 		p, err := m.tr.Recv(m.ctx)
 		if err != nil {
-			// Recv fails only when the Manager stops (m.ctx) or the
-			// transport can deliver nothing more: closed under the
-			// Manager, or its device gone. Retrying would spin.
-			if m.ctx.Err() == nil {
-				m.stopWith(fmt.Errorf("%w: transport: %w", ErrClosed, err))
-			}
+			m.transportFailed(err)
 			return
 		}
-		if p.Status != 0 {
-			continue // a send-completion report: the timers cover lost sends
-		}
 		select {
-		case m.recv <- p:
+		case m.feed <- p:
 		case <-m.ctx.Done():
 			return
 		}
 	}
+}
+
+// recvEnded is the loop's part when recv closes: with the transport's own
+// channel, Recv says why it closed.
+func (m *Manager) recvEnded() {
+	m.recv = nil
+	if m.feed == nil {
+		_, err := m.tr.Recv(m.ctx)
+		m.transportFailed(err)
+	}
+}
+
+// transportFailed stops the Manager when its transport can deliver nothing
+// more (closed under the Manager, or its device gone): retrying would spin.
+// Recv fails on the Manager's own stop too (m.ctx), which is no failure.
+func (m *Manager) transportFailed(err error) {
+	if m.ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		err = transport.ErrClosed
+	}
+	m.stopWith(fmt.Errorf("%w: transport: %w", ErrClosed, err))
 }
 
 // send is the only goroutine that calls the transport's Send: a slow or
@@ -419,7 +447,11 @@ func (m *Manager) loop() {
 			m.shutdown()
 			return
 		case <-m.drained:
-		case p := <-recv:
+		case p, ok := <-recv:
+			if !ok {
+				m.recvEnded()
+				continue
+			}
 			m.deliver(&p)
 			m.deliverReady()
 		case f := <-m.calls:
@@ -466,7 +498,11 @@ func (m *Manager) deliverReady() {
 			continue
 		}
 		select {
-		case p := <-m.recv:
+		case p, ok := <-m.recv:
+			if !ok {
+				m.recvEnded()
+				return
+			}
 			m.deliver(&p)
 			continue
 		default:
@@ -476,6 +512,9 @@ func (m *Manager) deliverReady() {
 }
 
 func (m *Manager) deliver(p *transport.Packet) {
+	if p.Status != 0 {
+		return // a send-completion report: the timers cover lost sends
+	}
 	_ = m.eng.Recv(m.clock.Now(), p.Addr, p.MAD[:])
 }
 

@@ -63,6 +63,17 @@ type Transport interface {
 	Close() error
 }
 
+// An Incoming transport also hands out what it receives on a channel, for
+// a consumer that selects on it beside other work, as the Manager's loop
+// does: no goroutine stands between the transport and that consumer, so a
+// MAD waits for one goroutine to be scheduled fewer on its way in. The
+// channel carries what Recv would return, and is closed when the transport
+// can deliver nothing more; Recv then says why. A transport's packets go
+// either to Recv or to the channel's one consumer, never to both.
+type Incoming interface {
+	Incoming() <-chan Packet
+}
+
 // LocalGUIDer is implemented by a Transport that knows the GUID of the
 // channel adapter its port belongs to (the CM's Local CA GUID), such as a
 // umad port's node GUID. cm.NewManager uses it when its configuration leaves

@@ -364,6 +364,9 @@ func decode(b []byte) (transport.Packet, error) {
 
 func (t *Transport) reader() {
 	defer close(t.readDone)
+	// rx closes after rerr is set: a consumer that finds it closed reads
+	// rerr (through Recv) safely.
+	defer close(t.rx)
 	// Room for a full OPA-sized MAD: a record the buffer cannot hold would
 	// be requeued by the kernel and block the device forever.
 	buf := make([]byte, hdrSize+2048)
@@ -403,30 +406,35 @@ func (t *Transport) Recv(ctx context.Context) (transport.Packet, error) {
 	// In a burst the reader is ahead: take the next MAD without the cost
 	// of the full select.
 	select {
-	case p := <-t.rx:
-		return p, nil
+	case p, ok := <-t.rx:
+		return t.received(p, ok)
 	default:
 	}
 	select {
-	case p := <-t.rx:
-		return p, nil
+	case p, ok := <-t.rx:
+		return t.received(p, ok)
 	case <-ctx.Done():
 		return transport.Packet{}, ctx.Err()
 	case <-t.done:
 		return transport.Packet{}, transport.ErrClosed
-	case <-t.readDone:
-		// Deliver what the reader queued before it stopped.
-		select {
-		case p := <-t.rx:
-			return p, nil
-		default:
-		}
-		if t.rerr != nil {
-			return transport.Packet{}, t.rerr
-		}
-		return transport.Packet{}, transport.ErrClosed
 	}
 }
+
+// received is Recv's answer for what it took from rx: rx is closed once the
+// reader has stopped, after what it queued.
+func (t *Transport) received(p transport.Packet, ok bool) (transport.Packet, error) {
+	if ok {
+		return p, nil
+	}
+	if t.rerr != nil {
+		return transport.Packet{}, t.rerr
+	}
+	return transport.Packet{}, transport.ErrClosed
+}
+
+// Incoming is the channel Recv takes from (transport.Incoming), for a
+// consumer that selects on it directly; it closes when the reader stops.
+func (t *Transport) Incoming() <-chan transport.Packet { return t.rx }
 
 // Close unregisters the agents and closes the device. Blocked Recv calls
 // return transport.ErrClosed. Close waits for the receiving goroutine.
