@@ -5,7 +5,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/simnet"
 )
+
+type simSummary = simnet.ChurnReport
 
 func runSimJSON(t *testing.T, args ...string) simSummary {
 	t.Helper()
