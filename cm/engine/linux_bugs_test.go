@@ -1,6 +1,6 @@
 package engine
 
-// The Linux CM bugs listed in the project notes (cm-behaviour.md), each
+// The Linux CM bugs listed in docs/linux-cm.md, each
 // with the test or scenario that guards against it here:
 //
 //  1. A QPN matching only a TimeWait id got REJ 10 (the seed):

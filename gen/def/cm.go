@@ -1,6 +1,7 @@
 package def
 
-// Reject reasons, APR and SIDR_REP statuses the table fixes (cm-wire-layout.md).
+// Reject reasons, APR and SIDR_REP statuses the table fixes; docs/wire-layout.md
+// lists every value.
 const (
 	RejTimeout        = 4
 	RejInvalidService = 8

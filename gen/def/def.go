@@ -57,7 +57,7 @@ type State struct {
 	Expiry string
 
 	// The QP states whose attributes the connection can give in this state,
-	// as the kernel's ib_cm_init_qp_attr allows them (shared/ref/qp-attrs.md):
+	// as the kernel's ib_cm_init_qp_attr allows them (docs/qp-attrs.md):
 	// INIT from the first message on, RTR and RTS once both sides' messages
 	// are known, so the passive side may reach RTS before it sends its REP.
 	QPInit bool
