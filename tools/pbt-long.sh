@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The long property-test campaign: the stateful gopter
-# suite of pbt/ over the real engine for many command sequences.
+# The long property-test campaign: the stateful gopter suite of pbt/ over
+# the real engine for many command sequences, then the public API's
+# property (cm's TestAPIProperty: Managers, a hostile peer, random calls
+# and ends of contexts) for a twentieth as many, its sequences being
+# slower (real goroutines and timers).
 #   tools/pbt-long.sh                 100,000 sequences of up to 100 commands
 #   tools/pbt-long.sh 500000 120      sequences, max length
-# IBCM_PBT_SEED picks the seed (default: the suite's fixed one). A failure is
-# shrunk, printed and saved under pbt/testdata/found/ as a replay test.
+# IBCM_PBT_SEED picks the engine suite's seed (default: its fixed one), and
+# IBCM_CMPROP_SEED the API property's. A failure of the engine suite is
+# shrunk, printed and saved under pbt/testdata/found/ as a replay test; one
+# of the API property is shrunk and printed with its seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seqs=${1:-100000}
@@ -26,3 +31,19 @@ if [ "$rc" -ne 0 ]; then
 fi
 grep -E 'PASSED in|covered:|not reached' "$log" | sed 's/^ *pbt_test.go:[0-9]*: /pbt-long: /'
 echo "pbt-long: $seqs sequences clean in ${took}s (wall, including the build)"
+
+apiseqs=$((seqs / 20 > 0 ? seqs / 20 : 1))
+start=$(date +%s)
+set +e
+IBCM_CMPROP_SEQUENCES=$apiseqs IBCM_CMPROP_MAXLEN=$maxlen \
+	go test ./cm/ -run '^TestAPIProperty$' -count=1 -timeout 0 -v >"$log" 2>&1
+rc=$?
+set -e
+took=$(($(date +%s) - start))
+if [ "$rc" -ne 0 ]; then
+	cat "$log"
+	echo "pbt-long: the API property FAILED after ${took}s"
+	exit "$rc"
+fi
+grep -E 'IBCM_CMPROP_SEED|sequences, [0-9]+ commands' "$log" | sed 's/^ *api_prop_test.go:[0-9]*: /pbt-long: API: /'
+echo "pbt-long: API property, $apiseqs sequences clean in ${took}s (wall, including the build)"
