@@ -7,6 +7,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/verbs"
 )
 
@@ -79,6 +80,17 @@ type StatusError struct{ WC verbs.WC }
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("work request %d (%s) completed with %s", e.WC.ID, e.WC.Opcode, e.WC.Status)
 }
+
+// VerbsPort names the device and port a Device opens, and the GID the CM
+// sends from on it (zero: the port's default, verbs.PortSnapshot's).
+type VerbsPort struct {
+	Device   string // e.g. rxe0
+	Port     uint8
+	GID      wire.GID
+	GIDIndex uint8
+}
+
+var errNoDevice = errors.New("the endpoint names no RDMA device")
 
 // InitQP moves a new QP to INIT. A QP takes receives from INIT on (RESET
 // refuses them), as rdma_cm's rdma_create_qp leaves it; the Manager's INIT

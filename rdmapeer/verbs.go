@@ -1,7 +1,9 @@
+//go:build cgo
+
 package rdmapeer
 
 // The Device and its QPs on a real device, through hw/verbs (libibverbs,
-// cgo; built without cgo, OpenVerbs fails with verbs.ErrUnavailable).
+// cgo; verbs_nocgo.go is OpenVerbs in a build without it).
 
 import (
 	"context"
@@ -27,21 +29,12 @@ type verbsDevice struct {
 	shared *verbs.CQ // the CQ of the QPs with sharedCQ
 }
 
-// VerbsPort names the device and port a Device opens, and the GID the CM
-// sends from on it (zero: the port's default, verbs.PortSnapshot's).
-type VerbsPort struct {
-	Device   string // e.g. rxe0
-	Port     uint8
-	GID      wire.GID
-	GIDIndex uint8
-}
-
 // OpenVerbs opens the RDMA device behind a port with hw/verbs: the Device
 // gives every QP a completion channel and CQ of its own (SharedCQ: one CQ
 // of the device) and its buffer an MR of one PD.
 func OpenVerbs(p VerbsPort) (Device, error) {
 	if p.Device == "" {
-		return nil, errors.New("the endpoint names no RDMA device")
+		return nil, errNoDevice
 	}
 	dev, err := verbs.Open(p.Device)
 	if err != nil {
