@@ -91,14 +91,8 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 			}
 		}
 		r.connEvent(c, "SIDR-REQ-SENT", "sid", report.Hex(r.o.sid), "qpn", report.Hex(s.qp.QPN()), "to", addrString(to))
-		rep, err := r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
-			Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
-		for sidrErr := (*cm.SIDRError)(nil); errors.As(err, &sidrErr) && time.Now().Before(deadline) && ctx.Err() == nil; {
-			r.connEvent(c, "RETRY", "sidr-status", uint8(sidrErr.Status), "status-name", sidrErr.Status, "text", "nobody serves it yet; retrying")
-			sleepCtx(ctx, 500*time.Millisecond)
-			rep, err = r.mgr.ResolveSIDR(ctx, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
-				Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)})
-		}
+		rep, err := resolveSIDR(ctx, r, c, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
+			Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)}, deadline)
 		if err != nil {
 			r.failConn(c, "SIDR: "+err.Error())
 			dr.destroy(ctx, c, s, nil)
@@ -108,6 +102,20 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 		err = s.UDClient(ctx, rdmapeer.UDDestOf(rep, to, r.mgr.Port()))
 		dr.report(c, s, err)
 		dr.destroy(ctx, c, s, nil)
+	}
+}
+
+// resolveSIDR resolves the service, again every 0.5 s until deadline
+// while the SIDR_REP refuses it (nobody serves it yet).
+func resolveSIDR(ctx context.Context, r *netRun, c *connRec, p *cm.SIDRParams, deadline time.Time) (*wire.SIDRRep, error) {
+	for {
+		rep, err := r.mgr.ResolveSIDR(ctx, p)
+		var sidrErr *cm.SIDRError
+		if !errors.As(err, &sidrErr) || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return rep, err
+		}
+		r.connEvent(c, "RETRY", "sidr-status", uint8(sidrErr.Status), "status-name", sidrErr.Status, "text", "nobody serves it yet; retrying")
+		sleepCtx(ctx, 500*time.Millisecond)
 	}
 }
 
