@@ -3,7 +3,7 @@ GO      ?= go
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all deps generate check-generate build vet model model-test model-full model-cluster mutants sim test unit interop interop-bench bench fuzz-short pbt-long conformance clean
+.PHONY: all deps generate check-generate build vet staticcheck model model-test model-full model-cluster mutants sim test unit interop interop-bench bench fuzz-short pbt-long conformance clean
 
 all: deps check-generate build model sim
 
@@ -22,6 +22,10 @@ build:
 
 vet:
 	$(GO) vet ./...
+
+# staticcheck at the version go.mod's tool directive pins.
+staticcheck:
+	$(GO) tool staticcheck ./...
 
 # Model-check spec/cm.cfg (the main configuration).
 model:
@@ -78,7 +82,7 @@ pbt-long:
 conformance:
 	tools/conformance.sh
 
-test: deps check-generate vet unit model-test conformance fuzz-short interop
+test: deps check-generate vet staticcheck unit model-test conformance fuzz-short interop
 	@echo "make test: all checks passed"
 
 clean:
