@@ -234,14 +234,14 @@ func (cr *connector) serve(ctx context.Context, wg *sync.WaitGroup, c *connRec, 
 func (r *netRun) qpnReuse(c *connRec) []report.Field {
 	for i := len(r.conns) - 2; i >= 0; i-- {
 		p := r.conns[i]
-		if p.qpn != c.qpn || !p.established() {
+		if p.qpn != c.qpn || !p.Established() {
 			continue
 		}
 		of := report.F("qpn-reuse-of", "conn"+strconv.Itoa(p.num))
 		switch {
-		case p.seen.has(cm.EventTimeWaitExit):
+		case p.Has(cm.EventTimeWaitExit):
 			return []report.Field{of, report.F("prev", "ended")}
-		case p.inTimeWait():
+		case p.InTimeWait():
 			return []report.Field{of, report.F("prev", "TIMEWAIT"), report.F("since-timewait", report.Seconds(time.Since(p.twAt))+"s"),
 				report.F("timewait", report.Seconds(r.timeWait(p))+"s")}
 		default:

@@ -4,50 +4,26 @@ package main
 // events the Manager reported for it, from which its outcome follows.
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/outcome"
 	"github.com/ibcm/ibcm/internal/report"
 )
-
-// eventSet is the set of event kinds a connection met.
-type eventSet uint32
-
-func (s *eventSet) add(k cm.EventKind) { *s |= 1 << k }
-
-// has says whether every one of ks is in s.
-func (s eventSet) has(ks ...cm.EventKind) bool {
-	for _, k := range ks {
-		if s&(1<<k) == 0 {
-			return false
-		}
-	}
-	return true
-}
 
 // connRec is what a run knows about one of its connections. Guarded by
 // netRun.mu.
 type connRec struct {
-	num  int
-	idx  int // its place in netRun.conns
-	conn *cm.Conn
-	id   cm.CommID // the id its events name (netRun.byID)
-	qpn  uint32
-	seen eventSet // the events of the connection
-	// rejReason is the REJ that ended the attempt, received (connect) or
-	// sent (listen); -1: none.
-	rejReason int
-	drepRcvd  bool // our DREQ was answered
-	dreqLost  bool // our DREQ's retries ran out
-	estabAt   time.Time
-	twAt      time.Time
-	err       string
-	sidr      bool       // --data udaddy: a SIDR exchange, no connection
-	data      *dataStats // --data: what the data phase did
+	outcome.Conn // what its events say
+	num          int
+	idx          int // its place in netRun.conns
+	conn         *cm.Conn
+	id           cm.CommID // the id its events name (netRun.byID)
+	qpn          uint32
+	estabAt      time.Time
+	twAt         time.Time
+	data         *dataStats // --data: what the data phase did
 	// answered, when set, is closed once the REP is queued or Accept
 	// has failed (see listenMain).
 	answered chan struct{}
@@ -56,19 +32,6 @@ type connRec struct {
 	// At 0 the run lets the record go (netRun.unrefLocked).
 	refs   int
 	folded bool // its outcome is in netRun.ended
-}
-
-func (c *connRec) established() bool { return c.seen.has(cm.EventEstablished) }
-
-// inTimeWait says whether the connection entered TimeWait and has not
-// left it.
-func (c *connRec) inTimeWait() bool {
-	return c.seen.has(cm.EventTimeWait) && !c.seen.has(cm.EventTimeWaitExit)
-}
-
-// timedOut says whether the peer did not answer the setup.
-func (c *connRec) timedOut() bool {
-	return c.seen.has(cm.EventTimedOut) && !c.seen.has(cm.EventEstablished, cm.EventDREQSent)
 }
 
 // answer closes c.answered, once. r.mu must be held.
@@ -81,61 +44,10 @@ func (c *connRec) answer() {
 
 // held says how long the connection was established.
 func (c *connRec) held() report.Field {
-	if !c.established() {
+	if !c.Established() {
 		return report.F("held", "none")
 	}
 	return report.F("held", report.Seconds(time.Since(c.estabAt))+"s")
-}
-
-// connCounts are the summary line's counts of connections.
-type connCounts struct{ estab, ended, rej, to, tw int }
-
-func (k *connCounts) add(c *connRec) {
-	switch o := c.outcome(); {
-	case c.rejReason >= 0:
-		k.rej++
-	case c.timedOut():
-		k.to++
-	case c.seen.has(cm.EventTimeWait) || c.seen.has(cm.EventDREQReceived, cm.EventDREPSent) || strings.HasSuffix(o, "disconnect"):
-		k.ended++
-	case c.established():
-		k.estab++
-	}
-	if c.inTimeWait() {
-		k.tw++
-	}
-}
-
-// outcome classifies a finished connection.
-func (c *connRec) outcome() string {
-	s, estab := c.seen, c.established()
-	switch {
-	case c.sidr && c.err == "":
-		return "sidr"
-	case c.rejReason >= 0:
-		return "rej:" + strconv.Itoa(c.rejReason)
-	case s.has(cm.EventDREQReceived, cm.EventDREPSent) && !s.has(cm.EventDREQSent):
-		// Also a DREQ that overtook the RTU (REP_SENT → DREQ_RCVD): the
-		// peer had established.
-		return "peer-disconnect"
-	case estab && s.has(cm.EventStale):
-		return "stale-disconnect"
-	case estab && s.has(cm.EventRejected):
-		return "rejected-after-rtu"
-	case estab && s.has(cm.EventDREQSent) && c.drepRcvd:
-		return "local-disconnect"
-	case estab && s.has(cm.EventDREQSent, cm.EventDREQReceived, cm.EventDREPSent):
-		return "crossed-disconnect"
-	case estab && c.dreqLost:
-		return "dreq-timeout"
-	case estab:
-		return "established-unfinished"
-	case c.timedOut():
-		return "timeout"
-	case c.err != "":
-		return "error"
-	}
-	return "none"
 }
 
 // onEvent runs on the Manager's goroutine for every step of every
@@ -148,24 +60,12 @@ func (r *netRun) onEvent(ev cm.Event) {
 	if c == nil {
 		return
 	}
-	estab := c.established() // before this event
-	c.seen.add(ev.Kind)
+	estab := c.Note(ev)
 	switch ev.Kind {
 	case cm.EventEstablished:
 		c.estabAt = time.Now()
-	case cm.EventRejected:
-		if !estab {
-			c.rejReason = int(ev.Reason)
-		}
-	case cm.EventRejectSent:
-		c.rejReason = int(ev.Reason)
-	case cm.EventTimedOut:
-		c.dreqLost = c.seen.has(cm.EventEstablished, cm.EventDREQSent)
 	case cm.EventREPSent:
 		c.answer()
-	case cm.EventDisconnected:
-		c.drepRcvd = ev.Msg != nil && ev.Msg.AttrID == wire.AttrDREP
-		c.dreqLost = ev.Msg == nil
 	case cm.EventTimeWait:
 		c.twAt = time.Now()
 		defer r.signal()
@@ -233,7 +133,7 @@ func (r *netRun) printEvent(c *connRec, ev cm.Event, estab bool) {
 	case cm.EventRejectSent:
 		r.connEvent(c, "REJECT-SENT", reasonFields(ev.Reason))
 	case cm.EventTimedOut:
-		if c.dreqLost {
+		if c.DREQLost() {
 			r.connEvent(c, "DISCONNECTED", dreqLostFields)
 		} else {
 			r.connEvent(c, "TIMEOUT", "retries", r.o.retries, "id", id)
@@ -249,7 +149,7 @@ func (r *netRun) printEvent(c *connRec, ev cm.Event, estab bool) {
 		r.printDisconnected(c, id)
 	case cm.EventDREPSent:
 		by := "peer"
-		if c.seen.has(cm.EventDREQSent) {
+		if c.Has(cm.EventDREQSent) {
 			by = "both"
 		}
 		r.connEvent(c, "DREP-SENT", "id", id)
@@ -263,10 +163,10 @@ func (r *netRun) printEvent(c *connRec, ev cm.Event, estab bool) {
 
 func (r *netRun) printDisconnected(c *connRec, id string) {
 	switch {
-	case c.drepRcvd:
+	case c.DREPReceived():
 		r.connEvent(c, "DREP-RECEIVED", "id", id)
 		r.connEvent(c, "DISCONNECTED", "by", "local", c.held())
-	case c.dreqLost:
+	case c.DREQLost():
 		r.connEvent(c, "DISCONNECTED", dreqLostFields)
 	}
 }
@@ -284,54 +184,3 @@ func reasonFields(reason wire.RejectReason) []report.Field {
 
 // dreqLostFields end the DISCONNECTED line of a DREQ that had no answer.
 var dreqLostFields = []report.Field{{Key: "by", Value: "local"}, {Key: "drep", Value: "none"}, {Key: "why", Value: "DREQ retries ran out"}}
-
-func parseExpect(s string) ([]string, error) {
-	var out []string
-	for _, w := range strings.Split(s, ",") {
-		w = strings.TrimSpace(w)
-		switch {
-		case w == "established", w == "local-disconnect", w == "peer-disconnect", w == "timeout", w == "sidr", w == "any":
-		case strings.HasPrefix(w, "rej:"):
-			n, err := strconv.ParseUint(w[4:], 10, 16)
-			if err != nil {
-				return nil, fmt.Errorf("--expect: bad reject reason in %q", w)
-			}
-			w = "rej:" + strconv.FormatUint(n, 10)
-		default:
-			return nil, fmt.Errorf("--expect: unknown outcome %q (established, local-disconnect, peer-disconnect, rej:N, timeout, sidr, any)", w)
-		}
-		out = append(out, w)
-	}
-	return out, nil
-}
-
-// mirrorExpect is what the other side of a --sim-peer run should see.
-func mirrorExpect(s string) string {
-	w, err := parseExpect(s)
-	if err != nil {
-		return "established"
-	}
-	for i, x := range w {
-		switch x {
-		case "local-disconnect":
-			w[i] = "peer-disconnect"
-		case "peer-disconnect":
-			w[i] = "local-disconnect"
-		case "timeout":
-			w[i] = "established"
-		}
-	}
-	return strings.Join(w, ",")
-}
-
-func outcomeMatches(want, got string) bool {
-	switch want {
-	case "any":
-		return true
-	case "established":
-		return got == "local-disconnect" || got == "peer-disconnect" || got == "crossed-disconnect" || got == "stale-disconnect"
-	case "local-disconnect":
-		return got == want || got == "stale-disconnect"
-	}
-	return want == got
-}

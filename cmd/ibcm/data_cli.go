@@ -285,7 +285,7 @@ func (dr *dataRun) close() {
 // run's r.mu must be held.
 func (c *connRec) dataProblem() string {
 	switch {
-	case c.data == nil && c.established():
+	case c.data == nil && c.Established():
 		return fmt.Sprintf("conn %d: no data phase", c.num)
 	case c.data != nil && !c.data.Verified:
 		p := c.data.Problem
@@ -300,7 +300,7 @@ func (c *connRec) dataProblem() string {
 // failConn records that connection c failed outside the CM and says why.
 func (r *netRun) failConn(c *connRec, msg string) {
 	r.mu.Lock()
-	c.err = msg
+	c.Err = msg
 	r.mu.Unlock()
 	r.connEvent(c, report.ErrorEvent, "msg", msg)
 }

@@ -30,7 +30,7 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 		n++
 		r.mu.Lock()
 		c := r.newConn(0)
-		c.sidr = true
+		c.SIDR = true
 		c.refs++
 		r.mu.Unlock()
 		q := sr.Request()
@@ -71,7 +71,7 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 	for k := 1; k <= r.o.count && ctx.Err() == nil; k++ {
 		r.mu.Lock()
 		c := r.newConn(0)
-		c.sidr = true
+		c.SIDR = true
 		r.mu.Unlock()
 		s, err := dr.session(c, "client")
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/outcome"
 	"github.com/ibcm/ibcm/internal/report"
 )
 
@@ -296,7 +297,7 @@ func (o *netOpts) check() error {
 	if o.seed == 0 {
 		o.seed = rand.Uint64()
 	}
-	if _, err := parseExpect(o.expect); err != nil {
+	if _, err := outcome.ParseExpect(o.expect); err != nil {
 		return err
 	}
 	if err := o.data.check(o); err != nil {

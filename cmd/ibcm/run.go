@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/cmswitch"
+	"github.com/ibcm/ibcm/internal/outcome"
 	"github.com/ibcm/ibcm/internal/report"
 )
 
@@ -86,11 +85,10 @@ type netRun struct {
 	mgr     *cm.Manager
 	engine  engine.Config // the Manager's
 	start   time.Time
-	want    []string // --expect, one outcome per connection, the last repeating
 	mu      sync.Mutex
-	made    int        // connection records made (the last one's number)
-	conns   []*connRec // the records the run still keeps
-	ended   tally      // the records it let go
+	made    int           // connection records made (the last one's number)
+	conns   []*connRec    // the records the run still keeps
+	ended   outcome.Tally // judges the records it let go
 	byConn  map[*cm.Conn]*connRec
 	byID    map[cm.CommID]*connRec // for --trace's lines
 	stopped chan struct{}          // closed by finish: ids the Manager never freed are not waited for
@@ -102,8 +100,8 @@ type netRun struct {
 }
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
-	want, _ := parseExpect(o.expect) // checked with the flags
-	return &netRun{o: o, want: want, out: newLineOut(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+	want, _ := outcome.ParseExpect(o.expect) // checked with the flags
+	return &netRun{o: o, ended: outcome.Tally{Want: want, Open: o.count == 0}, out: newLineOut(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
 		byID: map[cm.CommID]*connRec{}, stopped: make(chan struct{}), change: make(chan struct{}, 1)}
 }
 
@@ -153,12 +151,12 @@ func (r *netRun) summarize(done <-chan struct{}) {
 func (r *netRun) summary() *report.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := r.ended.counts
+	k := r.ended.Counts
 	for _, c := range r.conns {
-		k.add(c)
+		k.Add(&c.Conn)
 	}
-	return report.New(report.Summary, "").With("t", r.since(), "conns", r.made, "established", k.estab,
-		"disconnected", k.ended, "rejected", k.rej, "timeouts", k.to, "in-timewait", k.tw)
+	return report.New(report.Summary, "").With("t", r.since(), "conns", r.made, "established", k.Established,
+		"disconnected", k.Ended, "rejected", k.Rejected, "timeouts", k.TimedOut, "in-timewait", k.InTimeWait)
 }
 
 func (r *netRun) signal() {
@@ -172,7 +170,7 @@ func (r *netRun) signal() {
 // held.
 func (r *netRun) newConn(qpn uint32) *connRec {
 	r.made++
-	c := &connRec{num: r.made, idx: len(r.conns), qpn: qpn, rejReason: -1}
+	c := &connRec{Conn: outcome.New(), num: r.made, idx: len(r.conns), qpn: qpn}
 	r.conns = append(r.conns, c)
 	return c
 }
@@ -230,21 +228,6 @@ func (r *netRun) unrefAtExit(c *connRec, conn *cm.Conn) {
 	r.unref(c)
 }
 
-// maxListed is how many outcomes and problems a --count 0 run's result
-// line lists one by one.
-const maxListed = 64
-
-// tally is what a run keeps of the connections whose records it let go:
-// what its summary and result lines say of them.
-type tally struct {
-	counts    connCounts
-	listed    []string       // outcomes by connection number, up to maxListed with --count 0
-	byOutcome map[string]int // connections of each outcome
-	problems  []string       // outcomes not wanted, TimeWaits not ended
-	data      []string       // failed data phases (listed after problems)
-	unnamed   int            // problems past maxListed (--count 0)
-}
-
 // fold judges c, whose outcome is final, and adds it to r.ended. r.mu must
 // be held.
 func (r *netRun) fold(c *connRec) {
@@ -252,54 +235,11 @@ func (r *netRun) fold(c *connRec) {
 		return
 	}
 	c.folded = true
-	e := &r.ended
-	o := c.outcome()
-	e.counts.add(c)
-	if e.byOutcome == nil {
-		e.byOutcome = map[string]int{}
-	}
-	e.byOutcome[o]++
-	if r.o.count > 0 || c.num <= maxListed {
-		for len(e.listed) < c.num {
-			e.listed = append(e.listed, "none")
-		}
-		e.listed[c.num-1] = o
-	}
-	if w := r.want[min(c.num-1, len(r.want)-1)]; !outcomeMatches(w, o) {
-		r.problem(&e.problems, fmt.Sprintf("conn %d: %s, want %s", c.num, o, w))
-	}
-	if r.o.waitTimeWait && c.inTimeWait() {
-		r.problem(&e.problems, fmt.Sprintf("conn %d: TimeWait did not end", c.num))
-	}
+	data := ""
 	if r.data != nil {
-		if p := c.dataProblem(); p != "" {
-			r.problem(&e.data, p)
-		}
+		data = c.dataProblem()
 	}
-}
-
-// problem adds p to the list l of the result's problems (with --count 0,
-// only a count past maxListed).
-func (r *netRun) problem(l *[]string, p string) {
-	e := &r.ended
-	if r.o.count == 0 && len(e.problems)+len(e.data) >= maxListed {
-		e.unnamed++
-		return
-	}
-	*l = append(*l, p)
-}
-
-// outcomes lists the outcomes of connections 1 to n, or, when they were
-// not all kept, gives each outcome once with its count.
-func (e *tally) outcomes(n int) string {
-	if len(e.listed) >= n {
-		return strings.Join(e.listed[:n], ",")
-	}
-	var l []string
-	for _, o := range slices.Sorted(maps.Keys(e.byOutcome)) {
-		l = append(l, o+"*"+strconv.Itoa(e.byOutcome[o]))
-	}
-	return strings.Join(l, ",")
+	r.ended.Add(c.num, &c.Conn, r.o.waitTimeWait, data)
 }
 
 // startManager starts the Manager on r.ep; its events drive the output.
@@ -347,7 +287,7 @@ func (r *netRun) waitTimeWait(ctx context.Context) {
 		var latest time.Time
 		pending := 0
 		for _, c := range r.conns {
-			if c.inTimeWait() {
+			if c.InTimeWait() {
 				pending++
 				if end := c.twAt.Add(r.timeWait(c) + 2*time.Second); end.After(latest) {
 					latest = end
@@ -428,14 +368,9 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	}
 	n := max(r.o.count, r.made)
 	for i := r.made; i < n; i++ { // connections that never came
-		r.fold(&connRec{num: i + 1, rejReason: -1})
+		r.fold(&connRec{num: i + 1, Conn: outcome.New()})
 	}
-	e := &r.ended
-	got := e.outcomes(n)
-	bad := slices.Concat(e.problems, e.data)
-	if e.unnamed > 0 {
-		bad = append(bad, fmt.Sprintf("%d more", e.unnamed))
-	}
+	got, bad := r.ended.Outcomes(n), r.ended.Problems()
 	conns := r.made
 	r.mu.Unlock()
 	ok := len(bad) == 0

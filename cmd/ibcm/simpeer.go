@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/internal/outcome"
 )
 
 // peerOpts are the options of the --sim-peer side (a cmd) of o: on o's
@@ -23,7 +24,7 @@ func peerOpts(o *netOpts, cmd string) *netOpts {
 	p := newNetOpts(cmd)
 	p.transport, p.simFabric, p.name = "sim", o.simFabric, "sim-peer"
 	p.trace, p.events, p.json = o.trace, o.events, o.json
-	p.expect = mirrorExpect(o.expect)
+	p.expect = outcome.Mirror(o.expect)
 	if o.ip {
 		p.ip, p.tcpPort = true, o.tcpPort
 	} else {
