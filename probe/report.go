@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -211,3 +212,42 @@ func nameSuffix(n string) string {
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// WriteCatalogue writes the catalogue of checks for a person: each
+// check's ID, title, section and rule.
+func WriteCatalogue(w io.Writer) error {
+	for _, c := range Catalogue() {
+		ex := ""
+		if c.Exclusive {
+			ex = " (runs alone, last)"
+		}
+		if _, err := fmt.Fprintf(w, "%-20s %s [%s]%s\n    %s\n", c.ID, c.Title, c.Section, ex, c.Rule); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Document is the conformance document (WriteMarkdown) of the JSON report
+// in report, its results in the catalogue's order, with the notes that
+// explain every result other than a plain PASS; title defaults to the
+// report's target.
+func Document(report, notes io.Reader, title, intro string) ([]byte, error) {
+	rep, err := ReadJSON(report)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := ParseNotes(notes)
+	if err != nil {
+		return nil, err
+	}
+	if title == "" {
+		title = rep.Target
+	}
+	rep.SortByCatalogue()
+	var b bytes.Buffer
+	if err := rep.WriteMarkdown(&b, title, intro, ns); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -326,10 +326,10 @@ func connectREQ(m *cm.Manager, o *netOpts, to transport.Addr, qpn uint32) wire.R
 
 // setupFailed reports a failure before any connection.
 func setupFailed(o *netOpts, stdout io.Writer, err error) int {
-	out := newLineOut(stdout, o.style())
-	out.rec(errorEvent(err))
-	out.rec(report.New(report.Result, o.name).With("verdict", verdict(false), "conns", 0, "outcomes", "", "want", o.expect, "problems", err.Error()))
-	out.close()
+	out := report.NewQueue(stdout, o.style())
+	out.Write(errorEvent(err))
+	out.Write(report.New(report.Result, o.name).With("verdict", verdict(false), "conns", 0, "outcomes", "", "want", o.expect, "problems", err.Error()))
+	out.Close()
 	return 1
 }
 

@@ -176,7 +176,7 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 		cfg.Group = dr.group
 	}
 	cfg.OnPing = func(data []byte) {
-		dr.r.out.rec(report.New(report.DataPing, "").With("conn", c.num, "text", ping+": "+string(data)))
+		dr.r.out.Write(report.New(report.DataPing, "").With("conn", c.num, "text", ping+": "+string(data)))
 	}
 	s, err := dr.mode.prog.Open(dr.dev, cfg)
 	if err != nil {
@@ -221,7 +221,7 @@ func (dr *dataRun) report(c *connRec, s *dataSess, err error) {
 	// --data qp moves no data: its line would say only that; the result
 	// line counts the connections (with --events it is printed anyway).
 	if dr.d.mode != "qp" || dr.r.o.events || st.Problem != "" {
-		dr.r.out.rec(dataRecord(dr.d.mode, s, st))
+		dr.r.out.Write(dataRecord(dr.d.mode, s, st))
 	}
 }
 

@@ -151,13 +151,7 @@ func (a *probeArgs) check() error {
 }
 
 func probeList(stdout io.Writer) int {
-	for _, c := range probe.Catalogue() {
-		ex := ""
-		if c.Exclusive {
-			ex = " (runs alone, last)"
-		}
-		fmt.Fprintf(stdout, "%-20s %s [%s]%s\n    %s\n", c.ID, c.Title, c.Section, ex, c.Rule)
-	}
+	_ = probe.WriteCatalogue(stdout)
 	return 0
 }
 
@@ -293,39 +287,20 @@ func probeMarkdown(a *probeArgs, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ibcm probe --markdown needs --from REPORT.json and --notes FILE")
 		return 2
 	}
+	var doc []byte
 	rf, err := os.Open(a.from)
+	if err == nil {
+		defer rf.Close()
+		var nf *os.File
+		if nf, err = os.Open(a.notes); err == nil {
+			defer nf.Close()
+			doc, err = probe.Document(rf, nf, a.title, a.intro)
+		}
+	}
+	if err == nil {
+		err = writeTo(orDash(a.out), stdout, func(w io.Writer) error { _, err := w.Write(doc); return err })
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
-		return 1
-	}
-	rep, err := probe.ReadJSON(rf)
-	rf.Close()
-	if err != nil {
-		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
-		return 1
-	}
-	nf, err := os.Open(a.notes)
-	if err != nil {
-		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
-		return 1
-	}
-	notes, err := probe.ParseNotes(nf)
-	nf.Close()
-	if err != nil {
-		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
-		return 1
-	}
-	title := a.title
-	if title == "" {
-		title = rep.Target
-	}
-	rep.SortByCatalogue()
-	var sb strings.Builder
-	if err := rep.WriteMarkdown(&sb, title, a.intro, notes); err != nil {
-		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
-		return 1
-	}
-	if err := writeTo(orDash(a.out), stdout, func(w io.Writer) error { _, err := io.WriteString(w, sb.String()); return err }); err != nil {
 		fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
 		return 1
 	}

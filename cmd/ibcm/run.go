@@ -4,7 +4,6 @@ package main
 // the connections' records.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -24,63 +23,11 @@ import (
 
 // ---- events and outcomes.
 
-// lineOut writes whole lines to w from a goroutine of its own, buffered:
-// the Manager's goroutine only queues them (a console can take
-// milliseconds a line, which must not slow the CM).
-type lineOut struct {
-	style  report.Style
-	lines  chan string
-	done   chan struct{}
-	mu     sync.Mutex
-	closed bool
-}
-
-func newLineOut(w io.Writer, style report.Style) *lineOut {
-	l := &lineOut{style: style, lines: make(chan string, 1<<16), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		bw := bufio.NewWriterSize(w, 64<<10)
-		for s := range l.lines {
-			_, _ = bw.WriteString(s)
-			_ = bw.WriteByte('\n')
-			if len(l.lines) == 0 {
-				_ = bw.Flush()
-			}
-		}
-		_ = bw.Flush()
-	}()
-	return l
-}
-
-// line queues s; after close it drops it (a goroutine of the run that
-// outlived it has nowhere to write).
-func (l *lineOut) line(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.closed {
-		l.lines <- s
-	}
-}
-
-// rec queues the line of rec.
-func (l *lineOut) rec(rec *report.Record) { l.line(l.style.Line(rec)) }
-
-// close writes what is queued and stops the writer.
-func (l *lineOut) close() {
-	l.mu.Lock()
-	if !l.closed {
-		l.closed = true
-		close(l.lines)
-	}
-	l.mu.Unlock()
-	<-l.done
-}
-
 // netRun is one listen or connect run: the Manager, the printer of its
 // events and the connections' records.
 type netRun struct {
 	o       *netOpts
-	out     *lineOut
+	out     *report.Queue
 	ep      *endpoint
 	mgr     *cm.Manager
 	engine  engine.Config // the Manager's
@@ -101,7 +48,7 @@ type netRun struct {
 
 func newNetRun(o *netOpts, stdout io.Writer) *netRun {
 	want, _ := outcome.ParseExpect(o.expect) // checked with the flags
-	return &netRun{o: o, ended: outcome.Tally{Want: want, Open: o.count == 0}, out: newLineOut(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+	return &netRun{o: o, ended: outcome.Tally{Want: want, Open: o.count == 0}, out: report.NewQueue(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
 		byID: map[cm.CommID]*connRec{}, stopped: make(chan struct{}), change: make(chan struct{}, 1)}
 }
 
@@ -110,7 +57,7 @@ func (r *netRun) since() string { return report.Seconds(time.Since(r.start)) }
 // event prints an IBCM-EVENT record now, its fields given as
 // report.Record.With takes them.
 func (r *netRun) event(name string, kv ...any) {
-	r.out.rec(report.New(report.Event, name).Add("t", r.since()).With(kv...))
+	r.out.Write(report.New(report.Event, name).Add("t", r.since()).With(kv...))
 }
 
 // connEvent prints an event of connection c (with --events).
@@ -142,7 +89,7 @@ func (r *netRun) summarize(done <-chan struct{}) {
 		case <-t.C:
 		}
 		if s := r.summary(); s.Text() != last {
-			r.out.rec(s)
+			r.out.Write(s)
 			last = s.Text()
 		}
 	}
@@ -273,7 +220,7 @@ func (r *netRun) traceStep(s engine.TraceStep) {
 		rec.Add("conn", c.num)
 	}
 	r.mu.Unlock()
-	r.out.rec(rec.With("id", report.Hex(uint32(s.ID)), "input", s.Event, "state", s.From, "next", s.To, "cell", s.Kind))
+	r.out.Write(rec.With("id", report.Hex(uint32(s.ID)), "input", s.Event, "state", s.From, "next", s.To, "cell", s.Kind))
 }
 
 // waitTimeWait waits until every connection that entered TimeWait left it
@@ -345,7 +292,7 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	if r.mgr != nil {
 		st := r.mgr.Stats()
 		e := st.Engine
-		r.out.rec(report.New(report.Stats, "").With("received", e.Received, "sent", e.Sent, "dropped", e.Dropped,
+		r.out.Write(report.New(report.Stats, "").With("received", e.Received, "sent", e.Sent, "dropped", e.Dropped,
 			"unmatched", e.Unmatched, "retransmits", e.Retransmits, "responses", e.Responses, "stale-rejects", e.StaleRejects,
 			"refused-reqs", e.RefusedREQs, "timeouts", e.Timeouts, "send-queue-full", st.SendQueueFull,
 			"send-queue-refused", st.SendQueueRefused, "paused", st.Paused, "mras-sent", st.MRAsSent,
@@ -355,7 +302,7 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	close(r.stopped)
 	if r.sumDone != nil {
 		close(r.sumDone)
-		r.out.rec(r.summary())
+		r.out.Write(r.summary())
 	}
 	if r.data != nil {
 		r.data.close() // after the Manager: it may move a QP to ERR until then
@@ -382,8 +329,8 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	if missing != "" {
 		rec.Add("note", missing)
 	}
-	r.out.rec(rec)
-	r.out.close()
+	r.out.Write(rec)
+	r.out.Close()
 	if !ok {
 		return 1
 	}

@@ -120,3 +120,20 @@ func TestWith(t *testing.T) {
 	assert.Panics(t, func() { New(Event, "X").With("a") })
 	assert.Panics(t, func() { New(Event, "X").With(1, 2) })
 }
+
+func TestQueue(t *testing.T) {
+	var b strings.Builder
+	q := NewQueue(&b, JSONStyle)
+	for _, s := range samples {
+		q.Write(s.rec)
+	}
+	q.Close()
+	q.Write(samples[0].rec) // dropped
+	q.Close()
+	recs, err := Parse(strings.NewReader(b.String()))
+	require.NoError(t, err)
+	require.Len(t, recs, len(samples))
+	for i, s := range samples {
+		assert.Equal(t, s.text, recs[i].Text())
+	}
+}
