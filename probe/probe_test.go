@@ -228,21 +228,24 @@ func garbageTarget(ctx context.Context, ep transport.Transport) {
 				for j := range out.MAD {
 					out.MAD[j] = byte(rng.Uint32())
 				}
-				copy(out.MAD[8:16], p.MAD[8:16])
+				wire.PutTID(&out.MAD, wire.PeekTID(&p.MAD))
 			case 1: // a REP for the prober's comm ID with random fields
 				var r wire.REP
 				r.LocalCommID = rng.Uint32()
-				r.RemoteCommID = uint32(p.MAD[24])<<24 | uint32(p.MAD[25])<<16 | uint32(p.MAD[26])<<8 | uint32(p.MAD[27])
+				var ok bool
+				if r.RemoteCommID, ok = wire.PeekLocalCommID(&p.MAD); !ok {
+					r.RemoteCommID, _ = wire.PeekRequestID(&p.MAD)
+				}
 				r.LocalQPN = rng.Uint32() & 0xffffff
 				_ = wire.EncodeMAD(&out.MAD, wire.Header{}, &r)
-				copy(out.MAD[8:16], p.MAD[8:16])
+				wire.PutTID(&out.MAD, wire.PeekTID(&p.MAD))
 			case 2: // a valid header with an unknown attribute
 				_ = wire.EncodeMAD(&out.MAD, wire.Header{}, &wire.RTU{})
-				out.MAD[17] = 0x7f
-				copy(out.MAD[8:16], p.MAD[8:16])
+				wire.PutAttrID(&out.MAD, 0x007f)
+				wire.PutTID(&out.MAD, wire.PeekTID(&p.MAD))
 			case 3: // a DREQ with the prober's TID
 				_ = wire.EncodeMAD(&out.MAD, wire.Header{}, &wire.DREQ{LocalCommID: rng.Uint32(), RemoteCommID: rng.Uint32()})
-				copy(out.MAD[8:16], p.MAD[8:16])
+				wire.PutTID(&out.MAD, wire.PeekTID(&p.MAD))
 			}
 			_ = ep.Send(ctx, &out)
 		}

@@ -43,7 +43,7 @@ func TestClassInUseBlamesAnotherProcessWithoutIBCM(t *testing.T) {
 // says so, and how to unload it.
 func TestClassInUseBlamesTheKernelCMWhenIBCMIsLoaded(t *testing.T) {
 	p := umadfake.NewFabric().AddPort(umadfake.PortConfig{LID: 1})
-	p.ReserveMethod(0x07, 2, umad.MethodSend)
+	p.ReserveMethod(umad.MgmtClassCM, umad.CMClassVersion, umad.MethodSend)
 	_, err := p.Transport(umad.Options{Config: sysfsWith(t, "ib_umad", "ib_core", "ib_cm")})
 	require.ErrorIs(t, err, umad.ErrClassInUse)
 	require.ErrorIs(t, err, errEINVAL)

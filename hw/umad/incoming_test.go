@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 )
 
@@ -25,7 +26,7 @@ func TestIncoming(t *testing.T) {
 	select {
 	case got, ok := <-in:
 		require.True(t, ok)
-		require.Equal(t, req.MAD[16:18], got.MAD[16:18], "the attribute")
+		require.Equal(t, wire.PeekAttrID(&req.MAD), wire.PeekAttrID(&got.MAD), "the attribute")
 	case <-time.After(5 * time.Second):
 		t.Fatal("nothing on Incoming")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
 )
@@ -77,9 +78,12 @@ func newLoopDevice(limit int64) *loopDevice {
 	binary.BigEndian.PutUint32(rec[20:], 1) // source QPN
 	rec[32] = 1                             // GRH
 	copy(rec[36:52], netip.MustParseAddr("::ffff:10.0.0.2").AsSlice())
-	mad := rec[64:]
-	mad[0], mad[1], mad[2], mad[3] = 1, 0x07, 2, umad.MethodSend
-	binary.BigEndian.PutUint16(mad[16:], 0x0010)
+	mad := (*[wire.MADSize]byte)(rec[64:])
+	wire.PutBaseVersion(mad, wire.BaseVersion)
+	wire.PutMgmtClass(mad, wire.MgmtClassCM)
+	wire.PutClassVersion(mad, wire.ClassVersionCM)
+	wire.PutMethod(mad, umad.MethodSend)
+	wire.PutAttrID(mad, wire.AttrREQ)
 	return &loopDevice{rec: rec, limit: limit, closed: make(chan struct{})}
 }
 
@@ -155,7 +159,7 @@ func BenchmarkRecvLoop(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if p.MAD[1] != 0x07 {
+		if wire.PeekMgmtClass(&p.MAD) != wire.MgmtClassCM {
 			bad++
 		}
 	}

@@ -29,9 +29,12 @@ func ctx(t *testing.T) context.Context {
 // cmMAD builds a CM MAD: class 0x07 v2, the given method, attribute and TID.
 func cmMAD(method uint8, attr uint16, tid uint64) transport.Packet {
 	var p transport.Packet
-	p.MAD[0], p.MAD[1], p.MAD[2], p.MAD[3] = 1, 0x07, 2, method
-	binary.BigEndian.PutUint64(p.MAD[8:], tid)
-	binary.BigEndian.PutUint16(p.MAD[16:], attr)
+	wire.PutBaseVersion(&p.MAD, wire.BaseVersion)
+	wire.PutMgmtClass(&p.MAD, wire.MgmtClassCM)
+	wire.PutClassVersion(&p.MAD, wire.ClassVersionCM)
+	wire.PutMethod(&p.MAD, method)
+	wire.PutTID(&p.MAD, tid)
+	wire.PutAttrID(&p.MAD, wire.AttrID(attr))
 	return p
 }
 
@@ -61,7 +64,7 @@ func TestTwoEndpointsExchangeMADs(t *testing.T) {
 
 	// A sends a "REQ" to B.
 	req := cmMAD(umad.MethodSend, 0x0010, 0xdeadbeef_00001234)
-	req.MAD[24] = 0x42
+	req.MAD[wire.HeaderSize] = 0x42 // the first body byte
 	req.Addr = transport.Addr{GRH: true, GID: lb.GID, GIDIndex: la.GIDIndex}
 	if err := a.Send(ctx(t), &req); err != nil {
 		t.Fatal(err)
@@ -70,10 +73,10 @@ func TestTwoEndpointsExchangeMADs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != 0 || got.MAD[1] != 0x07 || got.MAD[24] != 0x42 || binary.BigEndian.Uint16(got.MAD[16:]) != 0x10 {
+	if got.Status != 0 || wire.PeekMgmtClass(&got.MAD) != wire.MgmtClassCM || got.MAD[wire.HeaderSize] != 0x42 || wire.PeekAttrID(&got.MAD) != 0x10 {
 		t.Fatalf("B got %+v", got)
 	}
-	tid := binary.BigEndian.Uint64(got.MAD[8:])
+	tid := wire.PeekTID(&got.MAD)
 	if uint32(tid) != 0x1234 || tid>>32 == 0xdeadbeef {
 		t.Fatalf("TID %#x: want low half kept and high half rewritten", tid)
 	}
@@ -91,8 +94,8 @@ func TestTwoEndpointsExchangeMADs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if binary.BigEndian.Uint16(back.MAD[16:]) != 0x13 || uint32(binary.BigEndian.Uint64(back.MAD[8:])) != 0x1234 {
-		t.Fatalf("A got %x", back.MAD[:24])
+	if wire.PeekAttrID(&back.MAD) != 0x13 || uint32(wire.PeekTID(&back.MAD)) != 0x1234 {
+		t.Fatalf("A got %x", back.MAD[:wire.HeaderSize])
 	}
 }
 
@@ -128,7 +131,7 @@ func TestIBLIDRouting(t *testing.T) {
 func TestRegistrationRefusedWhenKernelCMOwnsClass(t *testing.T) {
 	fab := umadfake.NewFabric()
 	p := fab.AddPort(umadfake.PortConfig{LID: 1})
-	p.ReserveMethod(0x07, 2, umad.MethodSend) // ib_cm is loaded
+	p.ReserveMethod(wire.MgmtClassCM, wire.ClassVersionCM, umad.MethodSend) // ib_cm is loaded
 	_, err := p.Transport(umad.Options{})
 	if !errors.Is(err, umad.ErrClassInUse) {
 		t.Fatalf("err = %v, want ErrClassInUse", err)
@@ -160,7 +163,7 @@ func TestSecondTransportOnSamePortRefused(t *testing.T) {
 func TestGetAgentOptionalWhenGetTaken(t *testing.T) {
 	fab := umadfake.NewFabric()
 	p := fab.AddPort(umadfake.PortConfig{LID: 1})
-	p.ReserveMethod(0x07, 2, umad.MethodGet)
+	p.ReserveMethod(wire.MgmtClassCM, wire.ClassVersionCM, umad.MethodGet)
 	tr, err := p.Transport(umad.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -188,11 +191,11 @@ func TestClassPortInfoGetAndResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.MAD[3] != umad.MethodGet {
-		t.Fatalf("method %#x", in.MAD[3])
+	if wire.PeekMethod(&in.MAD) != umad.MethodGet {
+		t.Fatalf("method %#x", wire.PeekMethod(&in.MAD))
 	}
 	resp := in
-	resp.MAD[3] = umad.MethodGetResp
+	wire.PutMethod(&resp.MAD, umad.MethodGetResp)
 	if err := b.Send(ctx(t), &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +203,8 @@ func TestClassPortInfoGetAndResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != 0 || out.MAD[3] != umad.MethodGetResp || binary.BigEndian.Uint64(out.MAD[8:]) != binary.BigEndian.Uint64(in.MAD[8:]) {
-		t.Fatalf("A got status %d %x", out.Status, out.MAD[:24])
+	if out.Status != 0 || wire.PeekMethod(&out.MAD) != umad.MethodGetResp || wire.PeekTID(&out.MAD) != wire.PeekTID(&in.MAD) {
+		t.Fatalf("A got status %d %x", out.Status, out.MAD[:wire.HeaderSize])
 	}
 	// The answered Get produces no timeout report.
 	c, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -232,8 +235,8 @@ func TestUnclaimedGetAnsweredByMADLayer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.MAD[3] != umad.MethodGetResp || binary.BigEndian.Uint16(out.MAD[4:]) != 0x000c {
-		t.Fatalf("got %x", out.MAD[:24])
+	if wire.PeekMethod(&out.MAD) != umad.MethodGetResp || wire.PeekStatus(&out.MAD) != 0x000c {
+		t.Fatalf("got %x", out.MAD[:wire.HeaderSize])
 	}
 }
 
@@ -260,8 +263,8 @@ func TestUnclaimedGetOnSoftRoCETimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != umad.StatusTimeout || uint32(binary.BigEndian.Uint64(out.MAD[8:])) != 6 {
-		t.Fatalf("status %d MAD %x", out.Status, out.MAD[:24])
+	if out.Status != umad.StatusTimeout || uint32(wire.PeekTID(&out.MAD)) != 6 {
+		t.Fatalf("status %d MAD %x", out.Status, out.MAD[:wire.HeaderSize])
 	}
 }
 
@@ -281,10 +284,10 @@ func TestSendTimeoutReported(t *testing.T) {
 	if rep.Status != umad.StatusTimeout {
 		t.Fatalf("status %d, want %d", rep.Status, umad.StatusTimeout)
 	}
-	if uint32(binary.BigEndian.Uint64(rep.MAD[8:])) != 0xabcd || rep.MAD[3] != umad.MethodGet {
-		t.Fatalf("report MAD header %x", rep.MAD[:24])
+	if uint32(wire.PeekTID(&rep.MAD)) != 0xabcd || wire.PeekMethod(&rep.MAD) != umad.MethodGet {
+		t.Fatalf("report MAD header %x", rep.MAD[:wire.HeaderSize])
 	}
-	if rep.MAD[24] != 0 || rep.MAD[100] != 0 {
+	if rep.MAD[wire.HeaderSize] != 0 || rep.MAD[100] != 0 {
 		t.Fatal("a report carries only the 24-byte MAD header")
 	}
 	if drops != 3 {
