@@ -2,7 +2,6 @@ package simnet
 
 import (
 	"context"
-	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -54,9 +53,7 @@ func (f *Fabric) NewEndpoint() *Endpoint {
 	defer f.mu.Unlock()
 	f.next++
 	ep := &Endpoint{f: f, in: make(chan transport.Packet, endpointQueue), closed: make(chan struct{})}
-	ep.addr = transport.Addr{LID: f.next, QPN: 1, QKey: transport.GSIQKey}
-	ep.addr.GID[0], ep.addr.GID[1] = 0xfe, 0x80
-	binary.BigEndian.PutUint16(ep.addr.GID[14:], f.next)
+	ep.addr = transport.Addr{LID: f.next, GID: GID(f.next), QPN: 1, QKey: transport.GSIQKey}
 	f.eps[f.next] = ep
 	return ep
 }

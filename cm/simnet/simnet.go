@@ -16,7 +16,6 @@
 package simnet
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"time"
 
@@ -167,9 +166,7 @@ func (s *Sim) AddNode(name string, cfg engine.Config) *Node {
 		}
 	}
 	n.cfg = cfg
-	n.Addr = transport.Addr{LID: lid, QPN: 1, QKey: transport.GSIQKey}
-	n.Addr.GID[0], n.Addr.GID[1] = 0xfe, 0x80
-	binary.BigEndian.PutUint16(n.Addr.GID[14:], lid)
+	n.Addr = transport.Addr{LID: lid, GID: GID(lid), QPN: 1, QKey: transport.GSIQKey}
 	n.Engine = engine.NewEngine(cfg)
 	s.nodes = append(s.nodes, n)
 	s.byLID[lid] = n

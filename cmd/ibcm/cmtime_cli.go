@@ -18,6 +18,7 @@ import (
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/cmtime"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 func init() {
@@ -121,7 +122,7 @@ func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("cmtime", stderr, cmtimeUsage)
 	o.net = *newNetOpts("cmtime")
-	o.net.register(fs, portFlags, targetFlags, reqFlags, []string{"tcp-port", "src-ip", "qpn", "count", "timeout", "seed"})
+	o.net.register(fs, portFlags, targetFlags, reqFlags, []string{"tcp-port", "src-ip", "qpn", "count", "timeout", "seed", "json"})
 	alias(fs, "s", "dst-ip") // cmtime's -s
 	alias(fs, "c", "count")
 	alias(fs, "p", "tcp-port")
@@ -147,8 +148,10 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, o.net.timeout)
 		defer cancel()
 	}
+	out := report.Writer{W: stdout, Style: o.net.style()}
 	fail := func(err error) int {
-		fmt.Fprintf(stdout, "IBCM-CMTIME conns=%d established=0 disconnected=0 errors=%d error=%q\n", o.net.count, o.net.count, err.Error())
+		_ = out.Write(report.New(report.CMTime, "").With("conns", o.net.count, "established", 0, "disconnected", 0,
+			"errors", o.net.count, "error", err))
 		return 1
 	}
 	ep, err := openEndpoint(&o.net)
@@ -183,14 +186,15 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		return fail(err)
 	}
 	if cfg.Device != nil {
-		fmt.Fprintf(stdout, "IBCM-CMTIME qps-left=%d\n", cfg.Device.Live())
+		_ = out.Write(report.New(report.CMTime, "").With("qps-left", cfg.Device.Live()))
 	}
-	detail := ""
+	rec := report.New(report.CMTime, "").With("conns", res.Conns, "established", res.Established, "disconnected", res.Disconnected,
+		"errors", res.Errors, "connect-ms", fmt.Sprintf("%.2f", res.Times.Steps[cmtime.Connect].MS()),
+		"disconnect-ms", fmt.Sprintf("%.2f", res.Times.Steps[cmtime.Disconnect].MS()))
 	if res.Err != nil {
-		detail = fmt.Sprintf(" error=%q", res.Err.Error())
+		rec.Add("error", res.Err)
 	}
-	fmt.Fprintf(stdout, "IBCM-CMTIME conns=%d established=%d disconnected=%d errors=%d connect-ms=%.2f disconnect-ms=%.2f%s\n",
-		res.Conns, res.Established, res.Disconnected, res.Errors, res.Times.Steps[cmtime.Connect].MS(), res.Times.Steps[cmtime.Disconnect].MS(), detail)
+	_ = out.Write(rec)
 	if res.Errors > 0 || res.Disconnected != res.Conns {
 		return 1
 	}
@@ -224,6 +228,6 @@ func cmtimeParams(m *cm.Manager, o *cmtimeOpts, to transport.Addr, hdr *wire.IPC
 // resident set now, if /proc has them.
 func printPeakRSS(w io.Writer) {
 	if peak, now, ok := cmtime.RSS(); ok {
-		fmt.Fprintf(w, "IBCM-CMTIME rss-peak-kib=%s rss-kib=%s\n", peak, now)
+		_ = report.Writer{W: w}.Write(report.New(report.CMTime, "").With("rss-peak-kib", peak, "rss-kib", now))
 	}
 }

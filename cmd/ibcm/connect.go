@@ -17,6 +17,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/report"
@@ -263,7 +264,7 @@ func connectTarget(o *netOpts, ep *endpoint) (transport.Addr, *wire.IPCMHeader, 
 		if lid == 0 {
 			lid = 1
 		}
-		to = transport.Addr{LID: lid, GID: simGID(lid)}
+		to = transport.Addr{LID: lid, GID: simnet.GID(lid)}
 	default:
 		var gid netip.Addr
 		var err error

@@ -5,9 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
-	"sync"
 
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
@@ -51,7 +49,7 @@ var openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) 
 func openEndpoint(o *netOpts) (*endpoint, error) {
 	switch o.transport {
 	case "sim":
-		ep, release := attachSim(o.simFabric)
+		ep, release := simnet.Attach(o.simFabric)
 		a := ep.LocalAddr()
 		e := &endpoint{tr: ep, local: a, guid: o.guid, close: release, portNum: 1}
 		if e.guid == 0 {
@@ -79,50 +77,6 @@ func openEndpoint(o *netOpts) (*endpoint, error) {
 			"lid", a.LID, "gid", a.IP(), "gid-index", a.GIDIndex, "guid", report.Hex(e.guid)).Fields
 		return e, nil
 	}
-}
-
-// Named in-process fabrics: every endpoint of one name shares a Fabric,
-// which closes when the last endpoint is released.
-var simFabrics = struct {
-	sync.Mutex
-	m map[string]*simFabric
-}{m: map[string]*simFabric{}}
-
-type simFabric struct {
-	f    *simnet.Fabric
-	refs int
-}
-
-func attachSim(name string) (*simnet.Endpoint, func()) {
-	simFabrics.Lock()
-	defer simFabrics.Unlock()
-	sf := simFabrics.m[name]
-	if sf == nil {
-		sf = &simFabric{f: simnet.NewFabric(simnet.Config{Seed: rand.Uint64()})}
-		simFabrics.m[name] = sf
-	}
-	sf.refs++
-	ep := sf.f.NewEndpoint()
-	var once sync.Once
-	return ep, func() {
-		once.Do(func() {
-			_ = ep.Close()
-			simFabrics.Lock()
-			defer simFabrics.Unlock()
-			if sf.refs--; sf.refs == 0 {
-				sf.f.Close()
-				delete(simFabrics.m, name)
-			}
-		})
-	}
-}
-
-// simGID is the GID of the simulated endpoint with the given LID.
-func simGID(lid uint16) [16]byte {
-	var g [16]byte
-	g[0], g[1] = 0xfe, 0x80
-	g[14], g[15] = byte(lid>>8), byte(lid)
-	return g
 }
 
 // ---- addressing helpers.

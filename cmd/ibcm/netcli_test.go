@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
@@ -227,7 +228,7 @@ func TestConnectRejects(t *testing.T) {
 // --wait-listener rides out REJ 8 until the peer listens.
 func TestConnectWaitListener(t *testing.T) {
 	t.Parallel()
-	ep, release := attachSim(fabricName(t)) // LID 1
+	ep, release := simnet.Attach(fabricName(t)) // LID 1
 	defer release()
 	m, err := cm.NewManager(ep, cm.ManagerConfig{LocalGUID: 0x77})
 	require.NoError(t, err)
