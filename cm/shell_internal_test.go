@@ -204,7 +204,12 @@ func (r *rawRig) established() (*Conn, *wire.MAD) {
 	r.t.Helper()
 	req, res := r.startConnect(r.ctx)
 	r.send(req.TID, rep(req))
-	require.Equal(r.t, wire.AttrRTU, r.recv().AttrID)
+	// The REQ's 4.2 ms timer may resend it before the REP is taken.
+	m := r.recv()
+	for m.AttrID == wire.AttrREQ {
+		m = r.recv()
+	}
+	require.Equal(r.t, wire.AttrRTU, m.AttrID)
 	out := <-res
 	require.NoError(r.t, out.err)
 	return out.c, req
