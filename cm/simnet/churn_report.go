@@ -29,36 +29,19 @@ func (c *ChurnConfig) Check() error {
 // ChurnReport is a churn run as `ibcm sim` reports it: what reproduces it
 // (seed, nodes, the seed bug), its result and how long it took.
 type ChurnReport struct {
-	Seed              uint64         `json:"seed"`
-	Nodes             int            `json:"nodes"`
-	LegacyTimeWaitQPN bool           `json:"legacy_timewait_qpn"`
-	Attempts          int            `json:"attempts"`
-	Established       int            `json:"established"`
-	RejectedByReason  map[string]int `json:"rejected_by_reason"`
-	TimedOut          int            `json:"timed_out"`
-	BogusStaleRejects uint64         `json:"bogus_stale_rejects"`
-	StaleRejects      uint64         `json:"stale_rejects"`
-	MessagesSent      uint64         `json:"messages_sent"`
-	MessagesDropped   uint64         `json:"messages_dropped"`
-	MessagesDup       uint64         `json:"messages_duplicated"`
-	MessagesReordered uint64         `json:"messages_reordered"`
-	Crashes           uint64         `json:"crashes"`
-	TimeWaitPeak      int            `json:"timewait_peak"`
-	LeftoverIDs       int            `json:"leftover_ids"`
-	VirtualSeconds    float64        `json:"virtual_seconds"`
-	ElapsedSeconds    float64        `json:"elapsed_seconds"`
-	ConnsPerSecond    float64        `json:"connections_per_second"`
+	Seed              uint64 `json:"seed"`
+	Nodes             int    `json:"nodes"`
+	LegacyTimeWaitQPN bool   `json:"legacy_timewait_qpn"`
+	ChurnResult
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	ConnsPerSecond float64 `json:"connections_per_second"`
 }
 
 // NewChurnReport is the report of a run of cfg with result res that took
 // elapsed.
 func NewChurnReport(cfg ChurnConfig, res ChurnResult, elapsed time.Duration) ChurnReport {
 	r := ChurnReport{Seed: cfg.Seed, Nodes: cfg.Nodes, LegacyTimeWaitQPN: cfg.LegacyTimeWaitQPN,
-		Attempts: res.Attempts, Established: res.Established, RejectedByReason: res.RejectedByReason,
-		TimedOut: res.TimedOut, BogusStaleRejects: res.BogusStaleRejects, StaleRejects: res.StaleRejects,
-		MessagesSent: res.MessagesSent, MessagesDropped: res.MessagesDropped, MessagesDup: res.MessagesDup,
-		MessagesReordered: res.MessagesReordered, Crashes: res.Crashes, TimeWaitPeak: res.TimeWaitPeak,
-		LeftoverIDs: res.LeftoverIDs, VirtualSeconds: res.VirtualSeconds, ElapsedSeconds: elapsed.Seconds()}
+		ChurnResult: res, ElapsedSeconds: elapsed.Seconds()}
 	if r.ElapsedSeconds > 0 {
 		r.ConnsPerSecond = float64(res.Established) / r.ElapsedSeconds
 	}
