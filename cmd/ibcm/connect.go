@@ -82,6 +82,9 @@ func connectMain(ctx context.Context, o *netOpts, ca *connectArgs, stdout, stder
 		a, stop, err := startListenerPeer(ctx, o, &prefixWriter{w: stderr, prefix: "sim-peer: "}, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "ibcm connect:", err)
+			if errors.Is(err, errPeerArgs) {
+				return 2
+			}
 			return 1
 		}
 		o.to = &a

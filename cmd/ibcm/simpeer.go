@@ -33,11 +33,14 @@ func peerOpts(o *netOpts, cmd string) *netOpts {
 	return p
 }
 
+// errPeerArgs is a usage error of --sim-peer-args.
+var errPeerArgs = errors.New("bad --sim-peer-args")
+
 // parsePeerArgs parses o's --sim-peer-args onto the peer's flags fs and
 // checks the peer's options p.
 func parsePeerArgs(o, p *netOpts, fs *flag.FlagSet, stderr io.Writer) error {
 	if _, ok := parseAndCheck(fs, p, strings.Fields(o.peerArgs), stderr); !ok {
-		return fmt.Errorf("bad --sim-peer-args %q", o.peerArgs)
+		return fmt.Errorf("%w %q", errPeerArgs, o.peerArgs)
 	}
 	return nil
 }
