@@ -162,118 +162,73 @@ var (
 		"wait-timewait", "events", "json", "legacy-timewait-qpn"}
 )
 
-// netFlagDefs define every flag of netOpts once; a flag's default is the
-// value its field has when the flag is registered (newNetOpts).
-var netFlagDefs = map[string]func(fs *flag.FlagSet, o *netOpts){
-	"transport": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.transport, "transport", o.transport, "umad (a user_mad port) or sim (in-process simulated fabric)")
-	},
-	"device": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.device, "device", o.device, "umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)")
-	},
-	"port": func(fs *flag.FlagSet, o *netOpts) {
-		fs.IntVar(&o.port, "port", o.port, "umad: port number on --device (default: the first ACTIVE one)")
-	},
-	"gid-index": func(fs *flag.FlagSet, o *netOpts) {
-		fs.IntVar(&o.gidIndex, "gid-index", o.gidIndex, "umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)")
-	},
-	"sim-fabric": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.simFabric, "sim-fabric", o.simFabric, "sim: name of the in-process fabric to attach to")
-	},
-	"guid": func(fs *flag.FlagSet, o *netOpts) {
-		fs.Uint64Var(&o.guid, "guid", o.guid, "local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)")
-	},
-	"sim-peer": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.simPeer, "sim-peer", o.simPeer, "sim: also run the other side (connect: a listener; listen: a connector; probe: the target, an ibcm listen) in this process")
-	},
-	"sim-peer-args": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.peerArgs, "sim-peer-args", o.peerArgs, "extra flags for the --sim-peer side, e.g. \"--reject 28\" (a listener) or \"--hold 1s\" (a connector)")
-	},
-	"ip": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.ip, "ip", o.ip, "RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data")
-	},
-	"tcp-port": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.tcpPort, "tcp-port", o.tcpPort, "with --ip: the TCP port (rping's -p, cmtime's -p)")
-	},
-	"src-ip": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.srcIP, "src-ip", o.srcIP, "with --ip: source IP of the IP CM header (default: the local GID as an IP address)")
-	},
-	"sid": func(fs *flag.FlagSet, o *netOpts) {
-		fs.Uint64Var(&o.sid, "sid", o.sid, "service ID (plain IB CM; with --ip it is derived from --tcp-port)")
-	},
-	"sidr-port": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.sidrPort, "sidr-port", o.sidrPort, "with --ip: a UD service on this UDP port (udaddy's -p): service ID 0x0000000001110000 + port (listen: answers SIDR_REQs with --sidr-qpn and Q_Key 0x01234567; probe: the target's, for the sidr check)")
-	},
-	"sidr-sid": func(fs *flag.FlagSet, o *netOpts) {
-		fs.Uint64Var(&o.sidrSID, "sidr-sid", o.sidrSID, "a UD (SIDR) service ID (see --sidr-port)")
-	},
-	"dst-ip": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.dstIP, "dst-ip", o.dstIP, "peer IP address: on RoCE also its GID (::ffff:a.b.c.d for IPv4); with --ip the IP CM header's destination")
-	},
-	"dst-gid": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.dstGID, "dst-gid", o.dstGID, "peer port GID (default: from --dst-ip on RoCE; required on IB)")
-	},
-	"dlid": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.dlid, "dlid", o.dlid, "peer LID (IB; sim: the listener's endpoint, default 1)")
-	},
-	"ack-timeout": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.ackTimeout, "ack-timeout", o.ackTimeout, "primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (default: from the port's packet life time and CA ACK delay, 19 with rdma_cm's, about 2.1 s, as the kernel's REQ on Soft-RoCE)")
-	},
-	"cm-response-timeout": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.respTimeout, "cm-response-timeout", o.respTimeout, "CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)")
-	},
-	"retries": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.retries, "retries", o.retries, "Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)")
-	},
-	"mtu": func(fs *flag.FlagSet, o *netOpts) {
-		fs.UintVar(&o.mtu, "mtu", o.mtu, "path MTU announced in the REQ (256, 512, 1024, 2048 or 4096; 0: the port's)")
-	},
-	"qpn": func(fs *flag.FlagSet, o *netOpts) {
-		fs.Uint64Var(&o.qpn, "qpn", o.qpn, "QPN to announce when no --data QP stands behind the connection (default random)")
-	},
-	"qpn-step": func(fs *flag.FlagSet, o *netOpts) {
-		fs.Uint64Var(&o.qpnStep, "qpn-step", o.qpnStep, "added to --qpn for each further connection (0: every connection announces the same QPN)")
-	},
-	"count": func(fs *flag.FlagSet, o *netOpts) {
-		fs.IntVar(&o.count, "count", o.count, "number of connections")
-	},
-	"timeout": func(fs *flag.FlagSet, o *netOpts) {
-		fs.DurationVar(&o.timeout, "timeout", o.timeout, "overall time limit (0: none)")
-	},
-	"seed": func(fs *flag.FlagSet, o *netOpts) {
-		fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the comm-ID allocator and the QPNs (default random)")
-	},
-	"hold": func(fs *flag.FlagSet, o *netOpts) {
-		fs.DurationVar(&o.hold, "hold", o.hold, "how long to hold an established connection before sending DREQ (negative: until the peer disconnects or --timeout)")
-	},
-	"expect": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.expect, "expect", o.expect, "expected outcome of each connection (see above)")
-	},
-	"name": func(fs *flag.FlagSet, o *netOpts) {
-		fs.StringVar(&o.name, "name", o.name, "name on the IBCM-RESULT line")
-	},
-	"trace": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.trace, "trace", o.trace, "print every state-table step (IBCM-STEP lines)")
-	},
-	"wait-timewait": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.waitTimeWait, "wait-timewait", o.waitTimeWait, "before exiting, wait until every connection has left TimeWait")
-	},
-	"events": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.events, "events", o.events, "print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result")
-	},
-	"json": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.json, "json", o.json, jsonFlagHelp)
-	},
-	"legacy-timewait-qpn": func(fs *flag.FlagSet, o *netOpts) {
-		fs.BoolVar(&o.legacyTWQPN, "legacy-timewait-qpn", o.legacyTWQPN, "reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)")
-	},
+// netFlag is the one definition of a flag of netOpts: its help and the
+// field it sets, whose value when the flag is registered is its default
+// (newNetOpts).
+type netFlag struct {
+	usage string
+	field func(o *netOpts) any // *string, *int, *uint, *uint64, *bool or *time.Duration
+}
+
+// netFlagDefs define every flag of netOpts, by name.
+var netFlagDefs = map[string]netFlag{
+	"transport":           {"umad (a user_mad port) or sim (in-process simulated fabric)", func(o *netOpts) any { return &o.transport }},
+	"device":              {"umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)", func(o *netOpts) any { return &o.device }},
+	"port":                {"umad: port number on --device (default: the first ACTIVE one)", func(o *netOpts) any { return &o.port }},
+	"gid-index":           {"umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)", func(o *netOpts) any { return &o.gidIndex }},
+	"sim-fabric":          {"sim: name of the in-process fabric to attach to", func(o *netOpts) any { return &o.simFabric }},
+	"guid":                {"local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)", func(o *netOpts) any { return &o.guid }},
+	"sim-peer":            {"sim: also run the other side (connect: a listener; listen: a connector; probe: the target, an ibcm listen) in this process", func(o *netOpts) any { return &o.simPeer }},
+	"sim-peer-args":       {"extra flags for the --sim-peer side, e.g. \"--reject 28\" (a listener) or \"--hold 1s\" (a connector)", func(o *netOpts) any { return &o.peerArgs }},
+	"ip":                  {"RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data", func(o *netOpts) any { return &o.ip }},
+	"tcp-port":            {"with --ip: the TCP port (rping's -p, cmtime's -p)", func(o *netOpts) any { return &o.tcpPort }},
+	"src-ip":              {"with --ip: source IP of the IP CM header (default: the local GID as an IP address)", func(o *netOpts) any { return &o.srcIP }},
+	"sid":                 {"service ID (plain IB CM; with --ip it is derived from --tcp-port)", func(o *netOpts) any { return &o.sid }},
+	"sidr-port":           {"with --ip: a UD service on this UDP port (udaddy's -p): service ID 0x0000000001110000 + port (listen: answers SIDR_REQs with --sidr-qpn and Q_Key 0x01234567; probe: the target's, for the sidr check)", func(o *netOpts) any { return &o.sidrPort }},
+	"sidr-sid":            {"a UD (SIDR) service ID (see --sidr-port)", func(o *netOpts) any { return &o.sidrSID }},
+	"dst-ip":              {"peer IP address: on RoCE also its GID (::ffff:a.b.c.d for IPv4); with --ip the IP CM header's destination", func(o *netOpts) any { return &o.dstIP }},
+	"dst-gid":             {"peer port GID (default: from --dst-ip on RoCE; required on IB)", func(o *netOpts) any { return &o.dstGID }},
+	"dlid":                {"peer LID (IB; sim: the listener's endpoint, default 1)", func(o *netOpts) any { return &o.dlid }},
+	"ack-timeout":         {"primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (default: from the port's packet life time and CA ACK delay, 19 with rdma_cm's, about 2.1 s, as the kernel's REQ on Soft-RoCE)", func(o *netOpts) any { return &o.ackTimeout }},
+	"cm-response-timeout": {"CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)", func(o *netOpts) any { return &o.respTimeout }},
+	"retries":             {"Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)", func(o *netOpts) any { return &o.retries }},
+	"mtu":                 {"path MTU announced in the REQ (256, 512, 1024, 2048 or 4096; 0: the port's)", func(o *netOpts) any { return &o.mtu }},
+	"qpn":                 {"QPN to announce when no --data QP stands behind the connection (default random)", func(o *netOpts) any { return &o.qpn }},
+	"qpn-step":            {"added to --qpn for each further connection (0: every connection announces the same QPN)", func(o *netOpts) any { return &o.qpnStep }},
+	"count":               {"number of connections", func(o *netOpts) any { return &o.count }},
+	"timeout":             {"overall time limit (0: none)", func(o *netOpts) any { return &o.timeout }},
+	"seed":                {"seed of the comm-ID allocator and the QPNs (default random)", func(o *netOpts) any { return &o.seed }},
+	"hold":                {"how long to hold an established connection before sending DREQ (negative: until the peer disconnects or --timeout)", func(o *netOpts) any { return &o.hold }},
+	"expect":              {"expected outcome of each connection (see above)", func(o *netOpts) any { return &o.expect }},
+	"name":                {"name on the IBCM-RESULT line", func(o *netOpts) any { return &o.name }},
+	"trace":               {"print every state-table step (IBCM-STEP lines)", func(o *netOpts) any { return &o.trace }},
+	"wait-timewait":       {"before exiting, wait until every connection has left TimeWait", func(o *netOpts) any { return &o.waitTimeWait }},
+	"events":              {"print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result", func(o *netOpts) any { return &o.events }},
+	"json":                {jsonFlagHelp, func(o *netOpts) any { return &o.json }},
+	"legacy-timewait-qpn": {"reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)", func(o *netOpts) any { return &o.legacyTWQPN }},
 }
 
 // register registers the flags of the groups on fs.
 func (o *netOpts) register(fs *flag.FlagSet, groups ...[]string) {
 	for _, g := range groups {
 		for _, name := range g {
-			netFlagDefs[name](fs, o)
+			d := netFlagDefs[name]
+			switch p := d.field(o).(type) {
+			case *string:
+				fs.StringVar(p, name, *p, d.usage)
+			case *int:
+				fs.IntVar(p, name, *p, d.usage)
+			case *uint:
+				fs.UintVar(p, name, *p, d.usage)
+			case *uint64:
+				fs.Uint64Var(p, name, *p, d.usage)
+			case *bool:
+				fs.BoolVar(p, name, *p, d.usage)
+			case *time.Duration:
+				fs.DurationVar(p, name, *p, d.usage)
+			default:
+				panic("ibcm: flag " + name + " of an unknown type")
+			}
 		}
 	}
 }
