@@ -121,11 +121,11 @@ RXE_DRIVER=/etc/libibverbs.d/rxe.driver=$STAGE/etc/libibverbs.d/rxe.driver
 MODS=virtio_pci,virtio_net,crc32_generic,rdma_rxe,ib_umad,rdma_ucm
 "$WORK/mkinitramfs" -o "$WORK/a.cpio.gz" -stage "$STAGE" -kver "$KVER" \
 	-elf "$COMMON_ELF" -file "$RXE_DRIVER" -kmod "$MODS" \
-	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/bench-a.sh" \
+	-file /init="$ROOT/tools/interop/init.sh:0755" -file /lib/guest.sh="$ROOT/tools/interop/guest.sh" -file /test.sh="$ROOT/tools/interop/bench-a.sh" \
 	-file /etc/ibcm.env="$WORK/a.env" -file /bin/busybox=/bin/busybox:0755 || die "mkinitramfs (VM A) failed"
 "$WORK/mkinitramfs" -o "$WORK/b.cpio.gz" -stage "$STAGE" -kver "$KVER" \
 	-elf "$COMMON_ELF" -file "$RXE_DRIVER" -kmod "$MODS" \
-	-file /init="$ROOT/tools/interop/init.sh:0755" -file /test.sh="$ROOT/tools/interop/bench-b.sh" \
+	-file /init="$ROOT/tools/interop/init.sh:0755" -file /lib/guest.sh="$ROOT/tools/interop/guest.sh" -file /test.sh="$ROOT/tools/interop/bench-b.sh" \
 	-file /etc/ibcm.env="$WORK/b.env" -file /bin/busybox=/bin/busybox:0755 \
 	-hostelf /bin/ibcm="$WORK/ibcm:0755" || die "mkinitramfs (VM B) failed"
 T2=$(date +%s)

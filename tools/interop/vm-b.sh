@@ -1,10 +1,181 @@
-# VM B: no kernel CM (ib_cm is not loaded); runs the user-space CM command.
-# Sourced by /init. Env: VM_B_CMD (default: sh /scenarios.sh).
-say() { echo "IBCM-B: $*"; }
-if grep -q '^ib_cm ' /proc/modules; then say "ib_cm is loaded: unusable"; fi
-ls /dev/infiniband/ | tr '\n' ' '
-echo
-say "running: $VM_B_CMD"
-eval "$VM_B_CMD"
-say "command rc=$?"
-for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do v=$(cat "$f"); [ "$v" != 0 ] && echo "IBCM-B: rxe counter ${f##*/}=$v"; done
+# VM B: ibcm (the CLI on hw/umad, no ib_cm here) against the Linux kernel
+# CM in VM A; /test.sh, run by /init. One ibcm process at a time (only one
+# owns the umad CM agent of a port), each scenario a log named after it
+# (ibcm's --name), which the host judges (interop_test.go) together with
+# VM A's logs. Env (/etc/ibcm.env): PEER, the ports, PROBE_GET_GID,
+# PROBE_LINUX_ALLOW.
+. /lib/guest.sh
+if grep -q '^ib_cm ' /proc/modules; then note "ib_cm is loaded: unusable"; fi
+IBCM=/bin/ibcm
+UMAD="--transport umad --device rxe0 --port 1"
+CONNECT="$IBCM connect --events $UMAD --ip --dst-ip $PEER"
+
+# scenario NAME COMMAND...: one ibcm command, its output the log NAME.
+scenario() {
+	_s=$1
+	shift
+	logrun "$_s" "$@" --name "$_s"
+}
+
+# listening NAME MESSAGE LISTEN-ARGS...: ibcm listens (the log NAME) and
+# VM A is told MESSAGE once it does, to start its client.
+listening() {
+	_s=$1
+	_m=$2
+	shift 2
+	log_begin "$_s"
+	rm -f /tmp/listen.out /tmp/listen.rc
+	# tee: the lines reach the console at once, and the script sees LISTENING.
+	(
+		$IBCM listen --events $UMAD --ip "$@" --name "$_s"
+		echo $? >/tmp/listen.rc
+	) | tee /tmp/listen.out &
+	await_line /tmp/listen.out 'IBCM-EVENT LISTENING'
+	tell "$CTL_PORT" "$_m"
+	wait
+	log_end "$_s" "$(cat /tmp/listen.rc 2>/dev/null)"
+}
+
+# hw/verbs' device tests on rxe0 (loopback QPs: no CM, no VM A), first,
+# while VM A may still be booting. The rxe counters before and after frame
+# what they caused; the CM scenarios add no error to them.
+counters verbs-counters-before
+logrun verbs-device /bin/verbs.test -test.v -test.count=1 -test.timeout 60s -verbs.device rxe0 2>&1
+counters verbs-counters-after
+
+# VM A boots in parallel; wait until it answers on the wire (bounded), then
+# let --wait-listener ride out its rping servers starting.
+i=0
+while ! ping -c 1 -W 1 "$PEER" >/dev/null 2>&1 && [ $i -lt 60 ]; do i=$((i + 1)); done
+note "VM A reachable after $i pings"
+
+# 1 and 3 (B → A): connect to rping -s; the kernel reports ESTABLISHED.
+# Then our DREQ, the kernel's DREP (rping -s sees DISCONNECTED), TimeWait
+# (--ack-timeout 16: 268 ms, where it is not the point of the scenario).
+scenario s1-connect-rping $CONNECT --tcp-port "$RPING_PORT" --qpn 0xabc001 \
+	--hold 300ms --ack-timeout 16 --wait-listener 60s --timeout 60s --expect local-disconnect
+
+# 4: nobody listens on DEAD_PORT: the kernel CM answers REJ 8.
+scenario s4-rej-no-listener $CONNECT --tcp-port "$DEAD_PORT" --qpn 0xabc004 \
+	--ack-timeout 16 --timeout 20s --expect rej:8
+
+# 5: two connections announcing one QPN. The second REQ leaves right after
+# the first connection's DREP, while the kernel holds that connection in
+# TimeWait (2^(18-8) ms = 1.02 s for --ack-timeout 18): it is accepted.
+scenario s5-timewait-qpn-reuse $CONNECT --tcp-port "$REUSE_PORT" --qpn 0xabc005 --qpn-step 0 \
+	--count 2 --hold 300ms --ack-timeout 18 --wait-listener 20s --timeout 20s --expect local-disconnect
+
+# 6: the second REQ reuses the QPN of the first, live connection: REJ 10
+# (stale) for it, then the kernel's DREQ for the first (12.9.8.3.1).
+scenario s6-stale-live-qpn $CONNECT --tcp-port "$STALE_PORT" --qpn 0xabc006 --qpn-step 0 \
+	--count 2 --overlap --hold 15s --ack-timeout 16 --wait-listener 20s --timeout 20s --expect peer-disconnect,rej:10
+
+# 3 (A → B): ucmatose -C 0 disconnects as soon as the connection is up.
+scenario s3-ucmatose-disconnects $CONNECT --tcp-port "$UCMA_PORT" --qpn 0xabc007 \
+	--hold 15s --ack-timeout 16 --wait-listener 20s --timeout 20s --expect peer-disconnect
+
+# 2 and 3 (A → B): rping -c connects to ibcm listening; VM A ends rping -c
+# after a few seconds if it has not ended, and its kernel CM sends the DREQ.
+listening s2-listen-rping listening --tcp-port "$LISTEN_PORT" --count 1 --timeout 30s \
+	--data rping --data-count 1 --expect peer-disconnect
+
+# The data scenarios: ibcm's --data modes (a real QP of rxe0 through
+# hw/verbs behind every connection) against rping, ucmatose,
+# rdma_server/rdma_client and udaddy in VM A, in both roles, and the
+# example program (examples/rdmaclient). A kernel server is started ("run
+# NAME") before ibcm connects, with --wait-listener to ride out its start;
+# a kernel client once ibcm listens. After each, the rxe counters.
+
+# dclient NAME PROGRAM CONNECT-ARGS...: ibcm connects to a kernel server.
+dclient() {
+	_d=$1
+	tell "$CTL_PORT" "run $2"
+	shift 2
+	scenario "$_d" $CONNECT "$@"
+	counters "counters-$_d"
+}
+
+# dlisten NAME PROGRAM LISTEN-ARGS...: a kernel client connects to ibcm.
+dlisten() {
+	_d=$1
+	_p=$2
+	shift 2
+	listening "$_d" "run $_p" "$@"
+	counters "counters-$_d"
+}
+
+DT="--timeout 30s"
+DW="--ack-timeout 16 --wait-listener 20s"
+# rping: RDMA READ and WRITE, 10 iterations, each payload printed and
+# checked on both sides.
+dlisten d1-rping-kernel-client rping-c --tcp-port "$D_RPING_C_PORT" --data rping --data-count 10 --data-verbose \
+	--count 1 $DT --expect peer-disconnect
+dclient d2-rping-kernel-server rping-s --tcp-port "$D_RPING_S_PORT" --data rping --data-count 10 --data-verbose \
+	$DW $DT --expect local-disconnect
+# ucmatose: 4 connections at once, 10 messages of 100 bytes each way.
+dclient d3-ucmatose-kernel-server ucmatose-s --tcp-port "$D_UCMA_S_PORT" --data ucmatose --count 4 \
+	$DW $DT --expect peer-disconnect
+dlisten d4-ucmatose-kernel-client ucmatose-c --tcp-port "$D_UCMA_C_PORT" --data ucmatose --count 4 \
+	$DT --expect local-disconnect
+# rdma_server / rdma_client: 16 bytes each way; both sides disconnect
+# (the DREQs may cross).
+dclient d5-rdma-kernel-server rdma-server --tcp-port "$D_RDMA_S_PORT" --data rdma $DW $DT --expect established
+# The example program, against the second rdma_server VM A started.
+logrun d9-example-rdmaclient timeout 30 /bin/rdmaclient -device rxe0 -server "$PEER:$D_EXAMPLE_PORT" 2>&1
+counters counters-d9-example-rdmaclient
+# udaddy: SIDR (retried while nobody serves the port yet), then 10 UD
+# messages each way; then VM A restarts the probe phase's udaddy.
+dclient d7-udaddy-kernel-server udaddy-s --tcp-port "$D_UDADDY_PORT" --data udaddy --wait-listener 20s $DT --expect sidr
+tell "$CTL_PORT" "run udaddy-probe"
+dlisten d6-rdma-kernel-client rdma-client --tcp-port "$D_RDMA_C_PORT" --data rdma --count 1 $DT --expect established
+dlisten d8-udaddy-kernel-client udaddy-c --tcp-port "$D_UDADDY_PORT" --data udaddy --count 1 $DT --expect sidr
+
+# hw/umad alone: a ClassPortInfo Get with a kernel timeout (not a CM
+# exchange the CLI can drive).
+logrun get-timeout-report /bin/ibcm-probe -peer "$PEER" -device rxe0 2>&1
+
+# The probe phase: `ibcm probe` against three CMs in VM A, one after
+# another, each reached at PEER:PROBE_PORT in the RDMA IP CM format:
+#   probe-linux   the kernel CM (ib_cm + rdma_cm) behind rping -s -P, with
+#                 udaddy as the UD (SIDR) service on UDP port PROBE_UD_PORT
+#   probe-ibcm    `ibcm listen` on hw/umad, once VM A has unloaded the
+#                 kernel CM (rmmod rdma_ucm rdma_cm iw_cm ib_cm)
+#   probe-legacy  `ibcm listen --legacy-timewait-qpn` (the seed bug)
+# VM A switches targets when told "probe-ibcm" / "probe-legacy" and tells
+# "ready" on PROBE_READY_PORT once the new one listens (bounded: 30 s).
+# Each report is a log (the Linux run's pcap in base64).
+#
+# The Get(ClassPortInfo) goes between the ports' IPv6 link-local GIDs
+# (index 0): over RoCE v2 with IPv4-mapped GIDs this kernel's MAD layer
+# cannot match the GetResp to the Get it sent, and drops it.
+PROBE="$IBCM probe $UMAD --ip --dst-ip $PEER --tcp-port $PROBE_PORT --get-dst-gid $PROBE_GET_GID --get-gid-index 0"
+target() {
+	tell "$CTL_PORT" "$1"
+	case "$(await "$PROBE_READY_PORT" 30)" in
+	*ready*) ;;
+	*) note "VM A never said ready" ;;
+	esac
+}
+
+# One check at a time against rping -s -P: its persistent server clones the
+# listener's state per CONNECT_REQUEST, and two requests at once share one
+# child id (one is never answered, the other's rdma_create_qp fails).
+scenario probe-linux $PROBE --parallel 1 --sidr-port "$PROBE_UD_PORT" --target-name "Linux 6.1 kernel CM (ib_cm, rdma_cm; rping -s -P, udaddy)" \
+	--allow "$PROBE_LINUX_ALLOW" --json /tmp/probe-linux.json --pcap /tmp/probe-linux.pcap
+logfile probe-linux.json /tmp/probe-linux.json
+logfile probe-linux.pcap /tmp/probe-linux.pcap base64
+
+target probe-ibcm
+scenario probe-ibcm $PROBE --sidr-port "$PROBE_UD_PORT" --target-name "ibcm listen" --json /tmp/probe-ibcm.json
+logfile probe-ibcm.json /tmp/probe-ibcm.json
+
+target probe-legacy
+scenario probe-legacy $PROBE --sidr-port "$PROBE_UD_PORT" --target-name "ibcm listen --legacy-timewait-qpn" --allow timewait-qpn-reuse \
+	--json /tmp/probe-legacy.json
+logfile probe-legacy.json /tmp/probe-legacy.json
+
+# What is left of the data scenarios' QPs (the kernel's GSI QP is no
+# scenario's), and the counters at the end.
+logrun rdma-res-qp rdma res show qp
+tell "$CTL_PORT" done
+counters counters-end

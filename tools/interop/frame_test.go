@@ -1,0 +1,114 @@
+package interop
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseConsoleFramesNestedLogsAndNotes(t *testing.T) {
+	in := strings.Join([]string{
+		`{"frame":"note","vm":"B","msg":"init up","t":3.9}`,
+		`{"frame":"begin","vm":"B","log":"test","t":4.9}`,
+		`{"frame":"begin","vm":"B","log":"s1","t":5.0}`,
+		"IBCM-EVENT ESTABLISHED t=0.1 conn=1\r",
+		`[    6.125006] ib_core: Method 3 already in use`,
+		`{"frame":"note","vm":"B","msg":"told \"run x\"","t":5.5}`,
+		`{"frame":"end","vm":"B","log":"s1","rc":0,"t":6.0}`,
+		`{"frame":"begin","vm":"B","log":"f","t":6.1,"enc":"base64"}`,
+		`aGVsbG8=`,
+		`{"frame":"end","vm":"B","log":"f","rc":null,"t":6.2}`,
+		`{"frame":"begin","vm":"B","log":"s1","t":7}`,
+		`{"frame":"end","vm":"B","log":"s1","rc":3,"t":8}`,
+		`{"frame":"begin","vm":"B","log":"cut","t":9}`,
+		`line of a log that never ends`,
+	}, "\n")
+	c, err := ParseConsole(strings.NewReader(in))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"test", "s1", "f", "s1#2", "cut"}, c.Order)
+	s1 := c.Log("s1")
+	assert.Equal(t, []string{"IBCM-EVENT ESTABLISHED t=0.1 conn=1", "[    6.125006] ib_core: Method 3 already in use"}, s1.Lines)
+	require.NotNil(t, s1.RC)
+	assert.True(t, s1.Ended)
+	assert.Equal(t, 0, *s1.RC)
+	assert.InDelta(t, 5.0, s1.Begin, 1e-9)
+	assert.InDelta(t, 6.0, s1.End, 1e-9)
+	require.NotNil(t, c.Log("s1#2").RC, "a second log of one name is kept apart")
+	assert.Equal(t, 3, *c.Log("s1#2").RC)
+	f := c.Log("f")
+	assert.True(t, f.Ended)
+	assert.Nil(t, f.RC, "rc null: no exit status")
+	b, err := f.Bytes()
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(b))
+	assert.False(t, c.Log("cut").Ended, "a log without its end record")
+	assert.False(t, c.Log("missing").Ended, "a log the VM never printed is empty, not ended")
+	assert.Empty(t, c.Log("test").Lines, "the outer log holds no line of the logs inside it")
+	assert.True(t, c.HasNote(`told "run x"`))
+	assert.True(t, c.HasNote("init up"))
+}
+
+func TestParseCLIFieldsQuotesAndKinds(t *testing.T) {
+	ls := ParseCLI([]string{
+		`IBCM-EVENT READY t=0.070 transport=umad device=rxe0`,
+		`IBCM-EVENT REJECTED t=0.114 conn=1 reason=8 (INVALID_SERVICE_ID) stale=false`,
+		`IBCM-EVENT ERROR t=0.000 kind=class-in-use msg="a \"quoted\" = message"`,
+		`IBCM-EVENT REQ-SENT t=1.1 conn=2 qpn-reuse-of=conn1 prev=TIMEWAIT since-timewait=0.015s timewait=1.074s`,
+		`IBCM-DATA rping conn=1 role=client qpn=0x2b sent=20 recv=20 iterations=10 verified=true check=pattern`,
+		`IBCM-DATA-PING conn=1 server ping data: rdma-ping-0: ABC`,
+		`IBCM-RESULT d2 PASS conns=1 outcomes=local-disconnect want=local-disconnect t=1.145`,
+		`rping output that is not ibcm's`,
+	})
+	require.Len(t, ls, 7)
+	assert.Equal(t, "8", ls.Events("REJECTED", "conn", "1")[0].Fields["reason"])
+	assert.Equal(t, `a "quoted" = message`, ls.Events("ERROR", "kind", "class-in-use")[0].Fields["msg"])
+	reuse := ls.Events("REQ-SENT", "qpn-reuse-of", "conn1")
+	require.Len(t, reuse, 1)
+	since, ok := reuse[0].Float("since-timewait")
+	assert.True(t, ok)
+	assert.InDelta(t, 0.015, since, 1e-9)
+	assert.Equal(t, 2, reuse[0].Int("conn"))
+	assert.Len(t, ls.Select("DATA", "rping", "role", "client", "verified", "true"), 1)
+	ping := ls.Select("DATA-PING", "")
+	require.Len(t, ping, 1)
+	assert.Equal(t, "server ping data: rdma-ping-0: ABC", ping[0].Text)
+	assert.Equal(t, "1", ping[0].Fields["conn"])
+	res := ls.Result()
+	assert.Equal(t, "d2", res.Name)
+	assert.Equal(t, "PASS", res.Verdict)
+	assert.Equal(t, "local-disconnect", res.Fields["outcomes"])
+	assert.Empty(t, ls.Events("ESTABLISHED"))
+}
+
+// The guest library's records, printed by busybox's shell as in the VMs,
+// read back by ParseConsole.
+func TestGuestLibraryRecordsParse(t *testing.T) {
+	script := `. ./guest.sh
+note 'say "hi" \ back'
+logrun ok echo out
+logrun bad sh -c 'echo err; exit 3'
+printf 'AAEC' >/tmp/guest-test.$$
+logfile blob /tmp/guest-test.$$ base64
+rm -f /tmp/guest-test.$$
+`
+	cmd := exec.Command("/bin/busybox", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "ROLE=B")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	c, err := ParseConsole(bytes.NewReader(out))
+	require.NoError(t, err)
+	assert.True(t, c.HasNote(`say "hi" \ back`), "%s", out)
+	assert.Equal(t, []string{"out"}, c.Log("ok").Lines)
+	require.NotNil(t, c.Log("bad").RC)
+	assert.Equal(t, 3, *c.Log("bad").RC)
+	assert.Equal(t, []string{"err"}, c.Log("bad").Lines)
+	b, err := c.Log("blob").Bytes()
+	require.NoError(t, err)
+	assert.Equal(t, "AAEC", string(b))
+	assert.Empty(t, c.Other, "every line framed")
+}
