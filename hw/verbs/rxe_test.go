@@ -5,7 +5,7 @@
 //
 //	go test -c -tags rxe ./hw/verbs
 //
-// (tools/interop/run.sh does, and scenarios-b.sh runs the binary). Every QP
+// (the interop harness, tools/interop, does, and runs the binary in VM B). Every QP
 // talks to another QP of the same device (loopback: the destination GID is
 // the port's own RoCE v2 GID), so no peer is needed.
 package verbs_test

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make interop-bench: ibcm against the Linux kernel CM, side by side, in the
-# two-VM Soft-RoCE harness of run.sh (lib.sh's staging tree and boot, the
+# two-VM Soft-RoCE setup of make interop (lib.sh: its staging tree and boot, the
 # same VM sizes, QEMU flags and kernel for both sides). rdma-core's cmtime
 # times the CM steps:
 #   passive  cmtime -s B -c N in VM A (kernel CM) against, in VM B,
@@ -39,7 +39,7 @@
 #   IBCM_BENCH_WIRE         the VMs' wire: tcp, lossless (default), or udp
 #                           (lib.sh's interop_vm says why)
 #   IBCM_BENCH_DOC          report path (default docs/interop-bench.md; "-": none)
-#   IBCM_INTEROP_CACHE, IBCM_INTEROP_WORK, IBCM_INTEROP_CPU: as run.sh
+#   IBCM_INTEROP_CACHE, IBCM_INTEROP_WORK, IBCM_INTEROP_CPU: as make interop
 #   IBCM_INTEROP_TIMEOUT    seconds the VMs may run (default: from the plan)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

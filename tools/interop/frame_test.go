@@ -6,9 +6,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 func TestParseConsoleFramesNestedLogsAndNotes(t *testing.T) {
@@ -53,36 +56,35 @@ func TestParseConsoleFramesNestedLogsAndNotes(t *testing.T) {
 	assert.True(t, c.HasNote("init up"))
 }
 
-func TestParseCLIFieldsQuotesAndKinds(t *testing.T) {
-	ls := ParseCLI([]string{
-		`IBCM-EVENT READY t=0.070 transport=umad device=rxe0`,
-		`IBCM-EVENT REJECTED t=0.114 conn=1 reason=8 (INVALID_SERVICE_ID) stale=false`,
-		`IBCM-EVENT ERROR t=0.000 kind=class-in-use msg="a \"quoted\" = message"`,
-		`IBCM-EVENT REQ-SENT t=1.1 conn=2 qpn-reuse-of=conn1 prev=TIMEWAIT since-timewait=0.015s timewait=1.074s`,
-		`IBCM-DATA rping conn=1 role=client qpn=0x2b sent=20 recv=20 iterations=10 verified=true check=pattern`,
-		`IBCM-DATA-PING conn=1 server ping data: rdma-ping-0: ABC`,
-		`IBCM-RESULT d2 PASS conns=1 outcomes=local-disconnect want=local-disconnect t=1.145`,
-		`rping output that is not ibcm's`,
-	})
-	require.Len(t, ls, 7)
-	assert.Equal(t, "8", ls.Events("REJECTED", "conn", "1")[0].Fields["reason"])
-	assert.Equal(t, `a "quoted" = message`, ls.Events("ERROR", "kind", "class-in-use")[0].Fields["msg"])
+func TestParseCLIReadsTheRecordsOfALog(t *testing.T) {
+	var lines []string
+	for _, r := range []*report.Record{
+		report.New(report.Event, "READY").With("t", "0.070", "transport", "umad"),
+		report.New(report.Event, "REJECTED").With("t", "0.114", "conn", 1, "reason", 8, "reason-name", "INVALID_SERVICE_ID"),
+		report.New(report.Event, "REQ-SENT").With("t", "1.1", "conn", 2, "qpn-reuse-of", "conn1", "since-timewait", "0.015s"),
+		report.New(report.Data, "rping").With("conn", 1, "role", "client", "verified", true),
+		report.New(report.DataPing, "").With("conn", 1, "text", "server ping data: rdma-ping-0: ABC"),
+		report.New(report.Result, "d2").With("verdict", "PASS", "outcomes", "local-disconnect"),
+	} {
+		lines = append(lines, r.JSON())
+	}
+	lines = append(lines, "rping output that is not ibcm's", "[    6.125006] ib_core: Method 3 already in use")
+	ls := ParseCLI(lines)
+	require.Len(t, ls, 6)
+	assert.Equal(t, "8", ls.Events("REJECTED", "conn", "1")[0].Str("reason"))
+	assert.Empty(t, ls.Events("REJECTED", "conn", "2"))
 	reuse := ls.Events("REQ-SENT", "qpn-reuse-of", "conn1")
 	require.Len(t, reuse, 1)
-	since, ok := reuse[0].Float("since-timewait")
-	assert.True(t, ok)
-	assert.InDelta(t, 0.015, since, 1e-9)
-	assert.Equal(t, 2, reuse[0].Int("conn"))
-	assert.Len(t, ls.Select("DATA", "rping", "role", "client", "verified", "true"), 1)
-	ping := ls.Select("DATA-PING", "")
-	require.Len(t, ping, 1)
-	assert.Equal(t, "server ping data: rdma-ping-0: ABC", ping[0].Text)
-	assert.Equal(t, "1", ping[0].Fields["conn"])
+	since, err := reuse[0].Duration("since-timewait")
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Millisecond, since)
+	assert.Len(t, ls.Select(report.Data, "rping", "role", "client", "verified", "true"), 1)
+	assert.Equal(t, "server ping data: rdma-ping-0: ABC", ls.Select(report.DataPing, "")[0].Str("text"))
 	res := ls.Result()
 	assert.Equal(t, "d2", res.Name)
-	assert.Equal(t, "PASS", res.Verdict)
-	assert.Equal(t, "local-disconnect", res.Fields["outcomes"])
+	assert.Equal(t, "PASS", res.Str("verdict"))
 	assert.Empty(t, ls.Events("ESTABLISHED"))
+	assert.Equal(t, report.Kind(""), Lines{}.Result().Kind)
 }
 
 // The guest library's records, printed by busybox's shell as in the VMs,

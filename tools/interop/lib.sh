@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Shared by the interop scripts (run.sh, and any other harness that boots the
-# two Soft-RoCE VMs): the Debian staging tree and the QEMU boot. Source it
+# The shell side of make interop-bench (bench.sh), which boots the same
+# two Soft-RoCE VMs as make interop (host.go): the Debian staging tree and the QEMU boot. Source it
 # after setting WORK, CACHE and VM_TIMEOUT; it defines log, die,
 # interop_stage (sets STAGE and KVER) and interop_vm.
 log() { echo "interop: $*" >&2; }

@@ -34,7 +34,7 @@ bg() {
 
 # With ib_cm loaded, ibcm's umad transport must be refused class 0x07
 # (EINVAL; the kernel logs "Method 3 already in use").
-logrun class-in-use /bin/ibcm listen --transport umad --device rxe0 --port 1 --sid 0x1 --timeout 2s 2>&1
+logrun class-in-use /bin/ibcm listen --json --transport umad --device rxe0 --port 1 --sid 0x1 --timeout 2s 2>&1
 
 PIDS=
 for s in 1:$RPING_PORT 4:$REUSE_PORT 5:$STALE_PORT; do
@@ -117,11 +117,11 @@ probe_switch() {
 	extra=
 	[ "$1" = legacy ] && extra=--legacy-timewait-qpn
 	# With a UD service on the port udaddy had, for the SIDR check.
-	/bin/ibcm listen --transport umad --device rxe0 --port 1 --ip --tcp-port "$PROBE_PORT" --sidr-port "$PROBE_UD_PORT" --count 0 --hold -1s \
+	/bin/ibcm listen --json --transport umad --device rxe0 --port 1 --ip --tcp-port "$PROBE_PORT" --sidr-port "$PROBE_UD_PORT" --count 0 --hold -1s \
 		--timeout 60s --wait-timewait=false --expect any --name "probe-target-$1" $extra >"/tmp/probe-$1.log" 2>&1 &
 	PROBE_IBCM=$!
 	NAMES="$NAMES probe-$1"
-	await_line "/tmp/probe-$1.log" 'IBCM-EVENT LISTENING'
+	await_line "/tmp/probe-$1.log" '"name":"LISTENING"'
 	tell "$PROBE_READY_PORT" ready
 }
 

@@ -8,7 +8,7 @@
 if grep -q '^ib_cm ' /proc/modules; then note "ib_cm is loaded: unusable"; fi
 IBCM=/bin/ibcm
 UMAD="--transport umad --device rxe0 --port 1"
-CONNECT="$IBCM connect --events $UMAD --ip --dst-ip $PEER"
+CONNECT="$IBCM connect --events --json $UMAD --ip --dst-ip $PEER"
 
 # scenario NAME COMMAND...: one ibcm command, its output the log NAME.
 scenario() {
@@ -27,10 +27,10 @@ listening() {
 	rm -f /tmp/listen.out /tmp/listen.rc
 	# tee: the lines reach the console at once, and the script sees LISTENING.
 	(
-		$IBCM listen --events $UMAD --ip "$@" --name "$_s"
+		$IBCM listen --events --json $UMAD --ip "$@" --name "$_s"
 		echo $? >/tmp/listen.rc
 	) | tee /tmp/listen.out &
-	await_line /tmp/listen.out 'IBCM-EVENT LISTENING'
+	await_line /tmp/listen.out '"name":"LISTENING"'
 	tell "$CTL_PORT" "$_m"
 	wait
 	log_end "$_s" "$(cat /tmp/listen.rc 2>/dev/null)"

@@ -6,11 +6,12 @@
 // kernel's send report with status ETIMEDOUT after timeout × (retries + 1).
 //
 // The CM scenarios themselves (REQ/REP/RTU, REJ, DREQ/DREP, TimeWait, stale
-// QPNs) run through `ibcm connect` and `ibcm listen`: see scenarios-b.sh.
+// QPNs) run through `ibcm connect` and `ibcm listen`: see vm-b.sh.
 // The cm.Manager answers ClassPortInfo Gets but has no call that sends one,
 // and no use for a send report, so this check stays here.
 //
-// It prints "IBCM-RESULT get-timeout-report PASS|FAIL <detail>".
+// It prints its result as a JSON line of internal/report: a RESULT record
+// named get-timeout-report with the verdict (PASS or FAIL) and the detail.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
+	"github.com/ibcm/ibcm/internal/report"
 )
 
 var (
@@ -44,7 +46,10 @@ func main() {
 	if !ok {
 		v = "FAIL"
 	}
-	fmt.Printf("IBCM-RESULT %s %s %s\n", name, v, detail)
+	w := report.Writer{W: os.Stdout, Style: report.JSONStyle}
+	if err := w.Write(report.New(report.Result, name).With("verdict", v, "text", detail)); err != nil {
+		os.Exit(1)
+	}
 	if !ok {
 		os.Exit(1)
 	}
