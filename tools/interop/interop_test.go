@@ -596,28 +596,29 @@ func (r *run) checkData(t *testing.T) {
 		dataLines(t, r.cli("s2-listen-rping"), "rping", "server", 1, "iterations", "1")
 	})
 	d := func(name string) Lines { return r.cli(name) }
-	t.Run("d1:ibcm", func(t *testing.T) {
-		// 10 pings RDMA READ and WRITTEN back, each payload checked.
-		ls := d("d1-rping-kernel-client")
-		dataLines(t, ls, "rping", "server", 1, "iterations", "10", "reads", "10", "writes", "10")
-		assert.Equal(t, 10, pings(ls, "server ping data: rdma-ping-"), "10 data lines")
-		qps(t, ls, 1)
-	})
-	t.Run("d1:kernel", func(t *testing.T) {
-		r.kernelData(t, "rping-c")
-		assert.Equal(t, 10, r.kernelPings("rping-c", "ping data: rdma-ping-"), "rping -c -v -V -C 10: 10 'ping data: rdma-ping-N' lines")
-	})
-	t.Run("d2:ibcm", func(t *testing.T) {
-		// 10 pings, each compared after the server's WRITE.
-		ls := d("d2-rping-kernel-server")
-		dataLines(t, ls, "rping", "client", 1, "iterations", "10")
-		assert.Equal(t, 10, pings(ls, "ping data: rdma-ping-"), "10 data lines")
-		qps(t, ls, 1)
-	})
-	t.Run("d2:kernel", func(t *testing.T) {
-		r.kernelData(t, "rping-s")
-		assert.Equal(t, 10, r.kernelPings("rping-s", "server ping data: rdma-ping-"), "rping -s -v -V: 10 'server ping data: rdma-ping-N' lines")
-	})
+	// d1, d2: rping, 10 pings each way, each payload printed on both sides.
+	for _, c := range []struct {
+		check, scenario, role, pings, program, kernelPings string
+		fields                                             []string
+	}{
+		// d1: RDMA READ and WRITTEN back, each payload checked.
+		{"d1", "d1-rping-kernel-client", "server", "server ping data: rdma-ping-", "rping-c", "ping data: rdma-ping-",
+			[]string{"iterations", "10", "reads", "10", "writes", "10"}},
+		// d2: each ping compared after the server's WRITE.
+		{"d2", "d2-rping-kernel-server", "client", "ping data: rdma-ping-", "rping-s", "server ping data: rdma-ping-",
+			[]string{"iterations", "10"}},
+	} {
+		t.Run(c.check+":ibcm", func(t *testing.T) {
+			ls := d(c.scenario)
+			dataLines(t, ls, "rping", c.role, 1, c.fields...)
+			assert.Equal(t, 10, pings(ls, c.pings), "10 data lines")
+			qps(t, ls, 1)
+		})
+		t.Run(c.check+":kernel", func(t *testing.T) {
+			r.kernelData(t, c.program)
+			assert.Equal(t, 10, r.kernelPings(c.program, c.kernelPings), "%s -v -V: 10 '%sN' lines", c.program, c.kernelPings)
+		})
+	}
 	t.Run("d3:ibcm", func(t *testing.T) {
 		// 4 connections, each received 10 x 100 bytes and sent them back.
 		ls := d("d3-ucmatose-kernel-server")
