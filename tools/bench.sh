@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make bench: measures the performance figures, prints them against their targets
-# with a table of every benchmark, and writes both to docs/perf.md with the
-# machine they ran on.
+# with benchstat's table of every benchmark, and writes both to docs/perf.md
+# with the machine they ran on.
 #   tools/bench.sh                  everything (about 5 minutes), writes docs/perf.md
 #   tools/bench.sh ./cm/wire/       only the table for some packages (no targets, no docs)
-#   COUNT=3 tools/bench.sh          repetitions of each benchmark (default 5)
+#   COUNT=10 tools/bench.sh         repetitions of each benchmark (default 6, the fewest for which benchstat gives a 95% confidence interval)
 #   MICRO=500ms tools/bench.sh      -benchtime of the per-call benchmarks (default 200ms)
 #   IBCM_SCALE_N=100000 tools/bench.sh   the "1M" of the scale figures (default 1,000,000)
 #   PERF_MD=/tmp/perf.md tools/bench.sh  write the report elsewhere
@@ -13,7 +13,7 @@
 # targets use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-COUNT=${COUNT:-5}
+COUNT=${COUNT:-6}
 MICRO=${MICRO:-200ms}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -25,44 +25,12 @@ bench() { # log-name go-test-args...
 	go test -run '^$' -benchmem "$@" | tee "$work/$name.txt" >&2
 }
 
-# table FILES...: one row per benchmark: runs, mean and min ns/op, B/op,
-# allocs/op, the mean of every other metric, and the ratio to
-# BenchmarkCopy256 (a plain 256-byte copy) when it ran.
+# table FILES...: benchstat's summary of every benchmark in FILES (one
+# input: the median of the runs and its confidence interval, per package
+# and unit), pinned by go.mod's tool directive.
 table() {
-	awk '
-/^pkg: / { pkg = $2 }
-/^Benchmark/ && / ns\/op/ {
-	name = $1; sub(/-[0-9]+$/, "", name)
-	key = pkg " " name
-	if (!(key in n)) { order[++cnt] = key }
-	n[key]++
-	extra = ""
-	for (i = 3; i < NF; i += 2) {
-		v = $i; u = $(i+1)
-		if (u == "ns/op") { ns = v }
-		else if (u == "B/op") { bop[key] = v }
-		else if (u == "allocs/op") { aop[key] = v }
-		else { xs[key, u] += v; if (!((key, u) in seen)) { seen[key, u] = 1; units[key] = units[key] " " u } }
-	}
-	sum[key] += ns
-	if (!(key in mn) || ns < mn[key]) { mn[key] = ns }
-	if (name == "BenchmarkCopy256") { base[pkg] = key }
-}
-END {
-	printf "| %-58s | %4s | %12s | %12s | %8s | %9s | %8s | %s\n", "benchmark", "runs", "mean ns/op", "min ns/op", "B/op", "allocs/op", "x copy256", "other (mean) |"
-	printf "|%s|%s|%s|%s|%s|%s|%s|%s\n", "---", "---:", "---:", "---:", "---:", "---:", "---:", "--- |"
-	for (i = 1; i <= cnt; i++) {
-		k = order[i]; split(k, parts, " "); p = parts[1]
-		mean = sum[k] / n[k]
-		ratio = "-"
-		if (p in base) { b = base[p]; ratio = sprintf("%.1f", mean / (sum[b] / n[b])) }
-		short = k; sub(/^github.com\/ibcm\/ibcm\//, "", short)
-		other = ""
-		m = split(units[k], us, " ")
-		for (j = 1; j <= m; j++) { other = other sprintf("%s%.4g %s", (j > 1 ? ", " : ""), xs[k, us[j]] / n[k], us[j]) }
-		printf "| %-58s | %4d | %12.2f | %12.2f | %8s | %9s | %8s | %s |\n", short, n[k], mean, mn[k], bop[k], aop[k], ratio, other
-	}
-}' "$@"
+	cat "$@" >"$work/all.txt"
+	go tool benchstat "$(git rev-parse --short HEAD 2>/dev/null || echo this)=$work/all.txt"
 }
 
 if [ $# -gt 0 ]; then
@@ -249,9 +217,12 @@ is taken before every call of the burst has gone through the Manager's loop.
 
 ## Every benchmark
 
-Means over the runs; "other" are the benchmarks' own metrics.
+benchstat's summary (\`go tool benchstat\`): the median of the runs and its 95% confidence
+interval, per package and unit, the benchmarks' own metrics included.
 
+\`\`\`
 $all
+\`\`\`
 EOF
 } >"$md"
 echo
