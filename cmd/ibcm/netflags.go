@@ -66,17 +66,7 @@ SIDR-REP-RECEIVED SIDR-REQ-RECEIVED SIDR-REP-SENT DATA-DEVICE-CLOSED
 every connection had the outcome --expect asks for, 1 otherwise, 2 on a
 usage error.
 
-Outcomes (--expect, comma-separated, one per connection, the last repeats):
-  established      established; the disconnect (ours or the peer's) completed
-  local-disconnect established, then our DREQ was answered with a DREP (or
-                   sent because a new REQ reused the QPN: stale-disconnect)
-  peer-disconnect  established, then the peer sent a DREQ (answered)
-  rej:N            rejected with REJ reason N (connect), or REJ N sent (listen)
-  timeout          no answer within the CM retries
-  sidr             (--data udaddy) the SIDR exchange and the UD data completed
-  any              whatever happened (a target whose peer judges the outcome,
-                   as ibcm probe's does)
-With --wait-timewait (default) every connection that entered TimeWait must
+` + outcome.Help + `With --wait-timewait (default) every connection that entered TimeWait must
 also leave it before the command ends.
 listen --count 0 serves any number of connections: it keeps what it knows
 of one only until its id is free (after TimeWait, or at once for a REQ it

@@ -21,6 +21,19 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
+// Help describes what --expect takes, for a command's usage.
+const Help = `Outcomes (--expect, comma-separated, one per connection, the last repeats):
+  established      established; the disconnect (ours or the peer's) completed
+  local-disconnect established, then our DREQ was answered with a DREP (or
+                   sent because a new REQ reused the QPN: stale-disconnect)
+  peer-disconnect  established, then the peer sent a DREQ (answered)
+  rej:N            rejected with REJ reason N (connect), or REJ N sent (listen)
+  timeout          no answer within the CM retries
+  sidr             (--data udaddy) the SIDR exchange and the UD data completed
+  any              whatever happened (a target whose peer judges the outcome,
+                   as ibcm probe's does)
+`
+
 // Conn is what the events of one connection say of it.
 type Conn struct {
 	seen      uint32 // the event kinds it met, a bit each
