@@ -64,7 +64,9 @@ SIDR-REP-RECEIVED SIDR-REQ-RECEIVED SIDR-REP-SENT DATA-DEVICE-CLOSED
 "IBCM-STEP ..." for every state-table step; and last
 "IBCM-RESULT <name> PASS|FAIL outcomes=... want=...". Exit status 0 when
 every connection had the outcome --expect asks for, 1 otherwise, 2 on a
-usage error.
+usage error. With --json each of these lines is a JSON object instead, the
+same record: {"ibcm":"RESULT","name":"<name>","fields":{"verdict":"PASS",
+"outcomes":...}} (internal/report writes and reads both forms).
 
 ` + outcome.Help + `With --wait-timewait (default) every connection that entered TimeWait must
 also leave it before the command ends.
