@@ -25,7 +25,7 @@ type connRec struct {
 	twAt         time.Time
 	data         *dataStats // --data: what the data phase did
 	// answered, when set, is closed once the REP is queued or Accept
-	// has failed (see listenMain).
+	// has failed (see netRun.answer).
 	answered chan struct{}
 	// refs counts what still needs the record (--count 0): its id until
 	// the Manager frees it, and the goroutine that serves the connection.

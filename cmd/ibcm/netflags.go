@@ -1,8 +1,7 @@
 package main
 
-// Shared by `ibcm listen` and `ibcm connect`: the transport flags, the
-// in-process simulated fabrics, the machine-readable event lines and the
-// --expect checks.
+// The options of listen, connect, probe and cmtime: one definition of each
+// flag, the groups each command registers, and the checks of their values.
 
 import (
 	"errors"
