@@ -181,15 +181,18 @@ func (cr *connector) announce(k int, p *cm.ConnectParams) *connRec {
 	r.mu.Lock()
 	c := r.newConn(qpn)
 	r.next = c
-	reuse := r.qpnReuse(c)
+	prev := r.sameQPN(c)
 	r.mu.Unlock()
+	if !r.o.events {
+		return c
+	}
 	var ipcm []report.Field
 	if cr.hdr != nil {
 		if h, port, _, ok := cm.ParseIPCM(&p.REQ); ok {
 			ipcm = append(ipcm, report.F("ipcm", ipcmString(h, port)))
 		}
 	}
-	r.verbose("REQ-SENT", "conn", k, "sid", report.Hex(r.o.sid), "qpn", report.Hex(qpn), "to", addrString(cr.to), ipcm, reuse)
+	r.verbose("REQ-SENT", "conn", k, "sid", report.Hex(r.o.sid), "qpn", report.Hex(qpn), "to", addrString(cr.to), ipcm, r.qpnReuse(prev))
 	return c
 }
 
@@ -233,26 +236,43 @@ func (cr *connector) serve(ctx context.Context, wg *sync.WaitGroup, c *connRec, 
 	}
 }
 
-// qpnReuse describes an earlier connection of the run that announced the
-// same QPN as c, and what has become of it. r.mu must be held.
-func (r *netRun) qpnReuse(c *connRec) []report.Field {
+// sameQPN is the last earlier established connection of the run that
+// announced c's QPN, or nil. r.mu must be held.
+func (r *netRun) sameQPN(c *connRec) *connRec {
 	for i := len(r.conns) - 2; i >= 0; i-- {
-		p := r.conns[i]
-		if p.qpn != c.qpn || !p.Established() {
-			continue
-		}
-		of := report.F("qpn-reuse-of", "conn"+strconv.Itoa(p.num))
-		switch {
-		case p.Has(cm.EventTimeWaitExit):
-			return []report.Field{of, report.F("prev", "ended")}
-		case p.InTimeWait():
-			return []report.Field{of, report.F("prev", "TIMEWAIT"), report.F("since-timewait", report.Seconds(time.Since(p.twAt))+"s"),
-				report.F("timewait", report.Seconds(r.timeWait(p))+"s")}
-		default:
-			return []report.Field{of, report.F("prev", "ESTABLISHED")}
+		if p := r.conns[i]; p.qpn == c.qpn && p.Established() {
+			return p
 		}
 	}
 	return nil
+}
+
+// qpnReuse describes p, an earlier connection that announced the same
+// QPN, by the state it is in now (Conn.State asks the Manager: r.mu must
+// not be held).
+func (r *netRun) qpnReuse(p *connRec) []report.Field {
+	if p == nil {
+		return nil
+	}
+	of := report.F("qpn-reuse-of", "conn"+strconv.Itoa(p.num))
+	state := cm.StateIdle
+	select {
+	case <-p.conn.TimeWaitExit(): // its comm ID is free, maybe another's now
+	default:
+		state = p.conn.State()
+	}
+	switch state {
+	case cm.StateIdle:
+		return []report.Field{of, report.F("prev", "ended")}
+	case cm.StateTimeWait:
+		r.mu.Lock()
+		since := time.Since(p.twAt) // noted with the event that entered TimeWait
+		r.mu.Unlock()
+		return []report.Field{of, report.F("prev", "TIMEWAIT"), report.F("since-timewait", report.Seconds(since)+"s"),
+			report.F("timewait", report.Seconds(r.timeWait(p))+"s")}
+	default:
+		return []report.Field{of, report.F("prev", state)}
+	}
 }
 
 // connectTarget works out the peer's address and, with --ip, the IP CM
