@@ -8,17 +8,21 @@
 //	        n/a for an engine mutant
 //	tlc     TLC on the model's configs, until one reports a violation; n/a
 //	        for an engine mutant (the spec does not run the engine's code)
-//	deep    the checks at every depth: the complete search of the core
-//	        model (spec/cm_core.cfg) and IndInv's consecution
-//	        (spec/IndInvcm.cfg); n/a for an engine mutant
+//	complete  the complete searches, with no depth bound: the core model
+//	        (spec/cm_core.cfg) and its stale-REP variant (spec/cm_stale.cfg);
+//	        n/a for an engine mutant
+//	indinv  IndInv's consecution (spec/IndInvcm.cfg): one step of Next from
+//	        every IndInv state of its domain; n/a for an engine mutant
 //	pbt     the gopter suite: its random sequences (TestProperty) and its
 //	        scenarios (TestReplay, pbt/testdata)
 //	conf    tools/conformance.sh (graph replay and trace validation)
 //	golden  the scenario transcripts (go test ./cm/engine -run TestScenarios)
 //
 // and prints a table of mutant x layer. Every mutant must be caught by TLC
-// or by the gopter suite, not only by a golden transcript: the run fails
-// otherwise.
+// or by the gopter suite, not only by a golden transcript; and every mutant
+// of the definition must be caught at every depth (complete or indinv),
+// not only within a depth bound, unless the catalogue says why no check
+// at every depth can see it (deepEscapes). The run fails otherwise.
 //
 //	go run ./tools/mutants                      every mutant, every layer
 //	go run ./tools/mutants -only stale-no-dreq  some mutants (comma list)
@@ -88,6 +92,24 @@ var catalogue = []mutant{
 	{"stale-rep-keeps-old", "a stale REP is rejected but the old connection is not torn down", "gen/def/cm.go",
 		`Effects: e(StopTimer, StaleOther, Free), Notice: Rejected,`,
 		`Effects: e(StopTimer, Free), Notice: Rejected,`},
+	{"stale-half-open-idle", "a half-open id (REQ_RCVD, MRA_REQ_SENT) shown stale is freed instead of entering TimeWait", "gen/def/cm.go",
+		`{From: passiveReq, On: "Stale", To: "TIMEWAIT", Send: REJ, Reason: RejStale, About: REQ, Effects: toTW, Notice: StaleConnected,`,
+		`{From: passiveReq, On: "Stale", To: "IDLE", Send: REJ, Reason: RejStale, About: REQ, Effects: toIdle, Notice: StaleConnected,`},
+	{"stale-rep-sent-silent", "an id in REP_SENT or MRA_REP_RCVD shown stale enters TimeWait without telling its peer (no REJ 10)", "gen/def/cm.go",
+		`{From: passiveWait, On: "Stale", To: "TIMEWAIT", Send: REJ, Reason: RejStale, Effects: stopToTW, Notice: StaleConnected},`,
+		`{From: passiveWait, On: "Stale", To: "TIMEWAIT", Effects: stopToTW, Notice: StaleConnected},`},
+	{"stale-rep-rej-reason", "a stale REP is rejected with reason 28, not 10", "gen/def/cm.go",
+		`{From: activeWait, On: "RecvREPStale", To: "IDLE", Send: REJ, Reason: RejStale, About: REP,`,
+		`{From: activeWait, On: "RecvREPStale", To: "IDLE", Send: REJ, Reason: RejConsumer, About: REP,`},
+	{"rej-stale-to-idle", "a REJ 10 (stale connection) frees the active id awaiting its REP instead of putting it in TimeWait", "gen/def/cm.go",
+		`{From: activeWait, On: "RecvREJStale", To: "TIMEWAIT", Effects: e(StopTimer, EnterTimeWait), Notice: Rejected,`,
+		`{From: activeWait, On: "RecvREJStale", To: "IDLE", Effects: e(StopTimer, Free), Notice: Rejected,`},
+	{"rej-rep-rcvd-idle", "a REJ received after the REP (REP_RCVD, MRA_REP_SENT) frees the id instead of putting it in TimeWait", "gen/def/cm.go",
+		`{From: activeRep, On: "RecvREJ", To: "TIMEWAIT", Effects: toTW, Notice: Rejected},`,
+		`{From: activeRep, On: "RecvREJ", To: "IDLE", Effects: toIdle, Notice: Rejected},`},
+	{"reject-rep-sent-idle", "rejecting after our REP (REP_SENT, MRA_REP_RCVD) frees the id instead of putting it in TimeWait", "gen/def/cm.go",
+		`{From: passiveWait, On: "Reject", To: "TIMEWAIT", Send: REJ, Effects: stopToTW},`,
+		`{From: passiveWait, On: "Reject", To: "IDLE", Send: REJ, Effects: stopToIdl},`},
 	{"stale-rej-reason", "a stale REQ is rejected with reason 28, not 10", "gen/def/cm.go",
 		`On: "RecvREQStale", Kind: Stateless, Send: REJ, Reason: RejStale,`,
 		`On: "RecvREQStale", Kind: Stateless, Send: REJ, Reason: RejConsumer,`},
@@ -156,6 +178,15 @@ var catalogue = []mutant{
 		`		if m.APR.ARStatus != wire.APRSuccess {`, `		if false && m.APR.ARStatus != wire.APRSuccess {`},
 }
 
+// deepEscapes are the mutants of the definition that no check at every
+// depth can catch, and why: what they break is not in the model at all.
+// Every other mutant of the definition must be caught by complete or
+// indinv.
+var deepEscapes = map[string]string{
+	"mra-no-extend":        "the model has no time: an MRA's longer wait is not in it (def.Build and the gopter suite check MRAExtends)",
+	"dreq-other-qpn-taken": "no peer in the model sends a DREQ naming a QPN other than its connection's, so no state reaches the cell (def.Build and the gopter suite check IgnoredChangesNothing)",
+}
+
 // The TLC configs a mutant is checked against, cheapest first: every
 // config the manifest expects to pass, and the conformance graphs.
 type tlcConfig struct {
@@ -171,10 +202,17 @@ var tlcConfigs = []tlcConfig{
 }
 
 // The checks at every depth, each run against the module its name starts
-// with (as tools/model.sh does).
-var deepConfigs = []tlcConfig{{"IndInvcm.cfg", nil}, {"cm_core.cfg", nil}}
+// with (as tools/model.sh does): the complete searches, and IndInv's
+// consecution.
+var (
+	completeConfigs = []tlcConfig{{"cm_core.cfg", nil}, {"cm_stale.cfg", nil}}
+	indinvConfigs   = []tlcConfig{{"IndInvcm.cfg", nil}}
+)
 
-var layerNames = []string{"build", "tlc", "deep", "pbt", "conf", "golden"}
+var layerNames = []string{"build", "tlc", "complete", "indinv", "pbt", "conf", "golden"}
+
+// deepLayers are the checks at every depth.
+var deepLayers = []string{"complete", "indinv"}
 
 type result struct {
 	caught bool
@@ -188,10 +226,14 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the scratch copy")
 	timeout := flag.Duration("timeout", 15*time.Minute, "per layer and mutant")
 	noBaseline := flag.Bool("nobaseline", false, "skip the run of every layer on the unmutated copy")
+	flag.IntVar(&tlcWorkers, "workers", tlcWorkers, "TLC workers")
 	flag.Parse()
 	if *list {
 		for _, m := range catalogue {
 			fmt.Printf("%-28s %-22s %s\n", m.Name, m.File, m.What)
+			if why := deepEscapes[m.Name]; why != "" {
+				fmt.Printf("%-28s %-22s (no check at every depth catches it: %s)\n", "", "", why)
+			}
 		}
 		return
 	}
@@ -241,7 +283,7 @@ func main() {
 		fmt.Printf("mutants: baseline (unmutated): every layer passes (%s)\n", time.Since(t0).Round(time.Second))
 	}
 	results := map[string]map[string]result{}
-	failed := false
+	var failures []string
 	for i, m := range mutants {
 		t0 := time.Now()
 		res, err := runMutant(scratch, m, want, *timeout)
@@ -249,20 +291,56 @@ func main() {
 			fatal(fmt.Errorf("%s: %w", m.Name, err))
 		}
 		results[m.Name] = res
-		ok := res["tlc"].caught || res["pbt"].caught
-		if !ok {
-			failed = true
-		}
+		failures = append(failures, verdict(m, res, want)...)
 		fmt.Printf("mutants: [%d/%d] %s: %s (%s)\n", i+1, len(mutants), m.Name, summary(res), time.Since(t0).Round(time.Second))
 	}
 	fmt.Println()
 	printTable(mutants, results, want)
 	fmt.Printf("\nmutants: %d mutants in %s\n", len(mutants), time.Since(start).Round(time.Second))
-	if failed {
-		fmt.Println("mutants: FAIL: a mutant neither TLC nor the gopter suite caught")
+	if len(failures) > 0 {
+		for _, f := range failures {
+			fmt.Println("mutants: FAIL:", f)
+		}
 		os.Exit(1)
 	}
-	fmt.Println("mutants: every mutant caught by TLC or the gopter suite")
+	fmt.Println("mutants: every mutant caught by TLC or the gopter suite, and every mutant of the definition at every depth (or the catalogue says why not)")
+}
+
+// verdict is what a mutant's results fail, of the rules the run enforces
+// on the layers it ran: caught by TLC or the gopter suite; a mutant of the
+// definition caught at every depth too, unless deepEscapes says why it
+// cannot be (and then it must not be: a stale excuse is a failure too).
+func verdict(m mutant, res map[string]result, want map[string]bool) []string {
+	var out []string
+	if (want["tlc"] || want["pbt"]) && !res["tlc"].caught && !res["pbt"].caught {
+		out = append(out, m.Name+": neither TLC nor the gopter suite caught it")
+	}
+	ran, deep := false, false
+	for _, l := range deepLayers {
+		if _, ok := res[l]; ok {
+			ran = true
+			deep = deep || res[l].caught
+		}
+	}
+	if !ran || !m.def() {
+		return out
+	}
+	switch {
+	case !deep && deepEscapes[m.Name] == "" && ranAll(res, deepLayers):
+		out = append(out, m.Name+": no check at every depth caught it (complete, indinv), only a bounded one")
+	case deep && deepEscapes[m.Name] != "":
+		out = append(out, m.Name+": caught at every depth, but deepEscapes says it cannot be (drop it there)")
+	}
+	return out
+}
+
+func ranAll(res map[string]result, layers []string) bool {
+	for _, l := range layers {
+		if _, ok := res[l]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func fatal(err error) {
@@ -391,8 +469,11 @@ func runLayers(dir string, def bool, want map[string]bool, timeout time.Duration
 	if want["tlc"] && def {
 		res["tlc"] = tlc(dir, tlcConfigs, timeout)
 	}
-	if want["deep"] && def {
-		res["deep"] = tlc(dir, deepConfigs, timeout)
+	if want["complete"] && def {
+		res["complete"] = tlc(dir, completeConfigs, timeout)
+	}
+	if want["indinv"] && def {
+		res["indinv"] = tlc(dir, indinvConfigs, timeout)
 	}
 	if want["pbt"] {
 		out, err := shEnv(dir, timeout, []string{"IBCM_PBT_SEQUENCES=30000", "IBCM_PBT_NOSHRINK=1"},
@@ -423,10 +504,16 @@ func details(res map[string]result) string {
 
 var violated = regexp.MustCompile(`Error: (?:Invariant|Action property) ([A-Za-z]+) is violated|Temporal properties were violated`)
 
-// tlc runs the configs until one reports a violation.
+// tlcWorkers is TLC's -workers for every layer (the machine is shared).
+var tlcWorkers = 1
+
+// tlc runs the configs until one reports a violation. TLC's state files go
+// in the scratch copy, so that two runs at once do not share them.
 func tlc(dir string, configs []tlcConfig, timeout time.Duration) result {
 	for _, c := range configs {
-		args := append([]string{"-workers", "2", "-deadlock", "-metadir", filepath.Join(os.TempDir(), "ibcm-mutant-states-"+c.cfg)}, c.args...)
+		meta := filepath.Join(dir, ".mutant-states", c.cfg)
+		_ = os.RemoveAll(meta)
+		args := append([]string{"-workers", fmt.Sprint(tlcWorkers), "-deadlock", "-metadir", meta}, c.args...)
 		args = append(args, "-config", c.cfg, moduleOf(filepath.Join(dir, "spec"), c.cfg))
 		out, _ := sh(filepath.Join(dir, "spec"), timeout, filepath.Join(dir, "tools", "tlc.sh"), args...)
 		if m := violated.FindStringSubmatch(out); m != nil {
