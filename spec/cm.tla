@@ -116,7 +116,9 @@ TypeOK ==
     /\ crashes \in 0..MaxCrashes
     /\ bogusStale \in BOOLEAN
     /\ broken \subseteq {"StaleTearsDown", "DuplicateAnswered", "IgnoredChangesNothing",
-                         "RejectJustified", "AltPathAgreed", "NoCrossIncarnation"}
+                         "RejectJustified", "AltPathAgreed", "NoCrossIncarnation",
+                         "StaleToTimeWait", "StaleTellsPeer", "RecvREPStaleRejects",
+                         "RecvREJToTimeWait", "RejectToTimeWait"}
 
 -----------------------------------------------------------------------------
 (* Helpers.                                                                 *)
@@ -341,6 +343,70 @@ TearsDown(n, r, q, nd, except) ==
                 => /\ nd.conn[h].state \notin ConnectedStates
                    /\ conn[n][h].state = "ESTABLISHED" => Sent(nd, n, "DREQ", conn[n][h].lid))
 
+\* Whom a stale id's peer hears from, by the state the id was in: an
+\* established one tells it with a DREQ; one not yet established (its peer
+\* may still await a REP or an RTU, or sit in REP_RCVD) with REJ(10); one
+\* that received a DREQ with the DREP it owes; one that sent a DREQ has
+\* told it already.
+StaleOwes(s) == CASE s = "ESTABLISHED" -> "DREQ"
+                  [] s = "DREQ_RCVD"   -> "DREP"
+                  [] s = "DREQ_SENT"   -> "NONE"
+                  [] OTHER             -> "REJ"
+
+\* 12.9.8.3.1, event Stale: every id of n connected to the (r, q) a REQ or
+\* REP showed stale goes to TIMEWAIT, whatever connected state it was in
+\* (its QP waits out the old connection's packets before it is reused), and
+\* tells its peer (StaleOwes): a REJ names the peer's comm ID and gives
+\* reason 10. StaleTearsDown is the weaker "no longer connected".
+StaleMatched(n, r, q, except) ==
+    {h \in Handles \ {except} : conn[n][h].state \in ConnectedStates /\ conn[n][h].rnode = r /\ conn[n][h].rqpn = q}
+
+CheckStaleToTimeWait(n, r, q, nd, except) ==
+    Check("StaleToTimeWait", \A h \in StaleMatched(n, r, q, except) : nd.conn[h].state = "TIMEWAIT")
+
+CheckStaleTellsPeer(n, r, q, nd, except) ==
+    Check("StaleTellsPeer",
+        \A h \in StaleMatched(n, r, q, except) :
+            LET c == conn[n][h] IN
+            CASE StaleOwes(c.state) = "REJ" ->
+                    \E x \in nd.out : x.type = "REJ" /\ x.dst = c.rnode /\ x.rid = c.rid /\ x.info = 10
+              [] StaleOwes(c.state) = "NONE" -> TRUE
+              [] OTHER -> Sent(nd, n, StaleOwes(c.state), c.lid))
+
+\* 12.9.8.3.1, event RecvREPStale: the id whose REP showed another id stale
+\* rejects that REP with REJ(10, message REP) to its sender, and does not
+\* connect.
+CheckRecvREPStaleRejects(n, h, m, nd) ==
+    Check("RecvREPStaleRejects",
+        /\ \E x \in nd.out : x.type = "REJ" /\ x.dst = m.src /\ x.rid = m.lid /\ x.info = 10 /\ x.what = 1
+        /\ nd.conn[h].state \notin ConnectedStates)
+
+\* 12.6.7 and the state diagrams of 12.9, events RecvREJ and RecvREJStale
+\* (Linux's cm_rej_handler does the same): a REJ ends the attempt or the
+\* connection of the id it reaches, which goes to TIMEWAIT when the REJ
+\* says stale connection (10: the QP must wait out the old connection's
+\* packets) or when the id had received a REP or got further (REP_RCVD,
+\* MRA_REP_SENT, ESTABLISHED, DREQ_SENT: its QP is ready to send); before
+\* that it may be freed. A state not named here ignores a REJ.
+RejEnds == {"REQ_SENT", "MRA_REQ_RCVD", "REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "MRA_REP_RCVD",
+            "REP_RCVD", "MRA_REP_SENT", "ESTABLISHED", "DREQ_SENT"}
+RejToTimeWait == {"REP_RCVD", "MRA_REP_SENT", "ESTABLISHED", "DREQ_SENT"}
+
+CheckRecvREJToTimeWait(c, m, ns) ==
+    Check("RecvREJToTimeWait",
+        c.state \in RejEnds =>
+            IF m.info = 10 \/ c.state \in RejToTimeWait THEN ns = "TIMEWAIT" ELSE ns \in {"TIMEWAIT", "IDLE"})
+
+\* The state diagrams of 12.9, events Reject and Destroy (Linux's
+\* cm_send_rej_locked does the same): an id that sent its REP and then
+\* rejects, or is let go with a REJ, goes to TIMEWAIT: the peer may have
+\* taken the REP and readied its QP.
+CheckRejectToTimeWait(n, h, ev, nd) ==
+    Check("RejectToTimeWait",
+        (ev \in {"Reject", "Destroy"} /\ conn[n][h].state \in {"REP_SENT", "MRA_REP_RCVD"}
+         /\ \E x \in nd.out : x.type = "REJ" /\ x.src = n)
+            => nd.conn[h].state = "TIMEWAIT")
+
 \* A duplicate of a request the id answered gets the answer again: it says
 \* the answer was lost (12.9.8: the spec treats a duplicate REQ as a retry).
 Owed(s, type) ==
@@ -436,9 +502,11 @@ SIDRRequest(n) ==
 \* The calls that need nothing but the id: enabled where the table has a
 \* step; x is the REJ reason or the APR or SIDR_REP status the call gives.
 AppCall(n, h, ev, x) ==
+    LET nd == Do(NodeView(n), n, h, conn[n][h], ev, x, NoMsg) IN
     /\ Allows(conn[n][h], ev)
-    /\ Commit(n, Do(NodeView(n), n, h, conn[n][h], ev, x, NoMsg), {})
-    /\ UNCHANGED <<nextLid, inc, bogusStale, broken>>
+    /\ Commit(n, nd, {})
+    /\ UNCHANGED <<nextLid, inc, bogusStale>>
+    /\ broken' = broken \cup CheckRejectToTimeWait(n, h, ev, nd)
 
 \* The passive side's QP comes with the REP: the application creates it when
 \* it accepts (the REP carries its QPN), not when the REQ arrives.
@@ -499,7 +567,8 @@ Deliver(n, m, ev) ==
        /\ UNCHANGED <<nextLid, inc, bogusStale>>
        /\ broken' = broken \cup Ignored(n, h, m, ev, nd)
                   \cup (IF h = 0 THEN {} ELSE Crossed(conn[n][h], m) \cup AltAgreed(n, h, nd)
-                        \cup (IF ev \in {"RecvDREQ", "RecvLAP"} THEN Answered(n, conn[n][h], m, nd) ELSE {}))
+                        \cup (IF ev \in {"RecvDREQ", "RecvLAP"} THEN Answered(n, conn[n][h], m, nd) ELSE {})
+                        \cup (IF ev \in {"RecvREJ", "RecvREJStale"} THEN CheckRecvREJToTimeWait(conn[n][h], m, nd.conn[h].state) ELSE {}))
 
 InNet(m, type) == m \in net /\ m.type = type
 
@@ -566,6 +635,7 @@ REQStaleAt(n, m) ==
        /\ UNCHANGED <<nextLid, inc>>
        /\ bogusStale' = (bogusStale \/ ~ConnectedMatch(n, m.src, m.qpn))
        /\ broken' = broken \cup TearsDown(n, m.src, m.qpn, nd, 0) \cup RejectIs(nd, m, "REJ", 10)
+                  \cup CheckStaleToTimeWait(n, m.src, m.qpn, nd, 0) \cup CheckStaleTellsPeer(n, m.src, m.qpn, nd, 0)
 
 RecvREQStaleMsg(m) == InNet(m, "REQ") /\ REQStaleAt(m.dst, m)
 
@@ -608,7 +678,8 @@ REPStaleAt(n, m, h) ==
        /\ Commit(n, nd, {m})
        /\ UNCHANGED <<nextLid, inc>>
        /\ bogusStale' = (bogusStale \/ ~ConnectedMatch(n, m.src, m.qpn))
-       /\ broken' = broken \cup TearsDown(n, m.src, m.qpn, nd, h)
+       /\ broken' = broken \cup TearsDown(n, m.src, m.qpn, nd, h) \cup CheckRecvREPStaleRejects(n, h, m, nd)
+                  \cup CheckStaleToTimeWait(n, m.src, m.qpn, nd, h) \cup CheckStaleTellsPeer(n, m.src, m.qpn, nd, h)
 
 RecvREPStaleMsg(m) == InNet(m, "REP") /\ REPStaleAt(m.dst, m, Target(m.dst, m))
 
@@ -841,6 +912,11 @@ IgnoredChangesNothing == "IgnoredChangesNothing" \notin broken
 RejectJustified == "RejectJustified" \notin broken
 AltPathAgreed == "AltPathAgreed" \notin broken
 NoCrossIncarnation == "NoCrossIncarnation" \notin broken
+StaleToTimeWait == "StaleToTimeWait" \notin broken
+StaleTellsPeer == "StaleTellsPeer" \notin broken
+RecvREPStaleRejects == "RecvREPStaleRejects" \notin broken
+RecvREJToTimeWait == "RecvREJToTimeWait" \notin broken
+RejectToTimeWait == "RejectToTimeWait" \notin broken
 
 \* An id that was ESTABLISHED reaches IDLE only through TIMEWAIT, or a
 \* crash: once established (or disconnecting, which an established id or a
