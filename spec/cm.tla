@@ -927,6 +927,12 @@ LeavesThroughTimeWait ==
          conn[n][h].state \in Disconnecting
             => conn'[n][h].state \in Disconnecting \cup {"TIMEWAIT"} \/ inc'[n] # inc[n]]_vars
 
+\* A witness, not a property: no REJ 10 rejecting a REP is ever sent.
+\* cm_stale_witness.cfg must find it violated, which shows that
+\* cm_stale.cfg reaches a stale REP (RecvREPStale) and the obligations of
+\* that path are not checked vacuously there.
+NoStaleREP == ~\E m \in net : m.type = "REJ" /\ m.info = 10 /\ m.what = 1
+
 (* Liveness under Fairness (AttemptStates is the definition's).            *)
 AttemptsEnd == \A n \in Nodes, h \in Handles :
     conn[n][h].state \in AttemptStates ~> conn[n][h].state \in {"ESTABLISHED", "IDLE"}
