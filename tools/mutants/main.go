@@ -348,10 +348,16 @@ func fatal(err error) {
 	os.Exit(2)
 }
 
+// summary names the layers that caught a mutant, each with what it
+// reported, so that a run stopped before its table still says per mutant
+// which layer caught it and how.
 func summary(res map[string]result) string {
 	var s []string
 	for _, l := range layerNames {
 		if r, ok := res[l]; ok && r.caught {
+			if r.detail != "" {
+				l += " (" + r.detail + ")"
+			}
 			s = append(s, l)
 		}
 	}
