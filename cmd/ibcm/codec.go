@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,18 +32,17 @@ errors. Exit status 1 if any object could not be encoded.
 `
 
 func runEncode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("encode", stderr, encodeUsage)
-	pcapPath := fs.String("pcap", "", "write a pcap file instead of hex lines (- for stdout)")
-	if code, ok := parseFlags(fs, args); !ok {
+	fs, pcapPath, code := codecFlags("encode", encodeUsage, "write a pcap file instead of hex lines (- for stdout)", args, stderr)
+	if fs == nil {
 		return code
 	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	emit := madio.HexLine(out)
-	if *pcapPath != "" {
+	if pcapPath != "" {
 		var w io.Writer = out
-		if *pcapPath != "-" {
-			f, err := os.Create(*pcapPath)
+		if pcapPath != "-" {
+			f, err := os.Create(pcapPath)
 			if err != nil {
 				fmt.Fprintln(stderr, "ibcm encode:", err)
 				return 1
@@ -82,29 +82,39 @@ could not be decoded (the others are still written).
 `
 
 func runDecode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("decode", stderr, decodeUsage)
-	pcapPath := fs.String("pcap", "", "read MADs from this pcap file (- for stdin)")
-	if code, ok := parseFlags(fs, args); !ok {
+	fs, pcapPath, code := codecFlags("decode", decodeUsage, "read MADs from this pcap file (- for stdin)", args, stderr)
+	if fs == nil {
 		return code
 	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	d := &madio.Decoder{W: out, Bad: func(where string, err error) { fmt.Fprintf(stderr, "ibcm decode: %s: %v\n", where, err) }}
 	read, inputs := d.HexLines, fs.Args()
-	if *pcapPath != "" {
+	if pcapPath != "" {
 		if fs.NArg() > 0 {
 			fmt.Fprintln(stderr, "ibcm decode: --pcap takes no other input files")
 			return 2
 		}
-		read, inputs = d.Pcap, []string{*pcapPath}
+		read, inputs = d.Pcap, []string{pcapPath}
 	}
-	code := eachInput("decode", inputs, stdin, stderr, func(in io.Reader, name string) (int, error) {
+	code = eachInput("decode", inputs, stdin, stderr, func(in io.Reader, name string) (int, error) {
 		return 0, read(in, name)
 	})
 	if code == 0 && d.Failed() > 0 {
 		return 1
 	}
 	return code
+}
+
+// codecFlags parses the flags of encode or decode: --pcap, then the
+// inputs. On failure fs is nil and code the exit status.
+func codecFlags(name, usage, pcapHelp string, args []string, stderr io.Writer) (fs *flag.FlagSet, pcapPath string, code int) {
+	fs = newFlagSet(name, stderr, usage)
+	fs.StringVar(&pcapPath, "pcap", "", pcapHelp)
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, "", code
+	}
+	return fs, pcapPath, 0
 }
 
 // eachInput runs f on every input (stdin for "-" or none), and returns 1
