@@ -384,6 +384,7 @@ func startRun(ctx context.Context, o *netOpts, stdout io.Writer, onRun func(*net
 			_ = r.data.dev.close()
 		}
 		ep.close()
+		r.out.Close() // nothing was written: setupFailed writes the lines
 		return nil, setupFailed(o, stdout, err)
 	}
 	if r.data != nil {
