@@ -73,7 +73,7 @@ interop:
 # ibcm against the kernel CM with rdma-core's cmtime in the two VMs: writes
 # docs/interop-bench.md (about 15 minutes; not part of make test).
 interop-bench:
-	tools/interop/bench.sh
+	$(GO) run ./tools/interop/bench
 
 bench:
 	tools/bench.sh

@@ -1,4 +1,4 @@
-# VM A of `make interop-bench` (tools/interop/bench.sh): the Linux kernel
+# VM A of `make interop-bench` (tools/interop/bench): the Linux kernel
 # CM (ib_cm, rdma_cm, rdma_ucm), always loaded, running rdma-core's cmtime
 # as VM B (bench-b.sh) asks over TCP (busybox nc on CTL_PORT; the answer
 # goes to B:REPLY_PORT):
@@ -10,23 +10,16 @@
 #                      when the next command comes
 #   quit               end
 # Sourced by /init. Env: IP PEER TCP_PORT CTL_PORT REPLY_PORT WAIT_SIGNAL.
-# cmtime's output goes to ttyS1 (bench.sh keeps it as a-cmtime.log), each
+# cmtime's output goes to ttyS1 (the host keeps it as a-cmtime.log), each
 # run framed by "BENCH-A BEGIN tag=TAG up=S" and "BENCH-A END tag=TAG rc=RC
 # load=L up=S".
+. /lib/guest.sh # up, tell
 say() { echo "IBCM-A: $*"; }
-up() { cut -d' ' -f1 /proc/uptime; }
 [ -e /dev/infiniband/rdma_cm ] || say "no /dev/infiniband/rdma_cm"
 LOG=/dev/ttyS1
 
-reply() {
-	i=0
-	while [ $i -lt 100 ]; do
-		echo "$*" | nc "$PEER" "$REPLY_PORT" 2>/dev/null && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	say "could not answer B: $*"
-}
+# reply MSG: VM B's answer, on its REPLY_PORT.
+reply() { tell "$REPLY_PORT" "$*"; }
 
 # limit N: seconds a run of N connections may take (bench-b.sh's, plus
 # slack: B gives up first).

@@ -1,9 +1,9 @@
-# VM B of `make interop-bench` (tools/interop/bench.sh): runs the plan,
+# VM B of `make interop-bench` (tools/interop/bench): runs the plan,
 # switching between ibcm (ib_cm and rdma_cm unloaded) and the kernel CM
 # (loaded) before each run, and tells VM A (bench-a.sh) what to run on its
 # side over TCP (busybox nc, A:CTL_PORT; A answers on B:REPLY_PORT).
 # Sourced by /init, which loaded every module of the image, the kernel CM
-# included. Env (written by bench.sh): IP PEER TCP_PORT CTL_PORT REPLY_PORT
+# included. Env (written by the host, tools/interop/bench): IP PEER TCP_PORT CTL_PORT REPLY_PORT
 # BENCH_N BENCH_RUNS BENCH_ROLES BENCH_OUTPUTS BENCH_ACTIVE_OUTPUTS BENCH_STORM_N
 # BENCH_STORM_OUTPUTS BENCH_PROFILE BENCH_CALIBRATE, and IBCM_LISTEN_ARGS and
 # IBCM_CMTIME_ARGS (extra flags for ibcm listen and ibcm cmtime).
@@ -13,8 +13,8 @@
 #   IBCM-B: RUN END tag=T rc=RC rss-peak-kib=K slab-peak-kib=K load=L up=S
 # A passive run's table is in VM A's ttyS1 log (frame "BENCH-A BEGIN tag=T");
 # an active run's is on this console, inside the frame.
+. /lib/guest.sh # up, tell
 say() { echo "IBCM-B: $*"; }
-up() { cut -d' ' -f1 /proc/uptime; }
 UMAD="--transport umad --device rxe0 --port 1"
 CM_MODS="ib_cm iw_cm rdma_cm rdma_ucm"
 CM_MODS_REV="rdma_ucm rdma_cm iw_cm ib_cm"
@@ -34,18 +34,6 @@ kcm() {
 	say "KCM $1 took=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.3f", b - a}') modules=$(wc -l </proc/modules)"
 }
 
-# tell MSG: one line to VM A's loop.
-tell() {
-	i=0
-	while [ $i -lt 100 ]; do
-		echo "$*" | nc "$PEER" "$CTL_PORT" 2>/dev/null && return 0
-		sleep 0.2
-		i=$((i + 1))
-	done
-	say "could not tell A: $*"
-	return 1
-}
-
 # ask SECS MSG: tells A and waits (at most SECS, sampling) for its one-line
 # answer, in REPLY. Not in a subshell: the samples must reach this shell.
 ask() {
@@ -56,7 +44,7 @@ ask() {
 	timeout "$secs" nc -l -p "$REPLY_PORT" >/tmp/reply 2>/dev/null &
 	rp=$!
 	sleep 0.1 # the listener is up before A can answer
-	tell "$@" || { kill "$rp" 2>/dev/null; return 1; }
+	tell "$CTL_PORT" "$*" || { kill "$rp" 2>/dev/null; return 1; }
 	while kill -0 "$rp" 2>/dev/null; do
 		sample
 		sleep 0.25
@@ -321,7 +309,7 @@ dd if=/tmp/probe of=/dev/console bs=100 2>/dev/null
 say "CONSOLE bytes=$(wc -c </tmp/probe) seconds=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.3f", b - a}')"
 rm -f /tmp/probe
 
-# What switching the kernel CM costs (against a reboot: bench.sh measures
+# What switching the kernel CM costs (against a reboot: tools/interop/bench measures
 # the boot).
 c=0
 while [ "$c" -lt "${BENCH_CALIBRATE:-0}" ]; do
@@ -365,5 +353,5 @@ for role in $BENCH_ROLES; do
 		;;
 	esac
 done
-tell quit
+tell "$CTL_PORT" quit
 say "bench done up=$(up)"

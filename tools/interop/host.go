@@ -26,12 +26,19 @@ type Config struct {
 	Work    string // this run's binaries, images and logs
 	Timeout time.Duration
 	CPU     string // QEMU's -cpu
-	Logf    func(format string, a ...any)
+	// Wire is the VMs' link: "udp", a datagram socket each, or "tcp", one
+	// stream socket that VM a listens on and VM b connects to. A UDP
+	// socket drops frames when its receive buffer is full, as a burst to a
+	// VM that drains slowly can fill it (the host's Udp RcvbufErrors count
+	// them); a stream applies back-pressure instead and loses nothing, as
+	// an InfiniBand link (credit-based flow control) or RoCE with PFC does.
+	Wire string
+	Logf func(format string, a ...any)
 }
 
 // ConfigFromEnv reads the environment; root is the repository.
 func ConfigFromEnv(root string) (*Config, error) {
-	c := &Config{Root: root, Timeout: 240 * time.Second, CPU: "qemu64", Logf: func(string, ...any) {}}
+	c := &Config{Root: root, Timeout: 240 * time.Second, CPU: "qemu64", Wire: "udp", Logf: func(string, ...any) {}}
 	c.Cache = os.Getenv("IBCM_INTEROP_CACHE")
 	if c.Cache == "" {
 		base := os.Getenv("XDG_CACHE_HOME")
@@ -273,13 +280,12 @@ func (im *Image) Make(c *Config, st Stage) error {
 	return err
 }
 
-// lockPorts takes a pair of UDP ports on 127.0.0.1 that no other run on
+// LockPorts takes a pair of UDP ports on 127.0.0.1 that no other run on
 // this machine holds (a lock directory per pair: mkdir is atomic) and
 // returns them with the function that gives them back. QEMU's socket
 // netdev binds with SO_REUSEADDR, so two runs on one pair would silently
-// exchange each other's frames. The locks are those of lib.sh's
-// interop_ports too.
-func lockPorts() (int, int, func(), error) {
+// exchange each other's frames.
+func LockPorts() (int, int, func(), error) {
 	dir := filepath.Join(os.TempDir(), "ibcm-interop-ports")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, nil, err
@@ -314,17 +320,27 @@ type VM struct {
 // Boot runs VM name from Work/NAME.cpio.gz (1 vCPU, 768 MB, TCG), its
 // console in Work/NAME.console and serial ports 1-5 in
 // Work/NAME-ttySn.log (ports 4 and 5 on a PCI serial card), its eth0 on a
-// UDP socket netdev between 127.0.0.1:local and :remote; killed after
-// c.Timeout.
+// socket netdev between 127.0.0.1:local and :remote (c.Wire; on tcp, VM a
+// listens on local and VM b connects to remote); killed after c.Timeout.
 func Boot(c *Config, st Stage, name string, local, remote int, mac string) VM {
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	w := func(f string) string { return filepath.Join(c.Work, name+f) }
+	net := fmt.Sprintf("socket,id=n0,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", remote, local)
+	if c.Wire == "tcp" {
+		net = fmt.Sprintf("socket,id=n0,listen=127.0.0.1:%d", local)
+		if name != "a" {
+			net = fmt.Sprintf("socket,id=n0,connect=127.0.0.1:%d", remote)
+			if err := waitListen(remote, 30*time.Second); err != nil {
+				return VM{Name: name, Err: err}
+			}
+		}
+	}
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", "-accel", "tcg", "-M", "pc", "-cpu", c.CPU, "-m", "768", "-smp", "1",
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", st.Kernel(), "-initrd", w(".cpio.gz"),
 		"-append", "console=ttyS0 quiet panic=-1 8250.nr_uarts=6 ibcm.role="+name,
-		"-netdev", fmt.Sprintf("socket,id=n0,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", remote, local),
+		"-netdev", net,
 		"-serial", "file:"+w("-ttyS1.log"), "-serial", "file:"+w("-ttyS2.log"), "-serial", "file:"+w("-ttyS3.log"),
 		"-chardev", "file,id=s4,path="+w("-ttyS4.log"), "-chardev", "file,id=s5,path="+w("-ttyS5.log"),
 		"-device", "pci-serial-2x,chardev1=s4,chardev2=s5",
@@ -339,4 +355,40 @@ func Boot(c *Config, st Stage, name string, local, remote int, mac string) VM {
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()
 	return VM{Name: name, Err: err, TimedOut: ctx.Err() != nil}
+}
+
+// waitListen waits until a socket on 127.0.0.1 listens on TCP port (read
+// from /proc/net/tcp: a probe connection would be taken for the peer by
+// QEMU's one-connection listener).
+func waitListen(port int, d time.Duration) error {
+	want := fmt.Sprintf("0100007F:%04X 00000000:0000 0A", port)
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("nothing listens on 127.0.0.1:%d (VM a's wire)", port)
+}
+
+// UDPDrops is the host's count of UDP datagrams dropped for a full receive
+// buffer (all sockets: read it before and after a run).
+func UDPDrops() int {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 6 && f[0] == "Udp:" {
+			if n++; n == 2 {
+				v, _ := strconv.Atoi(f[5])
+				return v
+			}
+		}
+	}
+	return 0
 }

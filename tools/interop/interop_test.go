@@ -139,7 +139,7 @@ func (r *run) boot(t *testing.T, cfg *Config, root string) (t1, t2, t3 time.Time
 	require.NoError(t, b.Make(cfg, st), "mkinitramfs (VM B)")
 	t2 = time.Now()
 
-	pa, pb, unlock, err := lockPorts()
+	pa, pb, unlock, err := LockPorts()
 	require.NoError(t, err)
 	defer unlock()
 	t.Logf("booting VM A (kernel CM) and VM B (ibcm) on udp 127.0.0.1:%d<->%d", pa, pb)

@@ -1,5 +1,5 @@
 // Command benchreport writes docs/interop-bench.md from the logs of
-// tools/interop/bench.sh (make interop-bench): every run's cmtime table,
+// tools/interop/bench (make interop-bench): every run's cmtime table,
 // the medians and ranges of each step per side, and the ibcm/kernel ratios.
 //
 //	benchreport -work /tmp/ibcm-bench.XXXXXX -o docs/interop-bench.md
@@ -55,7 +55,7 @@ type run struct {
 }
 
 func main() {
-	work := flag.String("work", "", "bench.sh's work directory")
+	work := flag.String("work", "", "the bench's work directory (IBCM_INTEROP_WORK)")
 	out := flag.String("o", "docs/interop-bench.md", "report path (- for stdout)")
 	notes := flag.String("notes", "tools/interop/bench-notes.md", "findings appended to the report (optional)")
 	flag.Parse()
@@ -413,7 +413,7 @@ func (r *report) write(w *bufio.Writer) {
 	m := r.meta
 	p := func(f string, a ...any) { fmt.Fprintf(w, f, a...) }
 	p("# ibcm against the Linux kernel CM: cmtime in the two-VM harness\n\n")
-	p("Measured by `make interop-bench` (tools/interop/bench.sh), which writes this file; see\n")
+	p("Measured by `make interop-bench` (tools/interop/bench), which writes this file; see\n")
 	p("tools/interop/README.md. rdma-core's `cmtime` times each CM step for N connections at once.\n\n")
 	p("- When: %s, commit %s\n", m["date"], m["commit"])
 	lo, hi := span(r.hostLoad)
