@@ -13,7 +13,7 @@
 # cmtime's output goes to ttyS1 (the host keeps it as a-cmtime.log), each
 # run framed by "BENCH-A BEGIN tag=TAG up=S" and "BENCH-A END tag=TAG rc=RC
 # load=L up=S".
-. /lib/guest.sh # up, tell
+. /lib/guest.sh # up, tell, counters
 say() { echo "IBCM-A: $*"; }
 [ -e /dev/infiniband/rdma_cm ] || say "no /dev/infiniband/rdma_cm"
 LOG=/dev/ttyS1
@@ -115,6 +115,4 @@ while :; do
 	esac
 done
 say "bench loop done up=$(up)"
-echo "==== IBCM-A-LOG counters ===="
-for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do v=$(cat "$f"); [ "$v" != 0 ] && echo "${f##*/}=$v"; done
-echo "==== IBCM-A-END counters ===="
+counters counters

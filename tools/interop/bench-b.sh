@@ -13,7 +13,7 @@
 #   IBCM-B: RUN END tag=T rc=RC rss-peak-kib=K slab-peak-kib=K load=L up=S
 # A passive run's table is in VM A's ttyS1 log (frame "BENCH-A BEGIN tag=T");
 # an active run's is on this console, inside the frame.
-. /lib/guest.sh # up, tell
+. /lib/guest.sh # up, tell, logfile
 say() { echo "IBCM-B: $*"; }
 UMAD="--transport umad --device rxe0 --port 1"
 CM_MODS="ib_cm iw_cm rdma_cm rdma_ucm"
@@ -175,14 +175,10 @@ end() { # tag rc
 # limit N: seconds a run of N connections may take.
 limit() { echo $((60 + $1 / 10)); }
 
-# export_file NAME PATH: copies a file to the host as base64 on ttyS2.
+# export_file NAME PATH: copies a file to the host, a base64 log on ttyS2.
 export_file() {
 	[ -s "$2" ] || return 0
-	{
-		echo "BENCH-FILE BEGIN $1"
-		base64 "$2"
-		echo "BENCH-FILE END $1"
-	} >/dev/ttyS2
+	logfile "$1" "$2" base64 >/dev/ttyS2
 }
 
 # Profiles of the ibcm process (IBCM_BENCH_PROFILE=1), copied out after

@@ -49,8 +49,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -314,30 +312,20 @@ func logs(work string) error {
 		return nil // no profiles
 	}
 	defer f.Close()
-	var name string
-	var data strings.Builder
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := strings.TrimRight(sc.Text(), "\r")
-		switch {
-		case strings.HasPrefix(l, "BENCH-FILE BEGIN "):
-			name, _, _ = strings.Cut(strings.TrimPrefix(l, "BENCH-FILE BEGIN "), " ")
-			data.Reset()
-		case strings.HasPrefix(l, "BENCH-FILE END ") && name != "":
-			b, err := base64.StdEncoding.DecodeString(data.String())
-			if err != nil {
-				return fmt.Errorf("profile %s: %w", name, err)
-			}
-			if err := os.WriteFile(filepath.Join(prof, name), b, 0o644); err != nil {
-				return err
-			}
-			name = ""
-		case name != "":
-			data.WriteString(l)
+	con, err := interop.ParseConsole(f)
+	if err != nil {
+		return err
+	}
+	for _, name := range con.Order {
+		b, err := con.Logs[name].Bytes()
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(prof, name), b, 0o644); err != nil {
+			return err
 		}
 	}
-	return sc.Err()
+	return nil
 }
 
 // meta writes meta.env: the machine, the versions and the plan.
