@@ -1,6 +1,7 @@
 // Command benchreport writes docs/interop-bench.md from the logs of
 // tools/interop/bench (make interop-bench): every run's cmtime table,
-// the medians and ranges of each step per side, and the ibcm/kernel ratios.
+// the medians and ranges of each step per side, and benchstat's comparison
+// of ibcm with the kernel.
 //
 //	benchreport -work /tmp/ibcm-bench.XXXXXX -o docs/interop-bench.md
 //
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -109,6 +111,7 @@ type report struct {
 	notes    string
 	// VM B's serial console: bytes written in line-sized writes, seconds.
 	consoleBytes, consoleSeconds float64
+	benchstatErr                 error
 }
 
 var (
@@ -296,6 +299,9 @@ func (r *report) problems() []string {
 			p = append(p, k+": no run succeeded")
 		}
 	}
+	if r.benchstatErr != nil {
+		p = append(p, r.benchstatErr.Error())
+	}
 	return p
 }
 
@@ -407,6 +413,51 @@ func ratio(a, b []float64) string {
 	return fmt.Sprintf("**%.2f×**", median(a)/median(b))
 }
 
+// benchLines is the good runs' step totals in the Go benchmark format, a
+// line per run; each ibcm variant is compared with the kernel's runs, so
+// those are repeated under every variant's name.
+func (r *report) benchLines() string {
+	var b strings.Builder
+	line := func(role string, n int, o string, x *run) {
+		fmt.Fprintf(&b, "BenchmarkCmtime/role=%s/n=%d/ibcm=%s/side=%s 1 %g connect-ms %g disconnect-ms\n",
+			role, n, o, x.side, x.table["connect"][0], x.table["disconnect"][0])
+	}
+	for _, role := range []string{"passive", "active"} {
+		for _, n := range r.counts(role) {
+			for _, o := range r.outputs(role) {
+				for _, x := range r.group(role, "ibcm", o, n) {
+					line(role, n, o, x)
+				}
+				for _, x := range r.group(role, "kernel", "", n) {
+					line(role, n, o, x)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// benchstat is benchstat's comparison of the sides, or why there is none.
+func (r *report) benchstat() string {
+	f, err := os.CreateTemp("", "cmtime-*.txt")
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(r.benchLines())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	out, err := exec.Command("go", "tool", "benchstat", "-col", "/side@(kernel ibcm)", f.Name()).CombinedOutput()
+	if err != nil {
+		r.benchstatErr = fmt.Errorf("benchstat: %w: %s", err, out)
+	}
+	return string(out)
+}
+
 // ---- the report.
 
 func (r *report) write(w *bufio.Writer) {
@@ -473,23 +524,12 @@ func (r *report) write(w *bufio.Writer) {
 		p("\n")
 	}
 
-	p("## Ratios: ibcm / kernel\n\n")
-	p("Medians of cmtime's step totals (ms, first start to last end, for N connections at once), with the\n")
-	p("range over the runs in brackets; the ratio is of the medians (below 1: ibcm faster).\n\n")
-	p("| role | N | ibcm | step | ibcm ms | kernel ms | ibcm / kernel | runs |\n|---|---:|---|---|---:|---:|---:|---|\n")
-	for _, role := range []string{"passive", "active"} {
-		outs := r.outputs(role)
-		for _, n := range r.counts(role) {
-			k := r.group(role, "kernel", "", n)
-			for _, o := range outs {
-				ib := r.group(role, "ibcm", o, n)
-				for _, s := range []string{"connect", "disconnect"} {
-					p("| %s | %d | %s | %s | %s | %s | %s | %d, %d |\n", role, n, o, s, medRange(col(ib, s, 0)), medRange(col(k, s, 0)),
-						ratio(col(ib, s, 0), col(k, s, 0)), len(ib), len(k))
-				}
-			}
-		}
-	}
+	p("## ibcm against the kernel\n\n")
+	p("benchstat's comparison (`go tool benchstat -col '/side@(kernel ibcm)'`, pinned by go.mod) of cmtime's\n")
+	p("step totals (ms, first start to last end, for N connections at once) over the good runs: per role,\n")
+	p("N and ibcm's variant, the kernel's median and ibcm's, each with its 95%% confidence interval, and\n")
+	p("ibcm's difference from the kernel with its p-value (`~`: no significant difference; below 0: ibcm\n")
+	p("faster).\n\n```\n%s```\n", r.benchstat())
 	p("\nRoles: **passive** is cmtime -s in VM A (kernel CM) against, in VM B, `ibcm listen --ip --tcp-port 7471\n")
 	p("--count N --expect peer-disconnect` or the kernel's cmtime -b; **active** is cmtime -b in VM A against,\n")
 	p("in VM B, `ibcm cmtime -s 10.0.0.1 -c N` or the kernel's cmtime -s. In the passive role cmtime's\n")
