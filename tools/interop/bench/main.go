@@ -21,7 +21,8 @@
 // Environment:
 //
 //	IBCM_BENCH_N            connection counts (default "100 1000")
-//	IBCM_BENCH_RUNS         runs of each side per count and role (default 5)
+//	IBCM_BENCH_RUNS         runs of each side per count and role (default 6, the
+//	                        fewest for which benchstat gives a confidence interval)
 //	IBCM_BENCH_ROLES        any of "passive active storm" (default all three)
 //	IBCM_BENCH_OUTPUTS      ibcm's variants in the passive role, each a run
 //	                        of its own per round: qp (a real RC QP per
@@ -104,7 +105,7 @@ func main() {
 	c.Wire = env("IBCM_BENCH_WIRE", "tcp")
 	plan := [][2]string{
 		{"BENCH_N", env("IBCM_BENCH_N", "100 1000")},
-		{"BENCH_RUNS", env("IBCM_BENCH_RUNS", "5")},
+		{"BENCH_RUNS", env("IBCM_BENCH_RUNS", "6")},
 		{"BENCH_ROLES", env("IBCM_BENCH_ROLES", "passive active storm")},
 		{"BENCH_OUTPUTS", env("IBCM_BENCH_OUTPUTS", "qp console")},
 		{"BENCH_ACTIVE_OUTPUTS", env("IBCM_BENCH_ACTIVE_OUTPUTS", "qp console")},
