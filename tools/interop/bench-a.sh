@@ -11,11 +11,10 @@
 #   quit               end
 # Sourced by /init. Env: IP PEER TCP_PORT CTL_PORT REPLY_PORT WAIT_SIGNAL.
 # cmtime's output goes to ttyS1 (the host keeps it as a-cmtime.log), each
-# run framed by "BENCH-A BEGIN tag=TAG up=S" and "BENCH-A END tag=TAG rc=RC
-# load=L up=S".
-. /lib/guest.sh # up, tell, counters
-say() { echo "IBCM-A: $*"; }
-[ -e /dev/infiniband/rdma_cm ] || say "no /dev/infiniband/rdma_cm"
+# run a log of guest.sh's framing named by its tag, its end record with the
+# load, the kernel CM's retries and the drops.
+. /lib/guest.sh
+[ -e /dev/infiniband/rdma_cm ] || note "no /dev/infiniband/rdma_cm"
 LOG=/dev/ttyS1
 
 # reply MSG: VM B's answer, on its REPLY_PORT.
@@ -38,7 +37,7 @@ reap() {
 		i=$((i + 1))
 	done
 	if kill -0 "$SRV" 2>/dev/null; then
-		say "cmtime server did not stop: killed"
+		note "cmtime server did not stop: killed"
 		kill -9 $(pidof cmtime) 2>/dev/null
 	fi
 	wait "$SRV" 2>/dev/null
@@ -67,15 +66,16 @@ drops() {
 frame() { # tag command...: runs the command with its output framed on ttyS1
 	t=$1
 	shift
-	echo "BENCH-A BEGIN tag=$t up=$(up)" >$LOG
+	log_begin "$t" >$LOG
 	r0=$(cm_retries)
 	"$@" >$LOG 2>&1
 	rc=$?
-	echo "BENCH-A END tag=$t rc=$rc load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,) up=$(up) cm-retries-before=$r0 cm-retries-after=$(cm_retries) $(drops)" >$LOG
+	# shellcheck disable=SC2046
+	log_end "$t" "$rc" "load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)" "cm-retries-before=$r0" "cm-retries-after=$(cm_retries)" $(drops) >$LOG
 	return $rc
 }
 
-say "bench loop up=$(up)"
+mark bench-loop
 while :; do
 	msg=$(timeout "$WAIT_SIGNAL" nc -l -p "$CTL_PORT" 2>&1)
 	# shellcheck disable=SC2086
@@ -109,10 +109,10 @@ while :; do
 		break
 		;;
 	*)
-		say "signal: ${msg:-timeout}"
+		note "told: ${msg:-nothing}"
 		break
 		;;
 	esac
 done
-say "bench loop done up=$(up)"
+mark bench-loop-done
 counters counters

@@ -8,13 +8,14 @@
 # BENCH_STORM_OUTPUTS BENCH_PROFILE BENCH_CALIBRATE, and IBCM_LISTEN_ARGS and
 # IBCM_CMTIME_ARGS (extra flags for ibcm listen and ibcm cmtime).
 #
-# Every run is framed on the console by
-#   IBCM-B: RUN BEGIN tag=T role=passive|active|storm side=ibcm|kernel out=console|file|- n=N round=R up=S
-#   IBCM-B: RUN END tag=T rc=RC rss-peak-kib=K slab-peak-kib=K load=L up=S
-# A passive run's table is in VM A's ttyS1 log (frame "BENCH-A BEGIN tag=T");
-# an active run's is on this console, inside the frame.
-. /lib/guest.sh # up, tell, logfile
-say() { echo "IBCM-B: $*"; }
+# Every run is a log of guest.sh's framing named by its tag, its begin
+# record with the fields role (passive, active or storm), side (ibcm or
+# kernel), out, n and round, its end record with what VM B measured
+# (rss-peak-kib, slab-peak-kib, CPU, load); the switches of the kernel CM
+# and the console's rate are marks (kcm, console). A passive run's table is
+# in VM A's ttyS1 log of that tag; an active run's is on this console, in
+# the run's log.
+. /lib/guest.sh
 UMAD="--transport umad --device rxe0 --port 1"
 CM_MODS="ib_cm iw_cm rdma_cm rdma_ucm"
 CM_MODS_REV="rdma_ucm rdma_cm iw_cm ib_cm"
@@ -24,14 +25,14 @@ kcm() {
 	t0=$(up)
 	if [ "$1" = on ]; then
 		grep -q '^rdma_ucm ' /proc/modules && return 0
-		for m in $CM_MODS; do grep -q "^$m " /proc/modules || insmod "/lib/modules/$m.ko" || say "insmod $m failed"; done
+		for m in $CM_MODS; do grep -q "^$m " /proc/modules || insmod "/lib/modules/$m.ko" || note "insmod $m failed"; done
 		i=0
 		while [ ! -e /dev/infiniband/rdma_cm ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 	else
 		grep -q '^ib_cm ' /proc/modules || return 0
-		for m in $CM_MODS_REV; do grep -q "^$m " /proc/modules && { rmmod "$m" || say "rmmod $m failed"; }; done
+		for m in $CM_MODS_REV; do grep -q "^$m " /proc/modules && { rmmod "$m" || note "rmmod $m failed"; }; done
 	fi
-	say "KCM $1 took=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.3f", b - a}') modules=$(wc -l </proc/modules)"
+	mark kcm "switch=$1" "took=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.3f", b - a}')" "modules=$(wc -l </proc/modules)"
 }
 
 # ask SECS MSG: tells A and waits (at most SECS, sampling) for its one-line
@@ -125,9 +126,9 @@ wait_exit() {
 		i=$((i + 1))
 	done
 	if kill -0 "$1" 2>/dev/null; then
-		say "pid $1 still running after $2 s: SIGTERM"
+		echo "pid $1 still running after $2 s: SIGTERM"
 		for t in /proc/"$1"/task/*; do
-			say "  task ${t##*/} $(cut -d' ' -f3 "$t/stat") wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+			echo "  task ${t##*/} $(cut -d' ' -f3 "$t/stat") wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
 		done
 		kill "$1" 2>/dev/null
 		i=0
@@ -150,7 +151,8 @@ begin() { # tag role side out n round
 	SLAB0=$(slab)
 	SLAB=$SLAB0
 	WATCH=
-	say "RUN BEGIN tag=$1 role=$2 side=$3 out=$4 n=$5 round=$6 up=$(up)"
+	FILE=
+	log_begin "$1" "role=$2" "side=$3" "out=$4" "n=$5" "round=$6"
 }
 # drops: where VM B lost frames so far (cumulative): the softnet backlog,
 # eth0's receive side, UDP (rxe's tunnel) and the rxe counters that are
@@ -164,12 +166,14 @@ drops() {
 	echo "softnet-dropped=$sn eth0-rx-dropped=$rx udp=$udp rxe=${hw%,}"
 }
 end() { # tag rc
-	say "RUN DROPS tag=$1 $(drops)"
+	echo "drops: $(drops)"
 	sample
 	[ -n "$CPU1" ] || CPU1=$(cpustat)
 	cpu=$(echo "$CPU0 $CPU1" | awk '{t = 0; for (i = 1; i <= 7; i++) { d[i] = $(i + 7) - $i; t += d[i] }
 		printf "cpu-busy=%.0f%% cpu-user-s=%.2f cpu-sys-s=%.2f cpu-irq-s=%.2f", t ? 100 * (t - d[4] - d[5]) / t : 0, (d[1] + d[2]) / 100, d[3] / 100, (d[6] + d[7]) / 100}')
-	say "RUN END tag=$1 rc=$2 rss-peak-kib=$HWM slab-peak-kib=$((SLAB - SLAB0)) proc-user-s=$(awk -v t="$UTIME" 'BEGIN {printf "%.2f", t / 100}') proc-sys-s=$(awk -v t="$STIME" 'BEGIN {printf "%.2f", t / 100}') $cpu load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,) up=$(up)"
+	# shellcheck disable=SC2086
+	log_end "$1" "$2" "rss-peak-kib=$HWM" "slab-peak-kib=$((SLAB - SLAB0))" "proc-user-s=$(awk -v t="$UTIME" 'BEGIN {printf "%.2f", t / 100}')" \
+		"proc-sys-s=$(awk -v t="$STIME" 'BEGIN {printf "%.2f", t / 100}')" $cpu "load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)" $FILE
 }
 
 # limit N: seconds a run of N connections may take.
@@ -220,17 +224,17 @@ passive() {
 		*) "$@" & ;; # the console, as a user at the VM's terminal
 		esac
 		pid=$!
-		wait_fd "$pid" umad || say "ibcm listen did not open umad"
+		wait_fd "$pid" umad || echo "ibcm listen did not open umad"
 	else
 		cmtime -b "$IP" -p "$TCP_PORT" -c "$n" &
 		pid=$!
-		wait_fd "$pid" rdma_cm || say "cmtime -b did not open rdma_cm"
+		wait_fd "$pid" rdma_cm || echo "cmtime -b did not open rdma_cm"
 	fi
 	WATCH=$pid
 	CPU0=$(cpustat)
 	ask $((lim + 30)) "client $n $tag"
 	CPU1=$(cpustat)
-	say "A: ${REPLY:-no answer}"
+	note "A: ${REPLY:-no answer}"
 	# Neither server ends by itself: once the client is done (every DREP
 	# it waits for was sent), stop it (SIGTERM: a background job of this
 	# shell ignores SIGINT). ibcm listen then waits out its connections'
@@ -244,7 +248,7 @@ passive() {
 		wait_exit "$pid" $((10 + n / 500))
 	fi
 	if [ "$out" = file ]; then
-		say "FILE tag=$tag lines=$(wc -l </tmp/ibcm.out) bytes=$(wc -c </tmp/ibcm.out)"
+		FILE="file-lines=$(wc -l </tmp/ibcm.out) file-bytes=$(wc -c </tmp/ibcm.out)"
 		grep -E '^IBCM-RESULT|^IBCM-CMTIME|IBCM-EVENT ERROR' /tmp/ibcm.out | head -20
 		rm -f /tmp/ibcm.out
 	fi
@@ -266,7 +270,7 @@ active() {
 	ask 60 "server $n $tag"
 	case "$REPLY" in
 	ready*) ;;
-	*) say "A: no server for $tag (${REPLY:-no answer})" ;;
+	*) note "A: no server for $tag (${REPLY:-no answer})" ;;
 	esac
 	begin "$tag" active "$side" "$out" "$n" "$round"
 	if [ "$side" = ibcm ]; then
@@ -290,19 +294,19 @@ active() {
 	fi
 }
 
-[ -e /dev/infiniband/rdma_cm ] || say "no /dev/infiniband/rdma_cm at boot"
-say "bench start up=$(up) plan: n=[$BENCH_N] runs=$BENCH_RUNS roles=[$BENCH_ROLES] outputs=[$BENCH_OUTPUTS] storm=$BENCH_STORM_N/[$BENCH_STORM_OUTPUTS] profile=$BENCH_PROFILE"
+[ -e /dev/infiniband/rdma_cm ] || note "no /dev/infiniband/rdma_cm at boot"
+mark bench-start "n=$BENCH_N" "runs=$BENCH_RUNS" "roles=$BENCH_ROLES" "outputs=$BENCH_OUTPUTS" "storm=$BENCH_STORM_N/$BENCH_STORM_OUTPUTS" "profile=$BENCH_PROFILE"
 i=0
 while ! ping -c 1 -W 1 "$PEER" >/dev/null 2>&1 && [ $i -lt 60 ]; do i=$((i + 1)); done
 ask 120 "hello"
-say "A: ${REPLY:-no answer} after $i pings"
+note "A: ${REPLY:-no answer} after $i pings"
 
 # How fast the serial console takes line-sized writes (ibcm listen writes
 # one line, about 100 bytes, per write): 2000 lines of 100 bytes.
-awk 'BEGIN { for (i = 0; i < 2000; i++) printf "IBCM-B: console probe %04d %s\n", i, substr("0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789", 1, 72) }' >/tmp/probe
+awk 'BEGIN { for (i = 0; i < 2000; i++) printf "console probe %04d %s\n", i, substr("0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789", 1, 72) }' >/tmp/probe
 t0=$(up)
 dd if=/tmp/probe of=/dev/console bs=100 2>/dev/null
-say "CONSOLE bytes=$(wc -c </tmp/probe) seconds=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.3f", b - a}')"
+mark console "bytes=$(wc -c </tmp/probe)" "seconds=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.3f", b - a}')"
 rm -f /tmp/probe
 
 # What switching the kernel CM costs (against a reboot: tools/interop/bench measures
@@ -350,4 +354,4 @@ for role in $BENCH_ROLES; do
 	esac
 done
 tell "$CTL_PORT" quit
-say "bench done up=$(up)"
+mark bench-done

@@ -17,13 +17,13 @@ import (
 // A record is one line of the guests' framing (guest.sh): a log begins or
 // ends, or a note.
 type record struct {
-	Frame string   `json:"frame"`
-	VM    string   `json:"vm"`
-	Log   string   `json:"log"`
-	Msg   string   `json:"msg"`
-	Enc   string   `json:"enc"`
-	RC    *int     `json:"rc"`
-	T     *float64 `json:"t"`
+	Frame  string            `json:"frame"`
+	VM     string            `json:"vm"`
+	Log    string            `json:"log"`
+	Msg    string            `json:"msg"`
+	RC     *int              `json:"rc"`
+	T      *float64          `json:"t"`
+	Fields map[string]string `json:"fields"`
 }
 
 // Log is the output of one program or file in a VM, between its begin and
@@ -38,6 +38,9 @@ type Log struct {
 	Begin  float64 // the VM's uptime at the begin record, in seconds
 	End    float64
 	Base64 bool
+	// Fields are the begin and end records' fields (what the script
+	// measured), the end's taking precedence.
+	Fields map[string]string
 }
 
 // Text is the log's lines, each ended by a newline.
@@ -59,8 +62,9 @@ func (l *Log) Bytes() ([]byte, error) {
 // Note is a note record: something a guest script says outside any
 // program's output.
 type Note struct {
-	Msg string
-	T   float64
+	Msg    string
+	T      float64
+	Fields map[string]string
 }
 
 // Console is what one VM printed on its console, as data.
@@ -110,7 +114,10 @@ func ParseConsole(r io.Reader) (*Console, error) {
 				// checks name every log once).
 				name = fmt.Sprintf("%s#%d", rec.Log, i)
 			}
-			l := &Log{Name: name, Begin: t, Base64: rec.Enc == "base64"}
+			l := &Log{Name: name, Begin: t, Base64: rec.Fields["enc"] == "base64", Fields: map[string]string{}}
+			for k, v := range rec.Fields {
+				l.Fields[k] = v
+			}
 			c.Logs[name] = l
 			c.Order = append(c.Order, name)
 			open = append(open, l)
@@ -118,12 +125,15 @@ func ParseConsole(r io.Reader) (*Console, error) {
 			for i := len(open) - 1; i >= 0; i-- {
 				if strings.SplitN(open[i].Name, "#", 2)[0] == rec.Log {
 					open[i].RC, open[i].Ended, open[i].End = rec.RC, true, t
+					for k, v := range rec.Fields {
+						open[i].Fields[k] = v
+					}
 					open = append(open[:i], open[i+1:]...)
 					break
 				}
 			}
 		case "note":
-			c.Notes = append(c.Notes, Note{Msg: rec.Msg, T: t})
+			c.Notes = append(c.Notes, Note{Msg: rec.Msg, T: t, Fields: rec.Fields})
 		default:
 			c.Other = append(c.Other, line)
 		}

@@ -23,7 +23,7 @@ func TestParseConsoleFramesNestedLogsAndNotes(t *testing.T) {
 		`[    6.125006] ib_core: Method 3 already in use`,
 		`{"frame":"note","vm":"B","msg":"told \"run x\"","t":5.5}`,
 		`{"frame":"end","vm":"B","log":"s1","rc":0,"t":6.0}`,
-		`{"frame":"begin","vm":"B","log":"f","t":6.1,"enc":"base64"}`,
+		`{"frame":"begin","vm":"B","log":"f","t":6.1,"fields":{"enc":"base64"}}`,
 		`aGVsbG8=`,
 		`{"frame":"end","vm":"B","log":"f","rc":null,"t":6.2}`,
 		`{"frame":"begin","vm":"B","log":"s1","t":7}`,
@@ -97,6 +97,10 @@ logrun bad sh -c 'echo err; exit 3'
 printf 'AAEC' >/tmp/guest-test.$$
 logfile blob /tmp/guest-test.$$ base64
 rm -f /tmp/guest-test.$$
+log_begin run role=passive n=20
+echo line
+log_end run 0 rss-peak-kib=12 load='1.0,2.0 "3"' rxe=a=1,b=2
+mark kcm dir=on took=0.250
 `
 	cmd := exec.Command("/bin/busybox", "sh", "-c", script)
 	cmd.Env = append(os.Environ(), "ROLE=B")
@@ -112,5 +116,11 @@ rm -f /tmp/guest-test.$$
 	b, err := c.Log("blob").Bytes()
 	require.NoError(t, err)
 	assert.Equal(t, "AAEC", string(b))
+	run := c.Log("run")
+	assert.Equal(t, []string{"line"}, run.Lines)
+	assert.Equal(t, map[string]string{"role": "passive", "n": "20", "rss-peak-kib": "12", "load": `1.0,2.0 "3"`, "rxe": "a=1,b=2"}, run.Fields,
+		"the begin and end records' fields")
+	require.Len(t, c.Notes, 2)
+	assert.Equal(t, Note{Msg: "kcm", T: c.Notes[1].T, Fields: map[string]string{"dir": "on", "took": "0.250"}}, c.Notes[1])
 	assert.Empty(t, c.Other, "every line framed")
 }

@@ -8,10 +8,12 @@
 #   {"frame":"begin","vm":"B","log":"NAME","t":12.34}   a log starts
 #   {"frame":"end","vm":"B","log":"NAME","rc":0,"t":13.5}  it ends (rc null: none)
 #   {"frame":"note","vm":"B","msg":"...","t":13.6}      a note, anywhere
+# Any record may carry "fields":{"key":"value",...}: what a script measured
+# (log_begin, log_end and mark take them as KEY=VALUE arguments).
 # A log holds every line between its begin and its end that is not a record
 # nor in a log begun inside it (logs nest: /init's log "test" holds the
-# role's script); {"frame":"begin",...,"enc":"base64"} says its lines are a
-# file in base64.
+# role's script); the field enc=base64 of a begin record says its lines are
+# a file in base64.
 
 up() { cut -d' ' -f1 /proc/uptime; }
 
@@ -26,9 +28,33 @@ jnum() {
 	esac
 }
 
+# jfields KEY=VALUE...: ,"fields":{...} (nothing without pairs).
+jfields() {
+	[ $# -gt 0 ] || return 0
+	_f=
+	for _kv; do _f="$_f${_f:+,}\"${_kv%%=*}\":$(jstr "${_kv#*=}")"; done
+	printf ',"fields":{%s}' "$_f"
+}
+
 note() { echo "{\"frame\":\"note\",\"vm\":\"$ROLE\",\"msg\":$(jstr "$*"),\"t\":$(up)}"; }
-log_begin() { echo "{\"frame\":\"begin\",\"vm\":\"$ROLE\",\"log\":\"$1\",\"t\":$(up)${2:+,\"enc\":\"$2\"}}"; }
-log_end() { echo "{\"frame\":\"end\",\"vm\":\"$ROLE\",\"log\":\"$1\",\"rc\":$(jnum "$2"),\"t\":$(up)}"; }
+# mark NAME KEY=VALUE...: a note of measurements.
+mark() {
+	_m=$1
+	shift
+	echo "{\"frame\":\"note\",\"vm\":\"$ROLE\",\"msg\":$(jstr "$_m"),\"t\":$(up)$(jfields "$@")}"
+}
+# log_begin NAME [KEY=VALUE...], log_end NAME RC [KEY=VALUE...]
+log_begin() {
+	_l=$1
+	shift
+	echo "{\"frame\":\"begin\",\"vm\":\"$ROLE\",\"log\":\"$_l\",\"t\":$(up)$(jfields "$@")}"
+}
+log_end() {
+	_l=$1
+	_r=$2
+	shift 2
+	echo "{\"frame\":\"end\",\"vm\":\"$ROLE\",\"log\":\"$_l\",\"rc\":$(jnum "$_r"),\"t\":$(up)$(jfields "$@")}"
+}
 
 # logrun NAME COMMAND...: runs COMMAND, its output the log NAME, ended with
 # its exit status.
@@ -45,7 +71,7 @@ logrun() {
 # logfile NAME PATH [base64]: a file as the log NAME; its rc is that of the
 # file's program when PATH.rc holds one.
 logfile() {
-	log_begin "$1" "$3"
+	log_begin "$1" ${3:+enc=$3}
 	if [ "$3" = base64 ]; then base64 "$2"; else cat "$2" 2>/dev/null; fi
 	log_end "$1" "$(cat "$2.rc" 2>/dev/null)"
 }

@@ -183,11 +183,11 @@ func main() {
 		fail("%v", err)
 	}
 	fails := 0
-	if !contains(filepath.Join(c.Work, "b.log"), "IBCM-B: bench done") {
+	if !contains(filepath.Join(c.Work, "b.log"), `"msg":"bench-done"`) {
 		logf("VM B did not finish (%v, timed out: %v; VM timeout %v)", vb.Err, vb.TimedOut, c.Timeout)
 		fails++
 	}
-	if !contains(filepath.Join(c.Work, "a.log"), "IBCM-A: bench loop done") {
+	if !contains(filepath.Join(c.Work, "a.log"), `"msg":"bench-loop-done"`) {
 		logf("VM A did not finish (%v, timed out: %v)", va.Err, va.TimedOut)
 		fails++
 	}
@@ -267,7 +267,7 @@ func sampleLoad(path string, done <-chan struct{}) {
 // VMs were started (the boot's cost, for the reboot-per-run alternative).
 func bootTime(work string, start time.Time, done <-chan struct{}) {
 	for {
-		if contains(filepath.Join(work, "b.console"), "IBCM-B: bench start") {
+		if contains(filepath.Join(work, "b.console"), `"msg":"bench-start"`) {
 			unix := func(t time.Time) string { return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64) }
 			_ = os.WriteFile(filepath.Join(work, "boot.time"), []byte(unix(time.Now())+" "+unix(start)+"\n"), 0o644)
 			return

@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/ibcm/ibcm/cmtime"
+	"github.com/ibcm/ibcm/tools/interop"
 )
 
 // row is one step of a cmtime table: total ms, max ms, min µs, µs per
@@ -116,7 +117,7 @@ type report struct {
 
 var (
 	kvRE    = regexp.MustCompile(`(\S+?)=(\S*)`)
-	errorRE = regexp.MustCompile(`^(event: |failure|failing|RDMA_CM_EVENT_|connect \d+: |disconnect \d+: |IBCM-EVENT ERROR|IBCM-B: pid .* still running|IBCM-B:   task)`)
+	errorRE = regexp.MustCompile(`^(event: |failure|failing|RDMA_CM_EVENT_|connect \d+: |disconnect \d+: |IBCM-EVENT ERROR|pid .* still running|  task)`)
 )
 
 func fields(s string) map[string]string {
@@ -138,6 +139,16 @@ func atoi(s string) int {
 func atof(s string) float64 {
 	f, _ := strconv.ParseFloat(s, 64)
 	return f
+}
+
+// console reads a log of guest.sh's framing.
+func console(path string) (*interop.Console, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return interop.ParseConsole(f)
 }
 
 func readLines(path string) ([]string, error) {
@@ -175,78 +186,75 @@ func load(dir string) (*report, error) {
 			r.profiles = append(r.profiles, e.Name())
 		}
 	}
-	b, err := readLines(filepath.Join(dir, "b.log"))
+	b, err := console(filepath.Join(dir, "b.log"))
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range b.Notes {
+		switch n.Msg {
+		case "kcm":
+			r.switches[n.Fields["switch"]] = append(r.switches[n.Fields["switch"]], atof(n.Fields["took"]))
+		case "console":
+			r.consoleBytes, r.consoleSeconds = atof(n.Fields["bytes"]), atof(n.Fields["seconds"])
+		}
+	}
 	byTag := map[string]*run{}
-	var cur *run
-	for _, l := range b {
-		switch {
-		case strings.HasPrefix(l, "IBCM-B: KCM "):
-			f := strings.Fields(l)
-			if len(f) >= 4 {
-				r.switches[f[2]] = append(r.switches[f[2]], atof(strings.TrimPrefix(f[3], "took=")))
-			}
-		case strings.HasPrefix(l, "IBCM-B: CONSOLE "):
-			m := fields(l)
-			r.consoleBytes, r.consoleSeconds = atof(m["bytes"]), atof(m["seconds"])
-		case strings.HasPrefix(l, "IBCM-B: RUN BEGIN "):
-			m := fields(l)
-			cur = &run{tag: m["tag"], role: m["role"], side: m["side"], out: m["out"], n: atoi(m["n"]), round: m["round"],
-				upBegin: atof(m["up"]), table: map[string]row{}, clientRC: -1, order: len(r.runs) + 1}
-			r.runs = append(r.runs, cur)
-			byTag[cur.tag] = cur
-		case cur == nil:
-		case strings.HasPrefix(l, "IBCM-B: RUN END "):
-			m := fields(l)
-			cur.rc, cur.rssKiB, cur.slabKiB = atoi(m["rc"]), atoi(m["rss-peak-kib"]), atoi(m["slab-peak-kib"])
-			cur.procUser, cur.procSys = atof(m["proc-user-s"]), atof(m["proc-sys-s"])
-			cur.cpuBusy, cur.cpuUser = atof(strings.TrimSuffix(m["cpu-busy"], "%")), atof(m["cpu-user-s"])
-			cur.cpuSys, cur.cpuIRQ = atof(m["cpu-sys-s"]), atof(m["cpu-irq-s"])
-			cur.load, cur.upEnd = strings.ReplaceAll(m["load"], ",", " "), atof(m["up"])
-			cur = nil
-		case strings.HasPrefix(l, "IBCM-EVENT "):
-			cur.events++
-			if strings.HasPrefix(l, "IBCM-EVENT ERROR") {
-				cur.errors = append(cur.errors, l)
-			}
-		case strings.HasPrefix(l, "IBCM-RESULT "):
-			if f := strings.Fields(l); len(f) >= 3 {
-				cur.result = f[2]
-			}
-		case strings.HasPrefix(l, "IBCM-CMTIME conns="):
-			m := fields(l)
-			cur.result = fmt.Sprintf("established=%s disconnected=%s errors=%s", m["established"], m["disconnected"], m["errors"])
-			if m["errors"] != "0" {
-				cur.errors = append(cur.errors, l)
-			}
-		case strings.HasPrefix(l, "IBCM-B: FILE "):
-			m := fields(l)
-			cur.fileLines, cur.fileBytes = atoi(m["lines"]), atoi(m["bytes"])
-		default:
-			if name, rw, ok := parseRow(l); ok && cur.role == "active" {
-				cur.table[name] = rw
-				cur.raw = append(cur.raw, l)
-			} else if errorRE.MatchString(l) {
-				cur.errors = append(cur.errors, l)
+	for _, name := range b.Order {
+		l := b.Logs[name]
+		m := l.Fields
+		if m["role"] == "" {
+			continue // not a run
+		}
+		cur := &run{tag: name, role: m["role"], side: m["side"], out: m["out"], n: atoi(m["n"]), round: m["round"],
+			upBegin: l.Begin, upEnd: l.End, table: map[string]row{}, clientRC: -1, order: len(r.runs) + 1, rc: -1}
+		if l.RC != nil {
+			cur.rc = *l.RC
+		}
+		cur.rssKiB, cur.slabKiB = atoi(m["rss-peak-kib"]), atoi(m["slab-peak-kib"])
+		cur.procUser, cur.procSys = atof(m["proc-user-s"]), atof(m["proc-sys-s"])
+		cur.cpuBusy, cur.cpuUser = atof(strings.TrimSuffix(m["cpu-busy"], "%")), atof(m["cpu-user-s"])
+		cur.cpuSys, cur.cpuIRQ = atof(m["cpu-sys-s"]), atof(m["cpu-irq-s"])
+		cur.load = strings.ReplaceAll(m["load"], ",", " ")
+		cur.fileLines, cur.fileBytes = atoi(m["file-lines"]), atoi(m["file-bytes"])
+		r.runs = append(r.runs, cur)
+		byTag[cur.tag] = cur
+		for _, l := range l.Lines {
+			switch {
+			case strings.HasPrefix(l, "IBCM-EVENT "):
+				cur.events++
+				if strings.HasPrefix(l, "IBCM-EVENT ERROR") {
+					cur.errors = append(cur.errors, l)
+				}
+			case strings.HasPrefix(l, "IBCM-RESULT "):
+				if f := strings.Fields(l); len(f) >= 3 {
+					cur.result = f[2]
+				}
+			case strings.HasPrefix(l, "IBCM-CMTIME conns="):
+				m := fields(l)
+				cur.result = fmt.Sprintf("established=%s disconnected=%s errors=%s", m["established"], m["disconnected"], m["errors"])
+				if m["errors"] != "0" {
+					cur.errors = append(cur.errors, l)
+				}
+			default:
+				if name, rw, ok := parseRow(l); ok && cur.role == "active" {
+					cur.table[name] = rw
+					cur.raw = append(cur.raw, l)
+				} else if errorRE.MatchString(l) {
+					cur.errors = append(cur.errors, l)
+				}
 			}
 		}
 	}
-	if a, err := readLines(filepath.Join(dir, "a-cmtime.log")); err == nil {
-		var cur *run
-		for _, l := range a {
-			switch {
-			case strings.HasPrefix(l, "BENCH-A BEGIN "):
-				cur = byTag[fields(l)["tag"]]
-				if cur != nil && cur.role == "active" {
-					cur = nil // the server's frame: no table
-				}
-			case cur == nil:
-			case strings.HasPrefix(l, "BENCH-A END "):
-				cur.clientRC = atoi(fields(l)["rc"])
-				cur = nil
-			default:
+	if a, err := console(filepath.Join(dir, "a-cmtime.log")); err == nil {
+		for _, name := range a.Order {
+			cur := byTag[name]
+			if cur == nil || cur.role == "active" {
+				continue // the server's log: no table
+			}
+			if rc := a.Logs[name].RC; rc != nil {
+				cur.clientRC = *rc
+			}
+			for _, l := range a.Logs[name].Lines {
 				if name, rw, ok := parseRow(l); ok {
 					cur.table[name] = rw
 					cur.raw = append(cur.raw, l)
