@@ -214,9 +214,25 @@ var layerNames = []string{"build", "tlc", "complete", "indinv", "pbt", "conf", "
 // deepLayers are the checks at every depth.
 var deepLayers = []string{"complete", "indinv"}
 
+// result is what one layer made of one mutant (or of the unmutated
+// copy): caught it (detail: what reported it), or ran to its end without
+// a violation, or ran out of time, which says nothing either way.
 type result struct {
-	caught bool
-	detail string
+	caught   bool
+	timedOut bool
+	detail   string
+}
+
+// errTimedOut is a check stopped at the layer's timeout.
+var errTimedOut = errors.New("timed out")
+
+// check is the result of a check that failed (err) or passed, with the
+// detail of a failure; a check stopped by the timeout caught nothing.
+func check(err error, detail string) result {
+	if errors.Is(err, errTimedOut) {
+		return result{timedOut: true, detail: "timed out"}
+	}
+	return result{caught: err != nil, detail: detail}
 }
 
 func main() {
@@ -224,7 +240,7 @@ func main() {
 	layers := flag.String("layers", strings.Join(layerNames, ","), "comma-separated layers")
 	list := flag.Bool("list", false, "print the catalogue")
 	keep := flag.Bool("keep", false, "keep the scratch copy")
-	timeout := flag.Duration("timeout", 15*time.Minute, "per layer and mutant")
+	timeout := flag.Duration("timeout", time.Hour, "per check (a TLC config, the gopter suite, ...) and mutant")
 	noBaseline := flag.Bool("nobaseline", false, "skip the run of every layer on the unmutated copy")
 	flag.IntVar(&tlcWorkers, "workers", tlcWorkers, "TLC workers")
 	flag.Parse()
@@ -277,7 +293,7 @@ func main() {
 	if !*noBaseline {
 		t0 := time.Now()
 		res := runLayers(scratch, true, want, *timeout)
-		if s := summary(res); s != "caught by nothing" {
+		if s := summary(res); s != "caught by nothing" || timedOut(res) != "" {
 			fatal(fmt.Errorf("the unmutated copy fails a layer (%s; run that layer by hand to see why)\n%s", s, details(res)))
 		}
 		fmt.Printf("mutants: baseline (unmutated): every layer passes (%s)\n", time.Since(t0).Round(time.Second))
@@ -312,6 +328,9 @@ func main() {
 // cannot be (and then it must not be: a stale excuse is a failure too).
 func verdict(m mutant, res map[string]result, want map[string]bool) []string {
 	var out []string
+	if t := timedOut(res); t != "" {
+		out = append(out, m.Name+": "+t+" (raise -timeout)")
+	}
 	if (want["tlc"] || want["pbt"]) && !res["tlc"].caught && !res["pbt"].caught {
 		out = append(out, m.Name+": neither TLC nor the gopter suite caught it")
 	}
@@ -361,10 +380,28 @@ func summary(res map[string]result) string {
 			s = append(s, l)
 		}
 	}
-	if len(s) == 0 {
-		return "caught by nothing"
+	out := "caught by nothing"
+	if len(s) > 0 {
+		out = "caught by " + strings.Join(s, ", ")
 	}
-	return "caught by " + strings.Join(s, ", ")
+	if t := timedOut(res); t != "" {
+		out += "; " + t
+	}
+	return out
+}
+
+// timedOut names the layers that ran out of time, or is empty.
+func timedOut(res map[string]result) string {
+	var s []string
+	for _, l := range layerNames {
+		if r, ok := res[l]; ok && r.timedOut {
+			s = append(s, l+" ("+r.detail+")")
+		}
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return "timed out: " + strings.Join(s, ", ")
 }
 
 func printTable(ms []mutant, results map[string]map[string]result, want map[string]bool) {
@@ -390,6 +427,9 @@ func printTable(ms []mutant, results map[string]map[string]result, want map[stri
 			cell := "-"
 			if !ran {
 				cell = "n/a"
+			}
+			if r.timedOut {
+				cell = r.detail
 			}
 			if r.caught {
 				cell = "caught"
@@ -469,7 +509,7 @@ func runLayers(dir string, def bool, want map[string]bool, timeout time.Duration
 	res := map[string]result{}
 	if want["build"] && def {
 		out, err := sh(dir, timeout, "go", "run", "./gen", "-root", filepath.Join(dir, ".mutant-build"))
-		res["build"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`definition: ([A-Za-z]+):`))}
+		res["build"] = check(err, firstMatch(out, regexp.MustCompile(`definition: ([A-Za-z]+):`)))
 		_ = os.RemoveAll(filepath.Join(dir, ".mutant-build"))
 	}
 	if want["tlc"] && def {
@@ -485,15 +525,15 @@ func runLayers(dir string, def bool, want map[string]bool, timeout time.Duration
 		out, err := shEnv(dir, timeout, []string{"IBCM_PBT_SEQUENCES=30000", "IBCM_PBT_NOSHRINK=1"},
 			"go", "test", "-count=1", "-run", "^(TestProperty|TestReplay)$", "./pbt/")
 		// A random sequence fails with its labels, a scenario with its error.
-		res["pbt"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`(?:labels: \[|unexpected error:\s+)([A-Za-z]+):`))}
+		res["pbt"] = check(err, firstMatch(out, regexp.MustCompile(`(?:labels: \[|unexpected error:\s+)([A-Za-z]+):`)))
 	}
 	if want["conf"] {
 		out, err := sh(dir, timeout, "tools/conformance.sh")
-		res["conf"] = result{caught: err != nil, detail: firstMatch(out, regexp.MustCompile(`(mismatch|cannot take step|must-fail|fell outside|TLC failed)`))}
+		res["conf"] = check(err, firstMatch(out, regexp.MustCompile(`(mismatch|cannot take step|must-fail|fell outside|TLC failed)`)))
 	}
 	if want["golden"] {
 		_, err := sh(dir, timeout, "go", "test", "-count=1", "-run", "^TestScenarios$", "./cm/engine/")
-		res["golden"] = result{caught: err != nil}
+		res["golden"] = check(err, "")
 	}
 	return res
 }
@@ -521,7 +561,10 @@ func tlc(dir string, configs []tlcConfig, timeout time.Duration) result {
 		_ = os.RemoveAll(meta)
 		args := append([]string{"-workers", fmt.Sprint(tlcWorkers), "-deadlock", "-metadir", meta}, c.args...)
 		args = append(args, "-config", c.cfg, moduleOf(filepath.Join(dir, "spec"), c.cfg))
-		out, _ := sh(filepath.Join(dir, "spec"), timeout, filepath.Join(dir, "tools", "tlc.sh"), args...)
+		out, err := sh(filepath.Join(dir, "spec"), timeout, filepath.Join(dir, "tools", "tlc.sh"), args...)
+		if errors.Is(err, errTimedOut) {
+			return result{timedOut: true, detail: "timed out on " + c.cfg}
+		}
 		if m := violated.FindStringSubmatch(out); m != nil {
 			name := m[1]
 			if name == "" {
@@ -559,7 +602,7 @@ func shEnv(dir string, timeout time.Duration, env []string, name string, args ..
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		return string(out), fmt.Errorf("timed out after %s", timeout)
+		return string(out), fmt.Errorf("%w after %s", errTimedOut, timeout)
 	}
 	return string(out), err
 }

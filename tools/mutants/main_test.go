@@ -81,6 +81,7 @@ func TestVerdict(t *testing.T) {
 		{"bounded only", def, map[string]result{"tlc": caught, "complete": passed, "indinv": passed, "pbt": caught}, 1},
 		{"nothing", def, map[string]result{"tlc": passed, "complete": passed, "indinv": passed, "pbt": passed}, 2},
 		{"indinv only", def, map[string]result{"tlc": passed, "complete": passed, "indinv": caught, "pbt": caught}, 0},
+		{"deep timed out", def, map[string]result{"tlc": caught, "complete": {timedOut: true, detail: "timed out on cm_core.cfg"}, "indinv": passed, "pbt": caught}, 2},
 		{"engine, pbt", engine, map[string]result{"pbt": caught}, 0},
 		{"engine, nothing", engine, map[string]result{"pbt": passed}, 1},
 		{"excused, uncaught", mutant{Name: "mra-no-extend", File: "gen/def/cm.go"},
