@@ -77,8 +77,8 @@ type Console struct {
 	Other []string
 }
 
-// ParseConsole reads a VM's console: JSON-line records (lines starting with
-// {"frame":) and the lines between them. Logs nest: a line belongs to the
+// ParseConsole reads a VM's console: JSON-line records ({"frame":...},
+// each ending its line) and the lines between them. Logs nest: a line belongs to the
 // log begun last and not yet ended.
 func ParseConsole(r io.Reader) (*Console, error) {
 	c := &Console{Logs: map[string]*Log{}}
@@ -87,20 +87,29 @@ func ParseConsole(r io.Reader) (*Console, error) {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
-		if !strings.HasPrefix(line, `{"frame":`) {
+		text := func(s string) {
 			if len(open) > 0 {
 				l := open[len(open)-1]
-				l.Lines = append(l.Lines, line)
+				l.Lines = append(l.Lines, s)
 			} else {
-				c.Other = append(c.Other, line)
+				c.Other = append(c.Other, s)
 			}
+		}
+		// A record may follow other output on its line: a program's last
+		// line without its newline, or a kernel message.
+		i := strings.Index(line, `{"frame":`)
+		if i < 0 {
+			text(line)
 			continue
 		}
 		var rec record
-		if err := json.NewDecoder(bytes.NewReader([]byte(line))).Decode(&rec); err != nil {
+		if err := json.NewDecoder(strings.NewReader(line[i:])).Decode(&rec); err != nil {
 			// A record cut by another writer: keep it as text.
 			c.Other = append(c.Other, line)
 			continue
+		}
+		if i > 0 {
+			text(line[:i])
 		}
 		t := 0.0
 		if rec.T != nil {

@@ -22,7 +22,7 @@ func TestParseConsoleFramesNestedLogsAndNotes(t *testing.T) {
 		"IBCM-EVENT ESTABLISHED t=0.1 conn=1\r",
 		`[    6.125006] ib_core: Method 3 already in use`,
 		`{"frame":"note","vm":"B","msg":"told \"run x\"","t":5.5}`,
-		`{"frame":"end","vm":"B","log":"s1","rc":0,"t":6.0}`,
+		`last line without its newline{"frame":"end","vm":"B","log":"s1","rc":0,"t":6.0}`,
 		`{"frame":"begin","vm":"B","log":"f","t":6.1,"fields":{"enc":"base64"}}`,
 		`aGVsbG8=`,
 		`{"frame":"end","vm":"B","log":"f","rc":null,"t":6.2}`,
@@ -35,7 +35,8 @@ func TestParseConsoleFramesNestedLogsAndNotes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"test", "s1", "f", "s1#2", "cut"}, c.Order)
 	s1 := c.Log("s1")
-	assert.Equal(t, []string{"IBCM-EVENT ESTABLISHED t=0.1 conn=1", "[    6.125006] ib_core: Method 3 already in use"}, s1.Lines)
+	assert.Equal(t, []string{"IBCM-EVENT ESTABLISHED t=0.1 conn=1", "[    6.125006] ib_core: Method 3 already in use",
+		"last line without its newline"}, s1.Lines)
 	require.NotNil(t, s1.RC)
 	assert.True(t, s1.Ended)
 	assert.Equal(t, 0, *s1.RC)
