@@ -19,6 +19,7 @@ import (
 	"github.com/ibcm/ibcm/cmtime"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
+	"github.com/ibcm/ibcm/internal/session"
 )
 
 // consoleWriter stands in for a serial console: writes are serialized, as
@@ -116,24 +117,24 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 	f := umadfake.NewFabric()
 	pa := f.AddPort(umadfake.PortConfig{Device: "rxe0", RoCE: true, GID: netip.MustParseAddr("::ffff:10.0.0.1"), NodeGUID: 0xa1})
 	pb := f.AddPort(umadfake.PortConfig{Device: "rxe1", RoCE: true, GID: netip.MustParseAddr("::ffff:10.0.0.2"), NodeGUID: 0xb2})
-	saved := openUMAD
-	defer func() { openUMAD = saved }()
+	saved := session.OpenUMAD
+	defer func() { session.OpenUMAD = saved }()
 	openUMADFakes(pa, pb)
 
 	// ibcm listen, accepting until cmtime is done (--count 0: a rejected
 	// REQ never comes back, so a count would never be reached).
 	lo := newNetOpts("listen")
-	var la listenArgs
+	var la session.ListenConfig
 	fs := listenFlags(lo, &la, io.Discard)
 	if _, ok := parseAndCheck(fs, lo, []string{"--device", "rxe1", "--port", "1", "--ip", "--tcp-port", "7471",
 		"--count", "0", "--expect", "peer-disconnect", "--timeout", "120s"}, io.Discard); !ok {
 		b.Fatal("listen flags")
 	}
 	stop := make(chan struct{})
-	la.stop = stop
+	la.Stop = stop
 	ready := make(chan struct{})
 	var once sync.Once
-	la.onListening = func(transport.Addr) { once.Do(func() { close(ready) }) }
+	la.OnListening = func(transport.Addr) { once.Do(func() { close(ready) }) }
 	done := make(chan int)
 	go func() { done <- listenMain(context.Background(), lo, &la, w, io.Discard) }()
 	<-ready
@@ -160,7 +161,7 @@ var failRE = regexp.MustCompile(`(?m)^connect \d+: `)
 // openUMADFakes makes --transport umad open the fake ports by device name
 // (the caller restores openUMAD).
 func openUMADFakes(ports ...*umadfake.Port) {
-	openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
+	session.OpenUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
 		for _, p := range ports {
 			if p.Info().Device == device {
 				return p.Transport(umad.Options{})

@@ -19,6 +19,7 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/cmtime"
 	"github.com/ibcm/ibcm/internal/report"
+	"github.com/ibcm/ibcm/internal/session"
 )
 
 func init() {
@@ -136,37 +137,37 @@ func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
 }
 
 func (o *cmtimeOpts) check() error {
-	if o.net.count < 1 {
+	if o.net.Count < 1 {
 		return errors.New("-c must be at least 1")
 	}
 	return o.net.check()
 }
 
 func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
-	if o.net.timeout > 0 {
+	if o.net.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.net.timeout)
+		ctx, cancel = context.WithTimeout(ctx, o.net.Timeout)
 		defer cancel()
 	}
-	out := report.Writer{W: stdout, Style: o.net.style()}
+	out := report.Writer{W: stdout, Style: o.net.Style()}
 	fail := func(err error) int {
-		_ = out.Write(report.New(report.CMTime, "").With("conns", o.net.count, "established", 0, "disconnected", 0,
-			"errors", o.net.count, "error", err))
+		_ = out.Write(report.New(report.CMTime, "").With("conns", o.net.Count, "established", 0, "disconnected", 0,
+			"errors", o.net.Count, "error", err))
 		return 1
 	}
-	ep, err := openEndpoint(&o.net)
+	ep, err := session.OpenEndpoint(&o.net.Options)
 	if err != nil {
 		return fail(err)
 	}
-	defer ep.close()
-	to, hdr, err := connectTarget(&o.net, ep)
+	defer ep.Close()
+	to, hdr, err := session.Target(&o.net.Options, ep)
 	if err != nil {
 		return fail(err)
 	}
-	mcfg := cm.ManagerConfig{LocalGUID: ep.guid, LocalGID: wire.GID(ep.local.GID), Seed: o.net.seed}
-	cfg := cmtime.Config{Connect: connectRetrying, Log: stdout}
+	mcfg := cm.ManagerConfig{LocalGUID: ep.GUID, LocalGID: wire.GID(ep.Local.GID), Seed: o.net.Seed}
+	cfg := cmtime.Config{Connect: session.ConnectRetrying, Log: stdout}
 	if o.verbsQP {
-		d, err := openDataDevice(&o.net, ep)
+		d, err := session.OpenDataDevice(&o.net.Options, ep)
 		if err != nil {
 			return fail(fmt.Errorf("--verbs-qp: %w", err))
 		}
@@ -174,7 +175,7 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		cfg.Device = d.Device
 		mcfg.Port = d.PortInfo()
 	}
-	if cfg.Manager, err = cm.NewManager(ep.tr, mcfg); err != nil {
+	if cfg.Manager, err = cm.NewManager(ep.Transport, mcfg); err != nil {
 		return fail(err)
 	}
 	defer cfg.Manager.Close()
@@ -205,18 +206,18 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 // cmtime's conn_param and, with --ip, the IP CM header of a source port of
 // its own each, as rdma_cm binds.
 func cmtimeParams(m *cm.Manager, o *cmtimeOpts, to transport.Addr, hdr *wire.IPCMHeader) ([]cm.ConnectParams, error) {
-	params := make([]cm.ConnectParams, o.net.count)
+	params := make([]cm.ConnectParams, o.net.Count)
 	port0 := 1024 + rand.IntN(60000)
 	for i := range params {
 		p := &params[i]
 		p.To = to
-		p.REQ = connectREQ(m, &o.net, to, o.net.qpnOf(i+1))
+		p.REQ = session.NewREQ(m, &o.net.Options, to, o.net.QPNOf(i+1))
 		// cmtime's conn_param: retry count 2 (its -r), RNR retry 0.
 		p.REQ.RetryCount, p.REQ.RNRRetryCount = 2, 0
 		if hdr != nil {
 			h := *hdr
 			h.SrcPort = uint16(1024 + (port0+i)%64512)
-			if err := cm.SetIPCM(&p.REQ, &h, uint16(o.net.tcpPort), nil); err != nil {
+			if err := cm.SetIPCM(&p.REQ, &h, uint16(o.net.TCPPort), nil); err != nil {
 				return nil, err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/internal/memqp"
+	"github.com/ibcm/ibcm/internal/session"
 	"github.com/ibcm/ibcm/rdmapeer"
 )
 
@@ -48,8 +49,8 @@ func TestDataFlags(t *testing.T) {
 // the test.
 func withMemFabric(t *testing.T) *memqp.Fabric {
 	f := memqp.NewFabric()
-	simDataDevice = func() rdmapeer.Device { return f.Device() }
-	t.Cleanup(func() { simDataDevice = nil })
+	session.SimDataDevice = func() rdmapeer.Device { return f.Device() }
+	t.Cleanup(func() { session.SimDataDevice = nil })
 	return f
 }
 

@@ -30,9 +30,9 @@ func TestNetFlagDefs(t *testing.T) {
 	var c cmtimeOpts
 	cfs := cmtimeFlags(&c, io.Discard)
 	require.NoError(t, cfs.Parse([]string{"-c", "7", "-p", "9000", "-s", "10.0.0.1"}))
-	assert.Equal(t, 7, c.net.count)
-	assert.EqualValues(t, 9000, c.net.tcpPort)
-	assert.Equal(t, "10.0.0.1", c.net.dstIP)
-	assert.Equal(t, o.mtu, c.net.mtu)
-	assert.Zero(t, c.net.ackTimeout, "the same default as connect's: the port's")
+	assert.Equal(t, 7, c.net.Count)
+	assert.EqualValues(t, 9000, c.net.TCPPort)
+	assert.Equal(t, "10.0.0.1", c.net.DstIP)
+	assert.Equal(t, o.MTU, c.net.MTU)
+	assert.Zero(t, c.net.AckTimeout, "the same default as connect's: the port's")
 }

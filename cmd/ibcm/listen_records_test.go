@@ -11,34 +11,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/internal/session"
 )
 
 // listenRecords is what a listen run keeps per connection: its records,
 // and the two maps that route the Manager's events to them.
 type listenRecords struct{ conns, byConn, byID int }
 
-func (r *netRun) records() listenRecords {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return listenRecords{len(r.conns), len(r.byConn), len(r.byID)}
+func records(r *session.Run) listenRecords {
+	var k listenRecords
+	k.conns, k.byConn, k.byID = r.Kept()
+	return k
 }
 
 // startListen runs listenMain with args in the background; stop ends it
 // and returns its status and output.
-func startListen(t *testing.T, args ...string) (*netRun, func() (int, string)) {
+func startListen(t *testing.T, args ...string) (*session.Run, func() (int, string)) {
 	t.Helper()
 	o := newNetOpts("listen")
-	var la listenArgs
+	var la session.ListenConfig
 	fs := listenFlags(o, &la, io.Discard)
 	_, ok := parseAndCheck(fs, o, args, io.Discard)
 	require.True(t, ok, "listen flags %v", args)
-	var r *netRun
-	la.onRun = func(x *netRun) { r = x }
+	var r *session.Run
+	la.OnRun = func(x *session.Run) { r = x }
 	ready := make(chan struct{})
 	var once sync.Once
-	la.onListening = func(transport.Addr) { once.Do(func() { close(ready) }) }
+	la.OnListening = func(transport.Addr) { once.Do(func() { close(ready) }) }
 	stop := make(chan struct{})
-	la.stop = stop
+	la.Stop = stop
 	var out syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- listenMain(context.Background(), o, &la, &out, io.Discard) }()
@@ -88,7 +89,7 @@ func TestListenCountZeroLetsGoOfEndedConns(t *testing.T) {
 			// ids are free once their TimeWait (about 4 ms) is over.
 			var got listenRecords
 			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				if got = r.records(); got == (listenRecords{}) {
+				if got = records(r); got == (listenRecords{}) {
 					break
 				}
 			}

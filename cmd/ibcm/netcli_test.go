@@ -20,6 +20,7 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/umad"
 	"github.com/ibcm/ibcm/hw/umad/umadfake"
+	"github.com/ibcm/ibcm/internal/session"
 )
 
 // syncBuffer is an io.Writer that a test can read while a command writes.
@@ -317,8 +318,8 @@ func TestNetBadFlags(t *testing.T) {
 func useFakeUMAD(t *testing.T, ports ...*umadfake.Port) (sysfs string) {
 	t.Helper()
 	sysfs = t.TempDir()
-	saved := openUMAD
-	openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
+	saved := session.OpenUMAD
+	session.OpenUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
 		for _, p := range ports {
 			if p.Info().Device == device {
 				opts := umad.Options{Config: umad.Config{SysfsRoot: sysfs}}
@@ -334,7 +335,7 @@ func useFakeUMAD(t *testing.T, ports ...*umadfake.Port) (sysfs string) {
 		}
 		return nil, fmt.Errorf("%w: device %q", umad.ErrNoPort, device)
 	}
-	t.Cleanup(func() { openUMAD = saved })
+	t.Cleanup(func() { session.OpenUMAD = saved })
 	return sysfs
 }
 

@@ -11,10 +11,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/outcome"
-	"github.com/ibcm/ibcm/internal/report"
+	"github.com/ibcm/ibcm/internal/session"
 )
 
 const netFlagsHelp = `Transport:
@@ -82,62 +81,24 @@ Flags:
 // command registers the flags it takes from the one table of their
 // definitions (netFlagDefs) and checks them with netOpts.check.
 type netOpts struct {
-	cmd       string // "listen", "connect", "probe" or "cmtime"
-	transport string
-	device    string
-	port      int
-	gidIndex  int
-	simFabric string
-	simPeer   bool
-	peerArgs  string
-	guid      uint64
-
-	ip       bool
-	tcpPort  uint
-	srcIP    string
-	sid      uint64
-	sidrPort uint   // a UD service on this UDP port (SIDR)
-	sidrSID  uint64 // or this service ID
-
-	dstIP  string
-	dstGID string
-	dlid   uint
-	to     *transport.Addr // set by a --sim-peer listener
-
-	qpn     uint64
-	qpnStep uint64
-	count   int
-	hold    time.Duration
-	timeout time.Duration
-
-	ackTimeout  uint
-	respTimeout uint
-	retries     uint
-	mtu         uint
-
-	expect       string
-	name         string
-	trace        bool
-	seed         uint64
-	waitTimeWait bool
-	legacyTWQPN  bool
-	events       bool
-	json         bool
-
-	data dataOpts
+	session.Options
+	cmd      string // "listen", "connect", "probe" or "cmtime"
+	simPeer  bool
+	peerArgs string
+	sidrPort uint // a UD service on this UDP port (SIDR)
 }
 
 // newNetOpts is the options of command cmd with its defaults.
 func newNetOpts(cmd string) *netOpts {
-	o := &netOpts{cmd: cmd, transport: "umad", gidIndex: -1, simFabric: "ibcm", qpnStep: 1, count: 1,
-		retries: 15, respTimeout: 20, expect: "established", name: cmd, waitTimeWait: true}
+	o := &netOpts{cmd: cmd, Options: session.Options{Transport: "umad", GIDIndex: -1, SimFabric: "ibcm", QPNStep: 1, Count: 1,
+		Retries: 15, RespTimeout: 20, Expect: "established", Name: cmd, WaitTimeWait: true}}
 	switch cmd {
 	case "listen":
-		o.hold = -1
+		o.Hold = -1
 	case "probe":
-		o.timeout = 5 * time.Minute
+		o.Timeout = 5 * time.Minute
 	case "cmtime":
-		o.ip, o.tcpPort, o.count, o.mtu = true, 7471, 100, 1024
+		o.IP, o.TCPPort, o.Count, o.MTU = true, 7471, 100, 1024
 	}
 	return o
 }
@@ -163,40 +124,40 @@ type netFlag struct {
 
 // netFlagDefs define every flag of netOpts, by name.
 var netFlagDefs = map[string]netFlag{
-	"transport":           {"umad (a user_mad port) or sim (in-process simulated fabric)", func(o *netOpts) any { return &o.transport }},
-	"device":              {"umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)", func(o *netOpts) any { return &o.device }},
-	"port":                {"umad: port number on --device (default: the first ACTIVE one)", func(o *netOpts) any { return &o.port }},
-	"gid-index":           {"umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)", func(o *netOpts) any { return &o.gidIndex }},
-	"sim-fabric":          {"sim: name of the in-process fabric to attach to", func(o *netOpts) any { return &o.simFabric }},
-	"guid":                {"local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)", func(o *netOpts) any { return &o.guid }},
+	"transport":           {"umad (a user_mad port) or sim (in-process simulated fabric)", func(o *netOpts) any { return &o.Transport }},
+	"device":              {"umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)", func(o *netOpts) any { return &o.Device }},
+	"port":                {"umad: port number on --device (default: the first ACTIVE one)", func(o *netOpts) any { return &o.Port }},
+	"gid-index":           {"umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)", func(o *netOpts) any { return &o.GIDIndex }},
+	"sim-fabric":          {"sim: name of the in-process fabric to attach to", func(o *netOpts) any { return &o.SimFabric }},
+	"guid":                {"local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)", func(o *netOpts) any { return &o.GUID }},
 	"sim-peer":            {"sim: also run the other side (connect: a listener; listen: a connector; probe: the target, an ibcm listen) in this process", func(o *netOpts) any { return &o.simPeer }},
 	"sim-peer-args":       {"extra flags for the --sim-peer side, e.g. \"--reject 28\" (a listener) or \"--hold 1s\" (a connector)", func(o *netOpts) any { return &o.peerArgs }},
-	"ip":                  {"RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data", func(o *netOpts) any { return &o.ip }},
-	"tcp-port":            {"with --ip: the TCP port (rping's -p, cmtime's -p)", func(o *netOpts) any { return &o.tcpPort }},
-	"src-ip":              {"with --ip: source IP of the IP CM header (default: the local GID as an IP address)", func(o *netOpts) any { return &o.srcIP }},
-	"sid":                 {"service ID (plain IB CM; with --ip it is derived from --tcp-port)", func(o *netOpts) any { return &o.sid }},
+	"ip":                  {"RDMA IP CM service format (as rdma_cm): service ID 0x0000000001060000 + --tcp-port, IP CM header in the private data", func(o *netOpts) any { return &o.IP }},
+	"tcp-port":            {"with --ip: the TCP port (rping's -p, cmtime's -p)", func(o *netOpts) any { return &o.TCPPort }},
+	"src-ip":              {"with --ip: source IP of the IP CM header (default: the local GID as an IP address)", func(o *netOpts) any { return &o.SrcIP }},
+	"sid":                 {"service ID (plain IB CM; with --ip it is derived from --tcp-port)", func(o *netOpts) any { return &o.SID }},
 	"sidr-port":           {"with --ip: a UD service on this UDP port (udaddy's -p): service ID 0x0000000001110000 + port (listen: answers SIDR_REQs with --sidr-qpn and Q_Key 0x01234567; probe: the target's, for the sidr check)", func(o *netOpts) any { return &o.sidrPort }},
-	"sidr-sid":            {"a UD (SIDR) service ID (see --sidr-port)", func(o *netOpts) any { return &o.sidrSID }},
-	"dst-ip":              {"peer IP address: on RoCE also its GID (::ffff:a.b.c.d for IPv4); with --ip the IP CM header's destination", func(o *netOpts) any { return &o.dstIP }},
-	"dst-gid":             {"peer port GID (default: from --dst-ip on RoCE; required on IB)", func(o *netOpts) any { return &o.dstGID }},
-	"dlid":                {"peer LID (IB; sim: the listener's endpoint, default 1)", func(o *netOpts) any { return &o.dlid }},
-	"ack-timeout":         {"primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (default: from the port's packet life time and CA ACK delay, 19 with rdma_cm's, about 2.1 s, as the kernel's REQ on Soft-RoCE)", func(o *netOpts) any { return &o.ackTimeout }},
-	"cm-response-timeout": {"CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)", func(o *netOpts) any { return &o.respTimeout }},
-	"retries":             {"Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)", func(o *netOpts) any { return &o.retries }},
-	"mtu":                 {"path MTU announced in the REQ (256, 512, 1024, 2048 or 4096; 0: the port's)", func(o *netOpts) any { return &o.mtu }},
-	"qpn":                 {"QPN to announce when no --data QP stands behind the connection (default random)", func(o *netOpts) any { return &o.qpn }},
-	"qpn-step":            {"added to --qpn for each further connection (0: every connection announces the same QPN)", func(o *netOpts) any { return &o.qpnStep }},
-	"count":               {"number of connections", func(o *netOpts) any { return &o.count }},
-	"timeout":             {"overall time limit (0: none)", func(o *netOpts) any { return &o.timeout }},
-	"seed":                {"seed of the comm-ID allocator and the QPNs (default random)", func(o *netOpts) any { return &o.seed }},
-	"hold":                {"how long to hold an established connection before sending DREQ (negative: until the peer disconnects or --timeout)", func(o *netOpts) any { return &o.hold }},
-	"expect":              {"expected outcome of each connection (see above)", func(o *netOpts) any { return &o.expect }},
-	"name":                {"name on the IBCM-RESULT line", func(o *netOpts) any { return &o.name }},
-	"trace":               {"print every state-table step (IBCM-STEP lines)", func(o *netOpts) any { return &o.trace }},
-	"wait-timewait":       {"before exiting, wait until every connection has left TimeWait", func(o *netOpts) any { return &o.waitTimeWait }},
-	"events":              {"print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result", func(o *netOpts) any { return &o.events }},
-	"json":                {jsonFlagHelp, func(o *netOpts) any { return &o.json }},
-	"legacy-timewait-qpn": {"reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)", func(o *netOpts) any { return &o.legacyTWQPN }},
+	"sidr-sid":            {"a UD (SIDR) service ID (see --sidr-port)", func(o *netOpts) any { return &o.SIDRSID }},
+	"dst-ip":              {"peer IP address: on RoCE also its GID (::ffff:a.b.c.d for IPv4); with --ip the IP CM header's destination", func(o *netOpts) any { return &o.DstIP }},
+	"dst-gid":             {"peer port GID (default: from --dst-ip on RoCE; required on IB)", func(o *netOpts) any { return &o.DstGID }},
+	"dlid":                {"peer LID (IB; sim: the listener's endpoint, default 1)", func(o *netOpts) any { return &o.DLID }},
+	"ack-timeout":         {"primary path Local ACK Timeout, 4.096 µs × 2^N: the TimeWait length on both sides (default: from the port's packet life time and CA ACK delay, 19 with rdma_cm's, about 2.1 s, as the kernel's REQ on Soft-RoCE)", func(o *netOpts) any { return &o.AckTimeout }},
+	"cm-response-timeout": {"CM response timeout, 4.096 µs × 2^N (20: about 4.3 s, rdma_cm's)", func(o *netOpts) any { return &o.RespTimeout }},
+	"retries":             {"Max CM Retries (connect: REQ; listen: REP is bounded by the peer's REQ)", func(o *netOpts) any { return &o.Retries }},
+	"mtu":                 {"path MTU announced in the REQ (256, 512, 1024, 2048 or 4096; 0: the port's)", func(o *netOpts) any { return &o.MTU }},
+	"qpn":                 {"QPN to announce when no --data QP stands behind the connection (default random)", func(o *netOpts) any { return &o.QPN }},
+	"qpn-step":            {"added to --qpn for each further connection (0: every connection announces the same QPN)", func(o *netOpts) any { return &o.QPNStep }},
+	"count":               {"number of connections", func(o *netOpts) any { return &o.Count }},
+	"timeout":             {"overall time limit (0: none)", func(o *netOpts) any { return &o.Timeout }},
+	"seed":                {"seed of the comm-ID allocator and the QPNs (default random)", func(o *netOpts) any { return &o.Seed }},
+	"hold":                {"how long to hold an established connection before sending DREQ (negative: until the peer disconnects or --timeout)", func(o *netOpts) any { return &o.Hold }},
+	"expect":              {"expected outcome of each connection (see above)", func(o *netOpts) any { return &o.Expect }},
+	"name":                {"name on the IBCM-RESULT line", func(o *netOpts) any { return &o.Name }},
+	"trace":               {"print every state-table step (IBCM-STEP lines)", func(o *netOpts) any { return &o.Trace }},
+	"wait-timewait":       {"before exiting, wait until every connection has left TimeWait", func(o *netOpts) any { return &o.WaitTimeWait }},
+	"events":              {"print a line for every event of every connection (IBCM-EVENT); without it, a summary line a second (IBCM-SUMMARY) and the result", func(o *netOpts) any { return &o.Events }},
+	"json":                {jsonFlagHelp, func(o *netOpts) any { return &o.JSON }},
+	"legacy-timewait-qpn": {"reproduce the Linux seed bug: keep a connection's remote QPN until TimeWait ends, so a REQ reusing it is stale-rejected (REJ 10)", func(o *netOpts) any { return &o.LegacyTimeWaitQPN }},
 }
 
 // register registers the flags of the groups on fs.
@@ -237,20 +198,20 @@ func (o *netOpts) check() error {
 			return err
 		}
 	}
-	if o.qpn == 0 {
-		o.qpn = 0x1000 + rand.Uint64N(0xff0000)
+	if o.QPN == 0 {
+		o.QPN = 0x1000 + rand.Uint64N(0xff0000)
 	}
-	if o.seed == 0 {
-		o.seed = rand.Uint64()
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
 	}
-	if _, err := outcome.ParseExpect(o.expect); err != nil {
+	if _, err := outcome.ParseExpect(o.Expect); err != nil {
 		return err
 	}
-	if err := o.data.check(o); err != nil {
+	if err := checkData(&o.Data, o); err != nil {
 		return err
 	}
-	if o.data.mode == "udaddy" && o.ip {
-		o.sid = wire.UDPServiceID(uint16(o.tcpPort)) // rdma_cm's UDP port space
+	if o.Data.Mode == "udaddy" && o.IP {
+		o.SID = wire.UDPServiceID(uint16(o.TCPPort)) // rdma_cm's UDP port space
 	}
 	return nil
 }
@@ -258,33 +219,33 @@ func (o *netOpts) check() error {
 // checkService checks the transport and the service, and derives an IP CM
 // service's ID.
 func (o *netOpts) checkService() error {
-	switch o.transport {
+	switch o.Transport {
 	case "umad", "sim":
 	default:
-		return fmt.Errorf("--transport must be umad or sim, not %q", o.transport)
+		return fmt.Errorf("--transport must be umad or sim, not %q", o.Transport)
 	}
-	if o.simPeer && o.transport != "sim" {
+	if o.simPeer && o.Transport != "sim" {
 		return errors.New("--sim-peer needs --transport sim")
 	}
-	if o.ip {
-		if o.tcpPort == 0 || o.tcpPort > 0xffff {
+	if o.IP {
+		if o.TCPPort == 0 || o.TCPPort > 0xffff {
 			return errors.New("--ip needs --tcp-port in 1..65535")
 		}
-		if o.sid != 0 {
+		if o.SID != 0 {
 			return errors.New("--sid and --ip exclude each other (--ip derives the service ID from --tcp-port)")
 		}
-		o.sid = wire.IPServiceID(uint16(o.tcpPort))
-	} else if o.sid == 0 {
+		o.SID = wire.IPServiceID(uint16(o.TCPPort))
+	} else if o.SID == 0 {
 		return errors.New("need --sid, or --ip with --tcp-port")
 	}
 	if o.sidrPort != 0 {
-		if !o.ip || o.sidrPort > 0xffff {
+		if !o.IP || o.sidrPort > 0xffff {
 			return errors.New("--sidr-port needs --ip and a port in 1..65535")
 		}
-		if o.sidrSID != 0 {
+		if o.SIDRSID != 0 {
 			return errors.New("--sidr-sid and --sidr-port exclude each other")
 		}
-		o.sidrSID = wire.UDPServiceID(uint16(o.sidrPort))
+		o.SIDRSID = wire.UDPServiceID(uint16(o.sidrPort))
 	}
 	return nil
 }
@@ -294,29 +255,29 @@ func (o *netOpts) checkTarget() error {
 	if o.cmd == "listen" {
 		return nil
 	}
-	if o.dlid > 0xffff {
+	if o.DLID > 0xffff {
 		return errors.New("--dlid is 16 bits")
 	}
-	if o.transport == "umad" && o.to == nil && o.dstIP == "" && o.dstGID == "" {
+	if o.Transport == "umad" && o.To == nil && o.DstIP == "" && o.DstGID == "" {
 		return errors.New("--transport umad needs --dst-ip (RoCE) or --dst-gid (and --dlid on IB)")
 	}
 	return nil
 }
 
 func (o *netOpts) checkNumbers() error {
-	if o.mtu != 0 && mtuCode(o.mtu) == 0 {
-		return fmt.Errorf("--mtu %d: want 256, 512, 1024, 2048 or 4096", o.mtu)
+	if o.MTU != 0 && session.MTUCode(o.MTU) == 0 {
+		return fmt.Errorf("--mtu %d: want 256, 512, 1024, 2048 or 4096", o.MTU)
 	}
-	if o.count < 0 {
+	if o.Count < 0 {
 		return errors.New("--count must be >= 0")
 	}
-	if o.ackTimeout > 31 || o.respTimeout > 31 {
+	if o.AckTimeout > 31 || o.RespTimeout > 31 {
 		return errors.New("timeouts are 5-bit exponents (0..31)")
 	}
-	if o.retries > 15 {
+	if o.Retries > 15 {
 		return errors.New("--retries is at most 15")
 	}
-	if o.qpn > 0xffffff {
+	if o.QPN > 0xffffff {
 		return errors.New("--qpn is 24 bits")
 	}
 	return nil
@@ -325,29 +286,6 @@ func (o *netOpts) checkNumbers() error {
 // jsonFlagHelp describes --json, which every command that prints IBCM-*
 // lines has.
 const jsonFlagHelp = `print the IBCM-* lines as JSON lines ({"ibcm":KIND,"name":NAME,"fields":{...}}, see internal/report)`
-
-// style is the form of the output lines.
-func (o *netOpts) style() report.Style {
-	if o.json {
-		return report.JSONStyle
-	}
-	return report.TextStyle
-}
-
-// qpnOf is the QPN of connection k (from 1), 24 bits.
-func (o *netOpts) qpnOf(k int) uint32 {
-	return uint32((o.qpn + uint64(k-1)*o.qpnStep) & 0xffffff)
-}
-
-// mtuCode is the IB MTU code of n bytes, or 0.
-func mtuCode(n uint) wire.MTU {
-	for m := wire.MTU256; m <= wire.MTU4096; m++ {
-		if uint(m.Bytes()) == n {
-			return m
-		}
-	}
-	return 0
-}
 
 // newFlagSet is the flag set of command name, whose -h prints usage and
 // the flags.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/report"
+	"github.com/ibcm/ibcm/internal/session"
 	"github.com/ibcm/ibcm/probe"
 )
 
@@ -157,7 +158,7 @@ func probeList(stdout io.Writer) int {
 
 func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int {
 	o := a.net
-	ctx, cancel := withTimeout(ctx, o.timeout)
+	ctx, cancel := session.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	if o.simPeer {
 		addr, stop, err := startListenerPeer(ctx, o, io.Discard, stderr)
@@ -165,27 +166,27 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ibcm probe: %v\n", err)
 			return 2
 		}
-		o.to = &addr
+		o.To = &addr
 		defer stop(3 * time.Second)
 	}
-	ep, err := openEndpoint(o)
+	ep, err := session.OpenEndpoint(&o.Options)
 	if err != nil {
-		return probeFailed(stdout, o.name, err)
+		return probeFailed(stdout, o.Name, err)
 	}
-	defer ep.close()
+	defer ep.Close()
 	cfg, err := a.config(ep)
 	if err != nil {
-		return probeFailed(stdout, o.name, err)
+		return probeFailed(stdout, o.Name, err)
 	}
 	to := cfg.Target.Addr
 	var pw *probe.PcapFile
 	if a.pcapOut != "" {
-		if pw, err = probe.NewPcapFile(a.pcapOut, ep.local, to); err != nil {
-			return probeFailed(stdout, o.name, err)
+		if pw, err = probe.NewPcapFile(a.pcapOut, ep.Local, to); err != nil {
+			return probeFailed(stdout, o.Name, err)
 		}
 		cfg.Capture = pw.Capture
 	}
-	fmt.Fprintf(stderr, "ibcm probe: %s -> sid=%#x at %s\n", report.FieldsText(ep.desc), o.sid, addrString(to))
+	fmt.Fprintf(stderr, "ibcm probe: %s -> sid=%#x at %s\n", report.FieldsText(ep.Desc), o.SID, session.AddrString(to))
 	rep, err := probe.Run(ctx, cfg)
 	if pw != nil {
 		if cerr := pw.Close(); cerr != nil && err == nil {
@@ -193,29 +194,29 @@ func probeMain(ctx context.Context, a *probeArgs, stdout, stderr io.Writer) int 
 		}
 	}
 	if rep == nil {
-		return probeFailed(stdout, o.name, err)
+		return probeFailed(stdout, o.Name, err)
 	}
 	rep.Target = a.target
 	if rep.Target == "" {
-		rep.Target = fmt.Sprintf("sid %#x at %s", o.sid, addrString(to))
+		rep.Target = fmt.Sprintf("sid %#x at %s", o.SID, session.AddrString(to))
 	}
 	return a.result(rep, err, stdout, stderr)
 }
 
 // config is the probe's configuration from endpoint ep.
-func (a *probeArgs) config(ep *endpoint) (probe.Config, error) {
+func (a *probeArgs) config(ep *session.Endpoint) (probe.Config, error) {
 	o := a.net
-	to, hdr, err := connectTarget(o, ep)
+	to, hdr, err := session.Target(&o.Options, ep)
 	if err != nil {
 		return probe.Config{}, err
 	}
-	t := probe.Target{Addr: to, GID: wire.GID(to.GID), LID: to.LID, ServiceID: o.sid, SIDRServiceID: o.sidrSID,
-		NoListenerServiceID: a.noListen, RoCE: ep.roce}
+	t := probe.Target{Addr: to, GID: wire.GID(to.GID), LID: to.LID, ServiceID: o.SID, SIDRServiceID: o.SIDRSID,
+		NoListenerServiceID: a.noListen, RoCE: ep.RoCE}
 	if hdr != nil {
 		t.IP = &probe.IPAddrs{Src: hdr.SrcIP, Dst: hdr.DstIP}
 	}
 	if a.getGID != "" {
-		g, err := parseIP("get-dst-gid", a.getGID)
+		g, err := session.ParseIP("get-dst-gid", a.getGID)
 		if err != nil {
 			return probe.Config{}, err
 		}
@@ -223,8 +224,8 @@ func (a *probeArgs) config(ep *endpoint) (probe.Config, error) {
 		ga.GID, ga.GIDIndex = netip.AddrFrom16(g.As16()).As16(), uint8(a.getIndex)
 		t.GetAddr = &ga
 	}
-	return probe.Config{Transport: ep.tr, Local: ep.local, LocalGUID: ep.guid, Target: t,
-		Checks: splitList(a.checks), Parallel: a.parallel, Seed: o.seed}, nil
+	return probe.Config{Transport: ep.Transport, Local: ep.Local, LocalGUID: ep.GUID, Target: t,
+		Checks: splitList(a.checks), Parallel: a.parallel, Seed: o.Seed}, nil
 }
 
 // result writes the report and the result line of a run that ended with
@@ -242,7 +243,7 @@ func (a *probeArgs) result(rep *probe.Report, err error, stdout, stderr io.Write
 	allow := splitList(a.allow)
 	ok := rep.OK(allow) && err == nil
 	c := rep.Counts()
-	res := report.New(report.Result, a.net.name).With("verdict", verdict(ok), "pass", c[probe.Pass], "deviation", c[probe.Deviation],
+	res := report.New(report.Result, a.net.Name).With("verdict", session.Verdict(ok), "pass", c[probe.Pass], "deviation", c[probe.Deviation],
 		"not-supported", c[probe.NotSupported], "skipped", c[probe.Skipped], "deviations", strings.Join(rep.Deviations(), ","),
 		"allowed", strings.Join(allow, ","))
 	if err != nil {
@@ -261,8 +262,8 @@ func (a *probeArgs) result(rep *probe.Report, err error, stdout, stderr io.Write
 
 func probeFailed(stdout io.Writer, name string, err error) int {
 	w := report.Writer{W: stdout}
-	_ = w.Write(errorEvent(err))
-	_ = w.Write(report.New(report.Result, name).With("verdict", verdict(false), "error", err))
+	_ = w.Write(session.ErrorEvent(err))
+	_ = w.Write(report.New(report.Result, name).With("verdict", session.Verdict(false), "error", err))
 	return 1
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/internal/outcome"
+	"github.com/ibcm/ibcm/internal/session"
 )
 
 // peerOpts are the options of the --sim-peer side (a cmd) of o: on o's
@@ -22,13 +23,13 @@ import (
 // for the other side, then o's --sim-peer-args.
 func peerOpts(o *netOpts, cmd string) *netOpts {
 	p := newNetOpts(cmd)
-	p.transport, p.simFabric, p.name = "sim", o.simFabric, "sim-peer"
-	p.trace, p.events, p.json = o.trace, o.events, o.json
-	p.expect = outcome.Mirror(o.expect)
-	if o.ip {
-		p.ip, p.tcpPort = true, o.tcpPort
+	p.Transport, p.SimFabric, p.Name = "sim", o.SimFabric, "sim-peer"
+	p.Trace, p.Events, p.JSON = o.Trace, o.Events, o.JSON
+	p.Expect = outcome.Mirror(o.Expect)
+	if o.IP {
+		p.IP, p.TCPPort = true, o.TCPPort
 	} else {
-		p.sid = o.sid
+		p.SID = o.SID
 	}
 	return p
 }
@@ -51,15 +52,15 @@ func parsePeerArgs(o, p *netOpts, fs *flag.FlagSet, stderr io.Writer) error {
 // It returns the listener's address.
 func startListenerPeer(ctx context.Context, o *netOpts, out, stderr io.Writer) (transport.Addr, func(grace time.Duration), error) {
 	p := peerOpts(o, "listen")
-	p.count, p.hold = 0, -1
-	var la listenArgs
+	p.Count, p.Hold = 0, -1
+	var la session.ListenConfig
 	if err := parsePeerArgs(o, p, listenFlags(p, &la, io.Discard), stderr); err != nil {
 		return transport.Addr{}, nil, err
 	}
 	ready := make(chan transport.Addr, 1)
 	stop := make(chan struct{})
-	la.onListening = func(a transport.Addr) { ready <- a }
-	la.stop = stop
+	la.OnListening = func(a transport.Addr) { ready <- a }
+	la.Stop = stop
 	wait := startSimPeer(ctx, func(pctx context.Context) int {
 		defer close(ready)
 		return listenMain(pctx, p, &la, out, stderr)
@@ -79,11 +80,11 @@ func startListenerPeer(ctx context.Context, o *netOpts, out, stderr io.Writer) (
 // --sim-peer, and returns a function that waits for it.
 func startConnectorPeer(ctx context.Context, o *netOpts, a transport.Addr, stderr io.Writer) (func(time.Duration), error) {
 	p := peerOpts(o, "connect")
-	p.to, p.count = &a, max(o.count, 1)
-	if strings.Contains(p.expect, "peer-disconnect") {
-		p.hold = -1 // this side disconnects
+	p.To, p.Count = &a, max(o.Count, 1)
+	if strings.Contains(p.Expect, "peer-disconnect") {
+		p.Hold = -1 // this side disconnects
 	}
-	var ca connectArgs
+	var ca session.ConnectConfig
 	if err := parsePeerArgs(o, p, connectFlags(p, &ca, io.Discard), stderr); err != nil {
 		return nil, err
 	}

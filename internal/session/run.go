@@ -1,4 +1,4 @@
-package main
+package session
 
 // A listen or connect run: the Manager, the printer of its events and
 // the connections' records.
@@ -23,12 +23,12 @@ import (
 
 // ---- events and outcomes.
 
-// netRun is one listen or connect run: the Manager, the printer of its
+// Run is one listen or connect run: the Manager, the printer of its
 // events and the connections' records.
-type netRun struct {
-	o       *netOpts
+type Run struct {
+	o       *Options
 	out     *report.Queue
-	ep      *endpoint
+	ep      *Endpoint
 	mgr     *cm.Manager
 	engine  engine.Config // the Manager's
 	start   time.Time
@@ -46,31 +46,31 @@ type netRun struct {
 	change  chan struct{}
 }
 
-func newNetRun(o *netOpts, stdout io.Writer) *netRun {
-	want, _ := outcome.ParseExpect(o.expect) // checked with the flags
-	return &netRun{o: o, ended: outcome.Tally{Want: want, Open: o.count == 0}, out: report.NewQueue(stdout, o.style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
+func newNetRun(o *Options, stdout io.Writer) *Run {
+	want, _ := outcome.ParseExpect(o.Expect) // checked with the flags
+	return &Run{o: o, ended: outcome.Tally{Want: want, Open: o.Count == 0}, out: report.NewQueue(stdout, o.Style()), start: time.Now(), byConn: map[*cm.Conn]*connRec{},
 		byID: map[cm.CommID]*connRec{}, stopped: make(chan struct{}), change: make(chan struct{}, 1)}
 }
 
-func (r *netRun) since() string { return report.Seconds(time.Since(r.start)) }
+func (r *Run) since() string { return report.Seconds(time.Since(r.start)) }
 
 // event prints an IBCM-EVENT record now, its fields given as
 // report.Record.With takes them.
-func (r *netRun) event(name string, kv ...any) {
+func (r *Run) event(name string, kv ...any) {
 	r.out.Write(report.New(report.Event, name).Add("t", r.since()).With(kv...))
 }
 
 // connEvent prints an event of connection c (with --events).
-func (r *netRun) connEvent(c *connRec, name string, kv ...any) {
-	if r.o.events {
+func (r *Run) connEvent(c *connRec, name string, kv ...any) {
+	if r.o.Events {
 		r.event(name, append([]any{"conn", c.num}, kv...)...)
 	}
 }
 
 // verbose prints an event that is not about one connection's outcome
 // (with --events).
-func (r *netRun) verbose(name string, kv ...any) {
-	if r.o.events {
+func (r *Run) verbose(name string, kv ...any) {
+	if r.o.Events {
 		r.event(name, kv...)
 	}
 }
@@ -78,7 +78,7 @@ func (r *netRun) verbose(name string, kv ...any) {
 // summarize prints, without --events, a line a second while the run's
 // connections change: a terminal (or a serial console, at 600 kB/s) would
 // otherwise spend more CPU on a storm's lines than the CM on its MADs.
-func (r *netRun) summarize(done <-chan struct{}) {
+func (r *Run) summarize(done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := ""
@@ -95,7 +95,7 @@ func (r *netRun) summarize(done <-chan struct{}) {
 	}
 }
 
-func (r *netRun) summary() *report.Record {
+func (r *Run) summary() *report.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := r.ended.Counts
@@ -106,7 +106,7 @@ func (r *netRun) summary() *report.Record {
 		"disconnected", k.Ended, "rejected", k.Rejected, "timeouts", k.TimedOut, "in-timewait", k.InTimeWait)
 }
 
-func (r *netRun) signal() {
+func (r *Run) signal() {
 	select {
 	case r.change <- struct{}{}:
 	default:
@@ -115,7 +115,7 @@ func (r *netRun) signal() {
 
 // newConn adds the record of the run's next connection. r.mu must be
 // held.
-func (r *netRun) newConn(qpn uint32) *connRec {
+func (r *Run) newConn(qpn uint32) *connRec {
 	r.made++
 	c := &connRec{Conn: outcome.New(), num: r.made, idx: len(r.conns), qpn: qpn}
 	r.conns = append(r.conns, c)
@@ -123,7 +123,7 @@ func (r *netRun) newConn(qpn uint32) *connRec {
 }
 
 // dropConn forgets the last connection record (a REQ that is retried).
-func (r *netRun) dropConn(c *connRec) {
+func (r *Run) dropConn(c *connRec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.conns); n > 0 && r.conns[n-1] == c {
@@ -134,7 +134,7 @@ func (r *netRun) dropConn(c *connRec) {
 }
 
 // unref lets go of one reference to c's record.
-func (r *netRun) unref(c *connRec) {
+func (r *Run) unref(c *connRec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.unrefLocked(c)
@@ -145,8 +145,8 @@ func (r *netRun) unref(c *connRec) {
 // (r.ended): the run may serve connections without end. With --count N
 // the result line lists N outcomes, and the records stay. r.mu must be
 // held.
-func (r *netRun) unrefLocked(c *connRec) {
-	if c.refs--; c.refs > 0 || r.o.count != 0 || c.folded {
+func (r *Run) unrefLocked(c *connRec) {
+	if c.refs--; c.refs > 0 || r.o.Count != 0 || c.folded {
 		return
 	}
 	if c.conn != nil {
@@ -166,7 +166,7 @@ func (r *netRun) unrefLocked(c *connRec) {
 
 // unrefAtExit lets go of the reference c's id holds on the record once the
 // Manager freed the id: no event of it comes after that.
-func (r *netRun) unrefAtExit(c *connRec, conn *cm.Conn) {
+func (r *Run) unrefAtExit(c *connRec, conn *cm.Conn) {
 	select {
 	case <-conn.TimeWaitExit():
 	case <-r.stopped:
@@ -177,7 +177,7 @@ func (r *netRun) unrefAtExit(c *connRec, conn *cm.Conn) {
 
 // fold judges c, whose outcome is final, and adds it to r.ended. r.mu must
 // be held.
-func (r *netRun) fold(c *connRec) {
+func (r *Run) fold(c *connRec) {
 	if c.folded {
 		return
 	}
@@ -186,26 +186,26 @@ func (r *netRun) fold(c *connRec) {
 	if r.data != nil {
 		data = c.dataProblem()
 	}
-	r.ended.Add(c.num, &c.Conn, r.o.waitTimeWait, data)
+	r.ended.Add(c.num, &c.Conn, r.o.WaitTimeWait, data)
 }
 
 // startManager starts the Manager on r.ep; its events drive the output.
-func (r *netRun) startManager() error {
-	cfg := cm.ManagerConfig{LocalGUID: r.ep.guid, LocalGID: wire.GID(r.ep.local.GID), Seed: r.o.seed, OnEvent: r.onEvent}
-	sw := cmswitch.Switches{LegacyTimeWaitQPN: r.o.legacyTWQPN}
-	if r.o.trace {
+func (r *Run) startManager() error {
+	cfg := cm.ManagerConfig{LocalGUID: r.ep.GUID, LocalGID: wire.GID(r.ep.Local.GID), Seed: r.o.Seed, OnEvent: r.onEvent}
+	sw := cmswitch.Switches{LegacyTimeWaitQPN: r.o.LegacyTimeWaitQPN}
+	if r.o.Trace {
 		sw.Trace = r.traceStep
 	}
 	if r.data != nil {
 		cfg.Port = r.data.dev.portInfo()
 	}
 	r.engine = engine.Config{MinTimeWait: cfg.MinTimeWait} // what the Manager's engine computes TimeWait from
-	m, err := cm.NewManager(cmswitch.Wrap(r.ep.tr, sw), cfg)
+	m, err := cm.NewManager(cmswitch.Wrap(r.ep.Transport, sw), cfg)
 	if err != nil {
 		return err
 	}
 	r.mgr = m
-	if !r.o.events {
+	if !r.o.Events {
 		r.sumDone = make(chan struct{})
 		go r.summarize(r.sumDone)
 	}
@@ -213,7 +213,7 @@ func (r *netRun) startManager() error {
 }
 
 // traceStep prints one state-table step (--trace).
-func (r *netRun) traceStep(s engine.TraceStep) {
+func (r *Run) traceStep(s engine.TraceStep) {
 	rec := report.New(report.Step, "").Add("t", r.since())
 	r.mu.Lock()
 	if c := r.byID[s.ID]; c != nil {
@@ -225,8 +225,8 @@ func (r *netRun) traceStep(s engine.TraceStep) {
 
 // waitTimeWait waits until every connection that entered TimeWait left it
 // (bounded by its TimeWait length plus slack, and ctx).
-func (r *netRun) waitTimeWait(ctx context.Context) {
-	if !r.o.waitTimeWait {
+func (r *Run) waitTimeWait(ctx context.Context) {
+	if !r.o.WaitTimeWait {
 		return
 	}
 	for {
@@ -264,7 +264,7 @@ func (r *netRun) waitTimeWait(ctx context.Context) {
 
 // hold keeps an established connection for --hold (negative: until the
 // peer disconnects or ctx ends), then disconnects it.
-func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.Duration) {
+func (r *Run) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.Duration) {
 	var tc <-chan time.Time
 	if hold >= 0 {
 		t := time.NewTimer(hold)
@@ -287,7 +287,7 @@ func (r *netRun) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.
 }
 
 // finish closes the Manager and the transport and prints the result line.
-func (r *netRun) finish(ctx context.Context, missing string) int {
+func (r *Run) finish(ctx context.Context, missing string) int {
 	r.waitTimeWait(ctx)
 	if r.mgr != nil {
 		st := r.mgr.Stats()
@@ -307,13 +307,13 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	if r.data != nil {
 		r.data.close() // after the Manager: it may move a QP to ERR until then
 	}
-	r.ep.close()
+	r.ep.Close()
 	r.mu.Lock()
 	slices.SortFunc(r.conns, func(a, b *connRec) int { return a.num - b.num })
 	for _, c := range r.conns {
 		r.fold(c)
 	}
-	n := max(r.o.count, r.made)
+	n := max(r.o.Count, r.made)
 	for i := r.made; i < n; i++ { // connections that never came
 		r.fold(&connRec{num: i + 1, Conn: outcome.New()})
 	}
@@ -321,8 +321,8 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	conns := r.made
 	r.mu.Unlock()
 	ok := len(bad) == 0
-	rec := report.New(report.Result, r.o.name).With("verdict", verdict(ok), "conns", conns, "outcomes", got,
-		"want", r.o.expect, "t", r.since())
+	rec := report.New(report.Result, r.o.Name).With("verdict", Verdict(ok), "conns", conns, "outcomes", got,
+		"want", r.o.Expect, "t", r.since())
 	if len(bad) > 0 {
 		rec.Add("problems", strings.Join(bad, "; "))
 	}
@@ -337,16 +337,16 @@ func (r *netRun) finish(ctx context.Context, missing string) int {
 	return 0
 }
 
-// verdict is a result's verdict word.
-func verdict(ok bool) string {
+// Verdict is a result's verdict word.
+func Verdict(ok bool) string {
 	if ok {
 		return "PASS"
 	}
 	return "FAIL"
 }
 
-// withTimeout bounds ctx by d, unless d is 0.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+// WithTimeout bounds ctx by d, unless d is 0.
+func WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if d > 0 {
 		return context.WithTimeout(ctx, d)
 	}
@@ -354,11 +354,11 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 // startRun opens o's endpoint, its data device (--data) and the Manager,
-// and prints READY. onRun, when set, sees the run first; setup, when set,
+// and prints READY; passive: the run listens. onRun, when set, sees the run first; setup, when set,
 // runs once the endpoint is open. On failure startRun has printed the
 // result and returns nil and the exit status.
-func startRun(ctx context.Context, o *netOpts, stdout io.Writer, onRun func(*netRun), setup func(*endpoint) error) (*netRun, int) {
-	ep, err := openEndpoint(o)
+func startRun(ctx context.Context, o *Options, stdout io.Writer, passive bool, onRun func(*Run), setup func(*Endpoint) error) (*Run, int) {
+	ep, err := OpenEndpoint(o)
 	if err != nil {
 		return nil, setupFailed(o, stdout, err)
 	}
@@ -371,7 +371,7 @@ func startRun(ctx context.Context, o *netOpts, stdout io.Writer, onRun func(*net
 		err = setup(ep)
 	}
 	if err == nil {
-		r.data, err = startData(o, &o.data, ep)
+		r.data, err = startData(o, &o.Data, ep, passive)
 	}
 	if r.data != nil {
 		r.data.r = r
@@ -383,20 +383,20 @@ func startRun(ctx context.Context, o *netOpts, stdout io.Writer, onRun func(*net
 		if r.data != nil {
 			_ = r.data.dev.close()
 		}
-		ep.close()
+		ep.Close()
 		r.out.Close() // nothing was written: setupFailed writes the lines
 		return nil, setupFailed(o, stdout, err)
 	}
 	if r.data != nil {
 		r.data.watch(ctx)
 	}
-	r.event("READY", ep.desc, "seed", report.Hex(o.seed), dataDesc(o))
+	r.event("READY", ep.Desc, "seed", report.Hex(o.Seed), dataDesc(o))
 	return r, 0
 }
 
 // callFailed records the error of a Connect or Accept call unless the
 // connection's events said how it ended (a REJ, a timeout, a disconnect).
-func (r *netRun) callFailed(c *connRec, err error) {
+func (r *Run) callFailed(c *connRec, err error) {
 	var rej *cm.RejectError
 	if errors.As(err, &rej) || errors.Is(err, cm.ErrTimeout) || errors.Is(err, cm.ErrDisconnected) {
 		return
@@ -404,13 +404,14 @@ func (r *netRun) callFailed(c *connRec, err error) {
 	r.failConn(c, err.Error())
 }
 
-// A call that finds the Manager's send queue full changes nothing; the CLI
-// tries it again while the transport catches up (a burst on a slow port).
+// A call that finds the Manager's send queue full changes nothing; the
+// session tries it again while the transport catches up (a burst on a slow port).
 const sendQueueRetry = time.Millisecond
 
-func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*cm.Conn, error) {
+// retryFull makes call until it does not find the send queue full.
+func retryFull(ctx context.Context, call func() (*cm.Conn, error)) (*cm.Conn, error) {
 	for {
-		c, err := req.Accept(ctx, p)
+		c, err := call()
 		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
 			return c, err
 		}
@@ -418,12 +419,21 @@ func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*
 	}
 }
 
-func connectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
-	for {
-		c, err := m.Connect(ctx, p)
-		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
-			return c, err
-		}
-		sleepCtx(ctx, sendQueueRetry)
-	}
+func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*cm.Conn, error) {
+	return retryFull(ctx, func() (*cm.Conn, error) { return req.Accept(ctx, p) })
+}
+
+// ConnectRetrying is m.Connect, made again while it finds the send queue
+// full.
+func ConnectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
+	return retryFull(ctx, func() (*cm.Conn, error) { return m.Connect(ctx, p) })
+}
+
+// Kept is what the run keeps of its connections: their records, and the
+// two maps that route the Manager's events to them. A listen that serves
+// without end (Count 0) lets each go once its id is free.
+func (r *Run) Kept() (records, byConn, byID int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns), len(r.byConn), len(r.byID)
 }

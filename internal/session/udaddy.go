@@ -1,4 +1,4 @@
-package main
+package session
 
 // --data udaddy on the commands' side: the SIDR exchange of each UD
 // session (package rdmapeer runs the UD data on it).
@@ -20,9 +20,9 @@ import (
 // a UD QP of its own, and runs the server side on it under ctx: a stop that
 // ends accept lets the session under way finish its last sends (the
 // client may have its replies before their completions came here).
-func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Listener) int {
+func udaddyListen(accept, ctx context.Context, r *Run, dr *dataRun, l *cm.Listener) int {
 	n := 0
-	for r.o.count == 0 || n < r.o.count {
+	for r.o.Count == 0 || n < r.o.Count {
 		sr, err := l.AcceptSIDR(accept)
 		if err != nil {
 			break
@@ -38,7 +38,7 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 		if h, err := sidrIPCM(q); err == nil {
 			ipcm = append(ipcm, report.F("ipcm", ipcmString(h, uint16(q.ServiceID))))
 		}
-		r.connEvent(c, "SIDR-REQ-RECEIVED", "from", addrString(sr.From()), "sid", report.Hex(q.ServiceID), ipcm)
+		r.connEvent(c, "SIDR-REQ-RECEIVED", "from", AddrString(sr.From()), "sid", report.Hex(q.ServiceID), ipcm)
 		s, err := dr.session(c, "server")
 		if err != nil {
 			r.failConn(c, "UD QP: "+err.Error())
@@ -66,9 +66,9 @@ func udaddyListen(accept, ctx context.Context, r *netRun, dr *dataRun, l *cm.Lis
 // runs the client side on each.
 // A SIDR_REP refusing the service is retried every 0.5 s until
 // waitListener has passed (nobody listens yet).
-func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration) {
+func udaddyConnect(ctx context.Context, r *Run, dr *dataRun, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration) {
 	deadline := time.Now().Add(waitListener)
-	for k := 1; k <= r.o.count && ctx.Err() == nil; k++ {
+	for k := 1; k <= r.o.Count && ctx.Err() == nil; k++ {
 		r.mu.Lock()
 		c := r.newConn(0)
 		c.SIDR = true
@@ -90,9 +90,9 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 				continue
 			}
 		}
-		r.connEvent(c, "SIDR-REQ-SENT", "sid", report.Hex(r.o.sid), "qpn", report.Hex(s.qp.QPN()), "to", addrString(to))
-		rep, err := resolveSIDR(ctx, r, c, &cm.SIDRParams{To: to, ServiceID: r.o.sid, PrivateData: pd,
-			Timeout: wire.TimeoutDuration(uint8(r.o.respTimeout)), MaxRetries: uint8(r.o.retries)}, deadline)
+		r.connEvent(c, "SIDR-REQ-SENT", "sid", report.Hex(r.o.SID), "qpn", report.Hex(s.qp.QPN()), "to", AddrString(to))
+		rep, err := resolveSIDR(ctx, r, c, &cm.SIDRParams{To: to, ServiceID: r.o.SID, PrivateData: pd,
+			Timeout: wire.TimeoutDuration(uint8(r.o.RespTimeout)), MaxRetries: uint8(r.o.Retries)}, deadline)
 		if err != nil {
 			r.failConn(c, "SIDR: "+err.Error())
 			dr.destroy(ctx, c, s, nil)
@@ -107,7 +107,7 @@ func udaddyConnect(ctx context.Context, r *netRun, dr *dataRun, to transport.Add
 
 // resolveSIDR resolves the service, again every 0.5 s until deadline
 // while the SIDR_REP refuses it (nobody serves it yet).
-func resolveSIDR(ctx context.Context, r *netRun, c *connRec, p *cm.SIDRParams, deadline time.Time) (*wire.SIDRRep, error) {
+func resolveSIDR(ctx context.Context, r *Run, c *connRec, p *cm.SIDRParams, deadline time.Time) (*wire.SIDRRep, error) {
 	for {
 		rep, err := r.mgr.ResolveSIDR(ctx, p)
 		var sidrErr *cm.SIDRError

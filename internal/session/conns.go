@@ -1,4 +1,4 @@
-package main
+package session
 
 // What a listen or connect run knows of each of its connections: the
 // events the Manager reported for it, from which its outcome follows.
@@ -13,25 +13,25 @@ import (
 )
 
 // connRec is what a run knows about one of its connections. Guarded by
-// netRun.mu.
+// Run.mu.
 type connRec struct {
 	outcome.Conn // what its events say
 	num          int
-	idx          int // its place in netRun.conns
+	idx          int // its place in Run.conns
 	conn         *cm.Conn
-	id           cm.CommID // the id its events name (netRun.byID)
+	id           cm.CommID // the id its events name (Run.byID)
 	qpn          uint32
 	estabAt      time.Time
 	twAt         time.Time
 	data         *dataStats // --data: what the data phase did
 	// answered, when set, is closed once the REP is queued or Accept
-	// has failed (see netRun.answer).
+	// has failed (see Run.answer).
 	answered chan struct{}
 	// refs counts what still needs the record (--count 0): its id until
 	// the Manager frees it, and the goroutine that serves the connection.
-	// At 0 the run lets the record go (netRun.unrefLocked).
+	// At 0 the run lets the record go (Run.unrefLocked).
 	refs   int
-	folded bool // its outcome is in netRun.ended
+	folded bool // its outcome is in Run.ended
 }
 
 // answer closes c.answered, once. r.mu must be held.
@@ -53,7 +53,7 @@ func (c *connRec) held() report.Field {
 // onEvent runs on the Manager's goroutine for every step of every
 // connection: it notes the event in the connection's record and prints
 // its line.
-func (r *netRun) onEvent(ev cm.Event) {
+func (r *Run) onEvent(ev cm.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.recordOf(ev)
@@ -72,14 +72,14 @@ func (r *netRun) onEvent(ev cm.Event) {
 	case cm.EventTimeWaitExit:
 		defer r.signal()
 	}
-	if r.o.events {
+	if r.o.Events {
 		r.printEvent(c, ev, estab)
 	}
 }
 
 // recordOf is the record of the connection of ev, made for a new one.
 // r.mu must be held.
-func (r *netRun) recordOf(ev cm.Event) *connRec {
+func (r *Run) recordOf(ev cm.Event) *connRec {
 	c := r.byConn[ev.Conn]
 	if c != nil || ev.Conn == nil {
 		return c
@@ -87,7 +87,7 @@ func (r *netRun) recordOf(ev cm.Event) *connRec {
 	switch {
 	case ev.Kind == cm.EventREQSent && r.next != nil:
 		c, r.next = r.next, nil
-	case ev.Kind == cm.EventREQReceived && r.passiv && (r.o.count == 0 || r.made < r.o.count):
+	case ev.Kind == cm.EventREQReceived && r.passiv && (r.o.Count == 0 || r.made < r.o.Count):
 		c = r.newConn(0)
 	default:
 		return nil
@@ -95,7 +95,7 @@ func (r *netRun) recordOf(ev cm.Event) *connRec {
 	c.conn, c.id = ev.Conn, ev.ID
 	r.byConn[ev.Conn] = c
 	r.byID[ev.ID] = c
-	if r.o.count == 0 {
+	if r.o.Count == 0 {
 		c.refs++
 		go r.unrefAtExit(c, ev.Conn)
 	}
@@ -104,13 +104,13 @@ func (r *netRun) recordOf(ev cm.Event) *connRec {
 
 // printEvent prints the lines of event ev of connection c, which was
 // established before it when estab.
-func (r *netRun) printEvent(c *connRec, ev cm.Event, estab bool) {
+func (r *Run) printEvent(c *connRec, ev cm.Event, estab bool) {
 	id := report.Hex(uint32(ev.ID))
 	stale := ev.Reason == wire.RejectStaleConn
 	switch ev.Kind {
 	case cm.EventREQReceived:
 		q := ev.Conn.REQ()
-		r.connEvent(c, "REQ-RECEIVED", "id", id, "from", addrString(ev.From), "remote-id", report.Hex(q.LocalCommID),
+		r.connEvent(c, "REQ-RECEIVED", "id", id, "from", AddrString(ev.From), "remote-id", report.Hex(q.LocalCommID),
 			"remote-qpn", report.Hex(q.LocalQPN), "remote-guid", report.Hex(q.LocalCAGUID), "sid", report.Hex(q.ServiceID), reqIPCM(q))
 	case cm.EventMRAReceived, cm.EventMRASent, cm.EventDREQSent, cm.EventDREQReceived:
 		r.connEvent(c, ev.Kind.String(), "id", id)
@@ -136,7 +136,7 @@ func (r *netRun) printEvent(c *connRec, ev cm.Event, estab bool) {
 		if c.DREQLost() {
 			r.connEvent(c, "DISCONNECTED", dreqLostFields)
 		} else {
-			r.connEvent(c, "TIMEOUT", "retries", r.o.retries, "id", id)
+			r.connEvent(c, "TIMEOUT", "retries", r.o.Retries, "id", id)
 		}
 	case cm.EventStale:
 		if estab {
@@ -161,7 +161,7 @@ func (r *netRun) printEvent(c *connRec, ev cm.Event, estab bool) {
 	}
 }
 
-func (r *netRun) printDisconnected(c *connRec, id string) {
+func (r *Run) printDisconnected(c *connRec, id string) {
 	switch {
 	case c.DREPReceived():
 		r.connEvent(c, "DREP-RECEIVED", "id", id)
@@ -173,7 +173,7 @@ func (r *netRun) printDisconnected(c *connRec, id string) {
 
 // timeWait is the TimeWait length of connection c, as the engine computes
 // it from the Local ACK Timeout of its REQ.
-func (r *netRun) timeWait(c *connRec) time.Duration {
+func (r *Run) timeWait(c *connRec) time.Duration {
 	return r.engine.TimeWait(c.conn.REQ().PrimaryLocalAckTimeout)
 }
 

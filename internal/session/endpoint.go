@@ -1,4 +1,4 @@
-package main
+package session
 
 // The transports listen, connect, probe and cmtime run on.
 
@@ -16,20 +16,20 @@ import (
 
 // ---- transports.
 
-// endpoint is an open transport with what the engine needs to know about it.
-type endpoint struct {
-	tr      transport.Transport
-	local   transport.Addr
-	device  string // the RDMA device (umad), for --data
-	portNum uint8
-	guid    uint64
-	roce    bool
-	desc    []report.Field // for the READY line
-	close   func()
+// Endpoint is an open transport with what the engine needs to know about it.
+type Endpoint struct {
+	Transport transport.Transport
+	Local     transport.Addr
+	Device    string // the RDMA device (umad), for --data
+	PortNum   uint8
+	GUID      uint64
+	RoCE      bool
+	Desc      []report.Field // for the READY line
+	Close     func()
 }
 
-// openUMAD opens a user_mad port; tests replace it with a umadfake port.
-var openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
+// OpenUMAD opens a user_mad port; tests replace it with a umadfake port.
+var OpenUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) {
 	var cfg umad.Config
 	opts := umad.Options{Device: device, Port: port}
 	if gidIndex >= 0 {
@@ -46,35 +46,36 @@ var openUMAD = func(device string, port, gidIndex int) (*umad.Transport, error) 
 	return umad.Open(opts)
 }
 
-func openEndpoint(o *netOpts) (*endpoint, error) {
-	switch o.transport {
+// OpenEndpoint opens the transport o names.
+func OpenEndpoint(o *Options) (*Endpoint, error) {
+	switch o.Transport {
 	case "sim":
-		ep, release := simnet.Attach(o.simFabric)
+		ep, release := simnet.Attach(o.SimFabric)
 		a := ep.LocalAddr()
-		e := &endpoint{tr: ep, local: a, guid: o.guid, close: release, portNum: 1}
-		if e.guid == 0 {
-			e.guid = 0x0002c90300000000 + uint64(a.LID)
+		e := &Endpoint{Transport: ep, Local: a, GUID: o.GUID, Close: release, PortNum: 1}
+		if e.GUID == 0 {
+			e.GUID = 0x0002c90300000000 + uint64(a.LID)
 		}
-		e.desc = (&report.Record{}).With("transport", "sim", "fabric", o.simFabric, "lid", a.LID, "gid", a.IP(), "guid", report.Hex(e.guid)).Fields
+		e.Desc = (&report.Record{}).With("transport", "sim", "fabric", o.SimFabric, "lid", a.LID, "gid", a.IP(), "guid", report.Hex(e.GUID)).Fields
 		return e, nil
 	default:
-		t, err := openUMAD(o.device, o.port, o.gidIndex)
+		t, err := OpenUMAD(o.Device, o.Port, o.GIDIndex)
 		if err != nil {
 			return nil, err
 		}
 		p := t.Port()
 		a := t.LocalAddr()
-		e := &endpoint{tr: t, local: a, guid: o.guid, roce: p.RoCE(), close: func() { _ = t.Close() },
-			device: p.Device, portNum: uint8(p.Port)}
-		if e.guid == 0 {
-			e.guid = p.NodeGUID
+		e := &Endpoint{Transport: t, Local: a, GUID: o.GUID, RoCE: p.RoCE(), Close: func() { _ = t.Close() },
+			Device: p.Device, PortNum: uint8(p.Port)}
+		if e.GUID == 0 {
+			e.GUID = p.NodeGUID
 		}
-		if e.guid == 0 {
+		if e.GUID == 0 {
 			t.Close()
 			return nil, fmt.Errorf("umad: %s has no node GUID; give --guid", p.Device)
 		}
-		e.desc = (&report.Record{}).With("transport", "umad", "device", p.Device, "port", p.Port, "link", p.LinkLayer,
-			"lid", a.LID, "gid", a.IP(), "gid-index", a.GIDIndex, "guid", report.Hex(e.guid)).Fields
+		e.Desc = (&report.Record{}).With("transport", "umad", "device", p.Device, "port", p.Port, "link", p.LinkLayer,
+			"lid", a.LID, "gid", a.IP(), "gid-index", a.GIDIndex, "guid", report.Hex(e.GUID)).Fields
 		return e, nil
 	}
 }
@@ -84,7 +85,8 @@ func openEndpoint(o *netOpts) (*endpoint, error) {
 // ipOf is the IP address a GID stands for on RoCE (IPv4-mapped or IPv6).
 func ipOf(gid [16]byte) netip.Addr { return netip.AddrFrom16(gid).Unmap() }
 
-func parseIP(flagName, s string) (netip.Addr, error) {
+// ParseIP parses the IP address of option flagName.
+func ParseIP(flagName, s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return a, fmt.Errorf("--%s: %w", flagName, err)

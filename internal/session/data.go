@@ -1,12 +1,12 @@
-package main
+package session
 
 // Data modes (--data): a real queue pair behind every connection of
 // `ibcm listen` and `ibcm connect`, speaking the data protocol of one of
 // rdma-core's librdmacm example programs (package rdmapeer), so that the
 // kernel-side program finishes its data phase against ibcm and exits 0.
 //
-// This file is the commands' side of it: the flags, the run's device, and
-// one session per connection with its IBCM-DATA line. The CM side is the
+// This file is the session's side of it: the run's device, and one
+// rdmapeer session per connection with its IBCM-DATA line. The CM side is the
 // Manager's: it moves the QP to INIT, RTR and RTS before the REP
 // (passive) or the RTU (active), and to ERR on the peer's DREQ before the
 // DREP; the QP is destroyed only once the connection left TimeWait.
@@ -14,9 +14,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/ibcm/ibcm/cm"
@@ -29,74 +27,33 @@ import (
 // udpQKey is the Q_Key of rdma_cm's UDP port space (SIDR_REPs announce it).
 const udpQKey = rdmapeer.UDPQKey
 
-// dataOpts are the --data flags, shared by listen and connect.
-type dataOpts struct {
-	mode    string
-	count   int // -C: iterations (rping) or messages (ucmatose, udaddy); 0: the mode's default
-	size    int // -S: bytes per ping or message; 0: the mode's default
-	verbose bool
+// PeerOptions are the data program's options.
+func (d *DataOptions) PeerOptions() rdmapeer.Options {
+	return rdmapeer.Options{Count: d.Count, Size: d.Size, Verbose: d.Verbose}
 }
 
-func (d *dataOpts) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.mode, "data", "", "run a data protocol over a real QP of the device (hw/verbs): rping, ucmatose, rdma (rdma_server/rdma_client), udaddy (SIDR, then UD), or qp (a QP per connection and no data, as cmtime)")
-	fs.IntVar(&d.count, "data-count", 0, "--data: rping iterations (-C; listen: 0 accepts any number), ucmatose and udaddy messages per connection (-C; default 10)")
-	fs.IntVar(&d.size, "data-size", 0, "--data: bytes per rping buffer (-S, default 64) or per ucmatose/udaddy message (-S, default 100)")
-	fs.BoolVar(&d.verbose, "data-verbose", false, "--data rping: print every ping's data, as rping -v does (IBCM-DATA-PING lines)")
-}
-
-func (d *dataOpts) options() rdmapeer.Options {
-	return rdmapeer.Options{Count: d.count, Size: d.size, Verbose: d.verbose}
-}
-
-// simDataDevice, when set (by tests), gives the simulated fabric a data
+// SimDataDevice, when set (by tests), gives the simulated fabric a data
 // path; without it the data modes need a real device.
-var simDataDevice func() rdmapeer.Device
+var SimDataDevice func() rdmapeer.Device
 
-// check validates the data flags against the transport.
-func (d *dataOpts) check(o *netOpts) error {
-	if d.mode == "" {
-		if d.count != 0 || d.size != 0 || d.verbose {
-			return errors.New("--data-count, --data-size and --data-verbose need --data")
+// DataDevice is a data mode's device.
+type DataDevice struct{ rdmapeer.Device }
+
+func (d DataDevice) portInfo() cm.PortInfo { return d.PortInfo() }
+func (d DataDevice) close() error          { return d.Close() }
+
+// OpenDataDevice opens the device behind the endpoint (tests replace it
+// through SimDataDevice).
+func OpenDataDevice(o *Options, ep *Endpoint) (DataDevice, error) {
+	if o.Transport == "sim" {
+		if SimDataDevice == nil {
+			return DataDevice{}, errors.New("no data path on the simulated fabric")
 		}
-		return nil
+		return DataDevice{SimDataDevice()}, nil
 	}
-	p, ok := rdmapeer.Lookup(d.mode)
-	if !ok {
-		return fmt.Errorf("--data %q: want one of %s", d.mode, strings.Join(rdmapeer.Names(), ", "))
-	}
-	if o.transport == "sim" && simDataDevice == nil {
-		return fmt.Errorf("--data %s needs a real QP: --transport umad on an RDMA device (the simulated fabric carries CM MADs only)", d.mode)
-	}
-	if d.count < 0 || d.size < 0 {
-		return errors.New("--data-count and --data-size must be >= 0")
-	}
-	if d.verbose && d.mode != "rping" {
-		return errors.New("--data-verbose is for --data rping")
-	}
-	if err := p.Check(d.options()); err != nil {
-		return fmt.Errorf("--data %s: %w", d.mode, err)
-	}
-	return nil
-}
-
-// dataDevice is the run's device.
-type dataDevice struct{ rdmapeer.Device }
-
-func (d dataDevice) portInfo() cm.PortInfo { return d.PortInfo() }
-func (d dataDevice) close() error          { return d.Close() }
-
-// openDataDevice opens the device behind the endpoint (tests replace it
-// through simDataDevice).
-func openDataDevice(o *netOpts, ep *endpoint) (dataDevice, error) {
-	if o.transport == "sim" {
-		if simDataDevice == nil {
-			return dataDevice{}, errors.New("no data path on the simulated fabric")
-		}
-		return dataDevice{simDataDevice()}, nil
-	}
-	dev, err := rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: ep.device, Port: ep.portNum,
-		GID: wire.GID(ep.local.GID), GIDIndex: ep.local.GIDIndex})
-	return dataDevice{dev}, err
+	dev, err := rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: ep.Device, Port: ep.PortNum,
+		GID: wire.GID(ep.Local.GID), GIDIndex: ep.Local.GIDIndex})
+	return DataDevice{dev}, err
 }
 
 // dataMode is what the commands ask of the run's program.
@@ -119,10 +76,10 @@ type dataSess struct {
 // dataRun is the data side of a listen or connect run: the device and the
 // sessions of its connections.
 type dataRun struct {
-	d    *dataOpts
+	d    *DataOptions
 	mode *dataMode
-	dev  dataDevice
-	r    *netRun
+	dev  DataDevice
+	r    *Run
 	mu   sync.Mutex
 	open int // sessions whose QP is not destroyed yet
 	// group holds the servers of a program that sends only once all
@@ -130,19 +87,20 @@ type dataRun struct {
 	group *rdmapeer.Group
 }
 
-// startData opens the device of a data mode; nil when --data is not set.
-func startData(o *netOpts, d *dataOpts, ep *endpoint) (*dataRun, error) {
-	if d.mode == "" {
+// startData opens the device of a data mode; nil when o.Data.Mode is not
+// set. passive: the run listens.
+func startData(o *Options, d *DataOptions, ep *Endpoint, passive bool) (*dataRun, error) {
+	if d.Mode == "" {
 		return nil, nil
 	}
-	dev, err := openDataDevice(o, ep)
+	dev, err := OpenDataDevice(o, ep)
 	if err != nil {
-		return nil, fmt.Errorf("--data %s: %w", d.mode, err)
+		return nil, fmt.Errorf("--data %s: %w", d.Mode, err)
 	}
-	p, _ := rdmapeer.Lookup(d.mode)
+	p, _ := rdmapeer.Lookup(d.Mode)
 	dr := &dataRun{d: d, mode: &dataMode{prog: p, ud: p.UD(), req: p.AdjustREQ}, dev: dev}
-	if p.AllAtOnce() && o.cmd == "listen" && o.count > 0 {
-		dr.group = rdmapeer.NewGroup(o.count)
+	if p.AllAtOnce() && passive && o.Count > 0 {
+		dr.group = rdmapeer.NewGroup(o.Count)
 	}
 	return dr, nil
 }
@@ -167,7 +125,7 @@ func (dr *dataRun) watch(ctx context.Context) {
 // session creates connection c's queue pair and posts what the program
 // needs posted before the CM message that lets the peer send.
 func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
-	cfg := rdmapeer.SessionConfig{Options: dr.d.options(), Num: c.num, Port: dr.r.mgr.Port()}
+	cfg := rdmapeer.SessionConfig{Options: dr.d.PeerOptions(), Num: c.num, Port: dr.r.mgr.Port()}
 	ping := "ping data"
 	if role == "client" {
 		cfg.Role = rdmapeer.Client
@@ -198,7 +156,7 @@ func (dr *dataRun) session(c *connRec, role string) (*dataSess, error) {
 }
 
 // run is the data phase of an established connection, its disconnect, and
-// the destruction of its QP after TimeWait. It replaces netRun.hold.
+// the destruction of its QP after TimeWait. It replaces Run.hold.
 func (dr *dataRun) run(ctx context.Context, c *connRec, conn *cm.Conn, s *dataSess, hold bool) {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -220,8 +178,8 @@ func (dr *dataRun) report(c *connRec, s *dataSess, err error) {
 	dr.r.mu.Unlock()
 	// --data qp moves no data: its line would say only that; the result
 	// line counts the connections (with --events it is printed anyway).
-	if dr.d.mode != "qp" || dr.r.o.events || st.Problem != "" {
-		dr.r.out.Write(dataRecord(dr.d.mode, s, st))
+	if dr.d.Mode != "qp" || dr.r.o.Events || st.Problem != "" {
+		dr.r.out.Write(dataRecord(dr.d.Mode, s, st))
 	}
 }
 
@@ -298,7 +256,7 @@ func (c *connRec) dataProblem() string {
 }
 
 // failConn records that connection c failed outside the CM and says why.
-func (r *netRun) failConn(c *connRec, msg string) {
+func (r *Run) failConn(c *connRec, msg string) {
 	r.mu.Lock()
 	c.Err = msg
 	r.mu.Unlock()
@@ -306,9 +264,9 @@ func (r *netRun) failConn(c *connRec, msg string) {
 }
 
 // dataDesc names the data mode on the READY line.
-func dataDesc(o *netOpts) []report.Field {
-	if o.data.mode == "" {
+func dataDesc(o *Options) []report.Field {
+	if o.Data.Mode == "" {
 		return nil
 	}
-	return []report.Field{report.F("data", o.data.mode)}
+	return []report.Field{report.F("data", o.Data.Mode)}
 }
