@@ -42,8 +42,8 @@ func Connect(ctx context.Context, o *Options, ca *ConnectConfig, stdout io.Write
 		return code
 	}
 	cr.r = r
-	if r.data != nil && r.data.mode.ud {
-		udaddyConnect(ctx, r, r.data, cr.to, cr.hdr, ca.WaitListener)
+	if r.data != nil && r.data.ud() {
+		r.data.connectUD(ctx, cr.to, cr.hdr, ca.WaitListener)
 		return r.finish(ctx, "")
 	}
 	var wg sync.WaitGroup
@@ -77,11 +77,11 @@ type connector struct {
 	r   *Run
 	ca  *ConnectConfig
 	to  transport.Addr
-	hdr *wire.IPCMHeader // --ip: the IP CM header, without its source port
+	hdr *wire.IPCMHeader // IP: the IP CM header, without its source port
 }
 
 // params are the Connect parameters of connection k, and its data
-// session (--data).
+// session (Data).
 func (cr *connector) params(k int) (*cm.ConnectParams, *dataSess, error) {
 	r, o := cr.r, cr.r.o
 	qpn := o.QPNOf(k)
@@ -102,9 +102,7 @@ func (cr *connector) params(k int) (*cm.ConnectParams, *dataSess, error) {
 	p := &cm.ConnectParams{To: cr.to, REQ: NewREQ(r.mgr, o, cr.to, qpn)}
 	if sess != nil {
 		p.QP = sess.qp
-		if r.data.mode.req != nil {
-			r.data.mode.req(&p.REQ)
-		}
+		r.data.adjustREQ(&p.REQ)
 	}
 	if cr.hdr != nil {
 		h := *cr.hdr
@@ -162,7 +160,7 @@ func (cr *connector) failed(ctx context.Context, c *connRec, sess *dataSess, err
 	return false
 }
 
-// serve runs connection c's data phase (--data) or holds it, on a
+// serve runs connection c's data phase (Data) or holds it, on a
 // goroutine of wg when connections overlap.
 func (cr *connector) serve(ctx context.Context, wg *sync.WaitGroup, c *connRec, conn *cm.Conn, sess *dataSess) {
 	r := cr.r
@@ -218,7 +216,7 @@ func (r *Run) qpnReuse(p *connRec) []report.Field {
 	}
 }
 
-// Target works out the peer's address and, with --ip, the IP CM
+// Target works out the peer's address and, with IP, the IP CM
 // header (without its source port).
 func Target(o *Options, ep *Endpoint) (transport.Addr, *wire.IPCMHeader, error) {
 	var to transport.Addr

@@ -23,11 +23,11 @@ type connRec struct {
 	qpn          uint32
 	estabAt      time.Time
 	twAt         time.Time
-	data         *dataStats // --data: what the data phase did
+	data         *dataStats // Data: what the data phase did
 	// answered, when set, is closed once the REP is queued or Accept
 	// has failed (see Run.answer).
 	answered chan struct{}
-	// refs counts what still needs the record (--count 0): its id until
+	// refs counts what still needs the record (Count 0): its id until
 	// the Manager frees it, and the goroutine that serves the connection.
 	// At 0 the run lets the record go (Run.unrefLocked).
 	refs   int

@@ -1,6 +1,6 @@
 package session
 
-// Data modes (--data): a real queue pair behind every connection of
+// Data modes (Data): a real queue pair behind every connection of
 // `ibcm listen` and `ibcm connect`, speaking the data protocol of one of
 // rdma-core's librdmacm example programs (package rdmapeer), so that the
 // kernel-side program finishes its data phase against ibcm and exits 0.
@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/hw/verbs"
 	"github.com/ibcm/ibcm/internal/report"
@@ -73,6 +75,27 @@ type dataSess struct {
 	num int
 }
 
+// dataHooks is the data side of a run (Options.Data): the connect and
+// accept loops call it at each step of a connection that has a queue
+// pair behind it. dataRun implements it over rdmapeer's programs.
+type dataHooks interface {
+	portInfo() cm.PortInfo     // the device's port, for the Manager
+	watch(ctx context.Context) // the device's async events, once the Manager runs
+	abort()                    // the run did not start: close the device
+	close()                    // once the Manager is closed
+	ud() bool                  // SIDR and UD datagrams instead of connections
+	listenUD(accept, ctx context.Context, l *cm.Listener) int
+	connectUD(ctx context.Context, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration)
+	allAtOnce() bool         // the client holds all its connections at once
+	adjustREQ(req *wire.REQ) // the program's conn_param in an active REQ
+	// session makes connection c's queue pair before the CM message that
+	// lets the peer send; run is its data phase once established, and
+	// destroy its end after TimeWait (conn nil: it never connected).
+	session(c *connRec, role string) (*dataSess, error)
+	run(ctx context.Context, c *connRec, conn *cm.Conn, s *dataSess, hold bool)
+	destroy(ctx context.Context, c *connRec, s *dataSess, conn *cm.Conn)
+}
+
 // dataRun is the data side of a listen or connect run: the device and the
 // sessions of its connections.
 type dataRun struct {
@@ -83,7 +106,7 @@ type dataRun struct {
 	mu   sync.Mutex
 	open int // sessions whose QP is not destroyed yet
 	// group holds the servers of a program that sends only once all
-	// its connections are up (listen --count N).
+	// its connections are up (listen Count N).
 	group *rdmapeer.Group
 }
 
@@ -106,8 +129,18 @@ func startData(o *Options, d *DataOptions, ep *Endpoint, passive bool) (*dataRun
 }
 
 // allAtOnce says the program's client holds all its connections at once
-// (as --overlap does): its server sends only once all of them are up.
+// (as Overlap does): its server sends only once all of them are up.
 func (dr *dataRun) allAtOnce() bool { return dr.mode.prog.AllAtOnce() }
+
+func (dr *dataRun) ud() bool              { return dr.mode.ud }
+func (dr *dataRun) portInfo() cm.PortInfo { return dr.dev.portInfo() }
+func (dr *dataRun) abort()                { _ = dr.dev.close() }
+
+func (dr *dataRun) adjustREQ(req *wire.REQ) {
+	if dr.mode.req != nil {
+		dr.mode.req(req)
+	}
+}
 
 // watch feeds the device's async events to the Manager (COMM_EST stands in
 // for a lost RTU) and prints them.
@@ -176,8 +209,8 @@ func (dr *dataRun) report(c *connRec, s *dataSess, err error) {
 	dr.r.mu.Lock()
 	c.data = st
 	dr.r.mu.Unlock()
-	// --data qp moves no data: its line would say only that; the result
-	// line counts the connections (with --events it is printed anyway).
+	// Data qp moves no data: its line would say only that; the result
+	// line counts the connections (with Events it is printed anyway).
 	if dr.d.Mode != "qp" || dr.r.o.Events || st.Problem != "" {
 		dr.r.out.Write(dataRecord(dr.d.Mode, s, st))
 	}

@@ -5,9 +5,11 @@
 // judges each connection's outcome with internal/outcome against
 // Options.Expect. With Options.Data a real queue pair stands behind every
 // connection and one of package rdmapeer's programs (rping, ucmatose,
-// rdma, udaddy, qp) runs its data phase over it: the data modes plug in
-// as rdmapeer programs, looked up by name, on the device OpenDataDevice
-// opens (SimDataDevice gives the simulated fabric one in tests).
+// rdma, udaddy, qp) runs its data phase over it. The connect and accept
+// loops reach the data side only through the dataHooks interface, which
+// the rdmapeer adapter (data.go, udaddy.go) implements on the device
+// OpenDataDevice opens (SimDataDevice gives the simulated fabric one in
+// tests).
 //
 // The package is internal: its records and its exit statuses are those
 // of the ibcm command (tools/interop reads them), not an API for

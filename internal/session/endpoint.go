@@ -20,7 +20,7 @@ import (
 type Endpoint struct {
 	Transport transport.Transport
 	Local     transport.Addr
-	Device    string // the RDMA device (umad), for --data
+	Device    string // the RDMA device (umad), for Data
 	PortNum   uint8
 	GUID      uint64
 	RoCE      bool

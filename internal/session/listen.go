@@ -70,11 +70,11 @@ func Listen(ctx context.Context, o *Options, la *ListenConfig, stdout io.Writer)
 }
 
 // listenSIDR answers the SIDR_REQs of the connected service's listener l
-// (service not supported), and listens on the UD service --sidr-port or
-// --sidr-sid names, if any, whose listener it returns.
+// (service not supported), and listens on the UD service Options.SIDRSID
+// names, if any, whose listener it returns.
 func (r *Run) listenSIDR(ctx context.Context, la *ListenConfig, l *cm.Listener, wg *sync.WaitGroup) (*cm.Listener, error) {
 	o := r.o
-	if r.data == nil || !r.data.mode.ud {
+	if r.data == nil || !r.data.ud() {
 		// A SIDR_REQ for the connected service: not a UD service here.
 		wg.Go(func() { answerSIDR(ctx, r, l, nil) })
 	}
@@ -94,7 +94,7 @@ func (r *Run) listenSIDR(ctx context.Context, la *ListenConfig, l *cm.Listener, 
 	return ul, nil
 }
 
-// acceptAll takes l's requests until --count came (--count 0: until ctx
+// acceptAll takes l's requests until Count came (Count 0: until ctx
 // ends or la.stop is closed) and serves each; it returns how many came.
 func (r *Run) acceptAll(ctx context.Context, la *ListenConfig, l *cm.Listener) int {
 	actx, acancel := context.WithCancel(ctx)
@@ -111,8 +111,8 @@ func (r *Run) acceptAll(ctx context.Context, la *ListenConfig, l *cm.Listener) i
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer l.Close() // first: no request comes while the last ones are served
-	if r.data != nil && r.data.mode.ud {
-		return udaddyListen(actx, ctx, r, r.data, l)
+	if r.data != nil && r.data.ud() {
+		return r.data.listenUD(actx, ctx, l)
 	}
 	accepted := 0
 	for r.o.Count == 0 || accepted < r.o.Count {
@@ -133,7 +133,7 @@ func (r *Run) acceptAll(ctx context.Context, la *ListenConfig, l *cm.Listener) i
 
 // recordOfRequest is the record of the connection req asks for, with a
 // reference for its answer; nil when the request ended before it was
-// taken (--count 0: the record has gone with its id).
+// taken (Count 0: the record has gone with its id).
 func (r *Run) recordOfRequest(req *cm.Request) *connRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -141,7 +141,7 @@ func (r *Run) recordOfRequest(req *cm.Request) *connRec {
 	if c == nil && r.o.Count == 0 {
 		return nil
 	}
-	if c == nil { // beyond --count: its event found no room
+	if c == nil { // beyond Count: its event found no room
 		c = r.newConn(0)
 		c.conn = req.Conn()
 		r.byConn[c.conn] = c
@@ -151,7 +151,7 @@ func (r *Run) recordOfRequest(req *cm.Request) *connRec {
 	return c
 }
 
-// answer rejects req (--reject) or accepts it on a goroutine of wg that
+// answer rejects req (Reject) or accepts it on a goroutine of wg that
 // then serves the connection.
 func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.Request, wg *sync.WaitGroup) {
 	if la.Reject != 0 {

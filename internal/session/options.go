@@ -29,7 +29,7 @@ type Options struct {
 	DstIP  string
 	DstGID string
 	DLID   uint
-	To     *transport.Addr // the peer's address, when known (a --sim-peer listener)
+	To     *transport.Addr // the peer's address, when known (a sim-peer listener)
 
 	QPN     uint64 // announced without a data QP
 	QPNStep uint64

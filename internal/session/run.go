@@ -37,10 +37,10 @@ type Run struct {
 	conns   []*connRec    // the records the run still keeps
 	ended   outcome.Tally // judges the records it let go
 	byConn  map[*cm.Conn]*connRec
-	byID    map[cm.CommID]*connRec // for --trace's lines
+	byID    map[cm.CommID]*connRec // for Trace's lines
 	stopped chan struct{}          // closed by finish: ids the Manager never freed are not waited for
 	sumDone chan struct{}          // stops the summary lines
-	data    *dataRun               // --data
+	data    dataHooks              // Options.Data, or nil
 	next    *connRec               // the active connection whose REQ goes next
 	passiv  bool                   // new REQs create connections
 	change  chan struct{}
@@ -60,7 +60,7 @@ func (r *Run) event(name string, kv ...any) {
 	r.out.Write(report.New(report.Event, name).Add("t", r.since()).With(kv...))
 }
 
-// connEvent prints an event of connection c (with --events).
+// connEvent prints an event of connection c (with Events).
 func (r *Run) connEvent(c *connRec, name string, kv ...any) {
 	if r.o.Events {
 		r.event(name, append([]any{"conn", c.num}, kv...)...)
@@ -68,14 +68,14 @@ func (r *Run) connEvent(c *connRec, name string, kv ...any) {
 }
 
 // verbose prints an event that is not about one connection's outcome
-// (with --events).
+// (with Events).
 func (r *Run) verbose(name string, kv ...any) {
 	if r.o.Events {
 		r.event(name, kv...)
 	}
 }
 
-// summarize prints, without --events, a line a second while the run's
+// summarize prints, without Events, a line a second while the run's
 // connections change: a terminal (or a serial console, at 600 kB/s) would
 // otherwise spend more CPU on a storm's lines than the CM on its MADs.
 func (r *Run) summarize(done <-chan struct{}) {
@@ -140,9 +140,9 @@ func (r *Run) unref(c *connRec) {
 	r.unrefLocked(c)
 }
 
-// unrefLocked lets go of one reference to c's record. With --count 0 the
+// unrefLocked lets go of one reference to c's record. With Count 0 the
 // last one takes the record out of the run, which keeps only its outcome
-// (r.ended): the run may serve connections without end. With --count N
+// (r.ended): the run may serve connections without end. With Count N
 // the result line lists N outcomes, and the records stay. r.mu must be
 // held.
 func (r *Run) unrefLocked(c *connRec) {
@@ -197,7 +197,7 @@ func (r *Run) startManager() error {
 		sw.Trace = r.traceStep
 	}
 	if r.data != nil {
-		cfg.Port = r.data.dev.portInfo()
+		cfg.Port = r.data.portInfo()
 	}
 	r.engine = engine.Config{MinTimeWait: cfg.MinTimeWait} // what the Manager's engine computes TimeWait from
 	m, err := cm.NewManager(cmswitch.Wrap(r.ep.Transport, sw), cfg)
@@ -212,7 +212,7 @@ func (r *Run) startManager() error {
 	return nil
 }
 
-// traceStep prints one state-table step (--trace).
+// traceStep prints one state-table step (Trace).
 func (r *Run) traceStep(s engine.TraceStep) {
 	rec := report.New(report.Step, "").Add("t", r.since())
 	r.mu.Lock()
@@ -262,7 +262,7 @@ func (r *Run) waitTimeWait(ctx context.Context) {
 	}
 }
 
-// hold keeps an established connection for --hold (negative: until the
+// hold keeps an established connection for Hold (negative: until the
 // peer disconnects or ctx ends), then disconnects it.
 func (r *Run) hold(ctx context.Context, c *connRec, conn *cm.Conn, hold time.Duration) {
 	var tc <-chan time.Time
@@ -353,7 +353,7 @@ func WithTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithCancel(ctx)
 }
 
-// startRun opens o's endpoint, its data device (--data) and the Manager,
+// startRun opens o's endpoint, its data device (Options.Data) and the Manager,
 // and prints READY; passive: the run listens. onRun, when set, sees the run first; setup, when set,
 // runs once the endpoint is open. On failure startRun has printed the
 // result and returns nil and the exit status.
@@ -371,17 +371,17 @@ func startRun(ctx context.Context, o *Options, stdout io.Writer, passive bool, o
 		err = setup(ep)
 	}
 	if err == nil {
-		r.data, err = startData(o, &o.Data, ep, passive)
-	}
-	if r.data != nil {
-		r.data.r = r
+		var dr *dataRun
+		if dr, err = startData(o, &o.Data, ep, passive); dr != nil {
+			dr.r, r.data = r, dr
+		}
 	}
 	if err == nil {
 		err = r.startManager()
 	}
 	if err != nil {
 		if r.data != nil {
-			_ = r.data.dev.close()
+			r.data.abort()
 		}
 		ep.Close()
 		r.out.Close() // nothing was written: setupFailed writes the lines

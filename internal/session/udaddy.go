@@ -1,6 +1,6 @@
 package session
 
-// --data udaddy on the commands' side: the SIDR exchange of each UD
+// Data mode udaddy on the session's side: the SIDR exchange of each UD
 // session (package rdmapeer runs the UD data on it).
 
 import (
@@ -16,11 +16,12 @@ import (
 	"github.com/ibcm/ibcm/rdmapeer"
 )
 
-// udaddyListen answers --count SIDR_REQs (0: until accept ends), each with
+// listenUD answers Count SIDR_REQs (0: until accept ends), each with
 // a UD QP of its own, and runs the server side on it under ctx: a stop that
 // ends accept lets the session under way finish its last sends (the
 // client may have its replies before their completions came here).
-func udaddyListen(accept, ctx context.Context, r *Run, dr *dataRun, l *cm.Listener) int {
+func (dr *dataRun) listenUD(accept, ctx context.Context, l *cm.Listener) int {
+	r := dr.r
 	n := 0
 	for r.o.Count == 0 || n < r.o.Count {
 		sr, err := l.AcceptSIDR(accept)
@@ -62,11 +63,12 @@ func udaddyListen(accept, ctx context.Context, r *Run, dr *dataRun, l *cm.Listen
 	return n
 }
 
-// udaddyConnect resolves the service --count times, one UD QP each, and
+// connectUD resolves the service Count times, one UD QP each, and
 // runs the client side on each.
 // A SIDR_REP refusing the service is retried every 0.5 s until
 // waitListener has passed (nobody listens yet).
-func udaddyConnect(ctx context.Context, r *Run, dr *dataRun, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration) {
+func (dr *dataRun) connectUD(ctx context.Context, to transport.Addr, hdr *wire.IPCMHeader, waitListener time.Duration) {
+	r := dr.r
 	deadline := time.Now().Add(waitListener)
 	for k := 1; k <= r.o.Count && ctx.Err() == nil; k++ {
 		r.mu.Lock()
