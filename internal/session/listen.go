@@ -114,21 +114,32 @@ func (r *Run) acceptAll(ctx context.Context, la *ListenConfig, l *cm.Listener) i
 	if r.data != nil && r.data.ud() {
 		return r.data.listenUD(actx, ctx, l)
 	}
-	accepted := 0
-	for r.o.Count == 0 || accepted < r.o.Count {
+	return r.eachRequest(func(n int) error {
 		req, err := l.Accept(actx)
 		if err != nil {
-			break
+			return err
 		}
-		accepted++
-		if r.o.Count > 0 && accepted == r.o.Count {
+		if r.o.Count > 0 && n == r.o.Count {
 			_ = l.Close()
 		}
 		if c := r.recordOfRequest(req); c != nil {
 			r.answer(ctx, la, c, req, &wg)
 		}
+		return nil
+	})
+}
+
+// eachRequest takes request 1, 2, ... with take until take fails or
+// Count came (Count 0: until take fails); it returns how many came.
+func (r *Run) eachRequest(take func(n int) error) int {
+	n := 0
+	for r.o.Count == 0 || n < r.o.Count {
+		if take(n+1) != nil {
+			break
+		}
+		n++
 	}
-	return accepted
+	return n
 }
 
 // recordOfRequest is the record of the connection req asks for, with a

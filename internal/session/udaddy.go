@@ -21,46 +21,49 @@ import (
 // ends accept lets the session under way finish its last sends (the
 // client may have its replies before their completions came here).
 func (dr *dataRun) listenUD(accept, ctx context.Context, l *cm.Listener) int {
-	r := dr.r
-	n := 0
-	for r.o.Count == 0 || n < r.o.Count {
+	return dr.r.eachRequest(func(int) error {
 		sr, err := l.AcceptSIDR(accept)
-		if err != nil {
-			break
+		if err == nil {
+			dr.serveSIDR(ctx, sr)
 		}
-		n++
-		r.mu.Lock()
-		c := r.newConn(0)
-		c.SIDR = true
-		c.refs++
-		r.mu.Unlock()
-		q := sr.Request()
-		var ipcm []report.Field
-		if h, err := sidrIPCM(q); err == nil {
-			ipcm = append(ipcm, report.F("ipcm", ipcmString(h, uint16(q.ServiceID))))
-		}
-		r.connEvent(c, "SIDR-REQ-RECEIVED", "from", AddrString(sr.From()), "sid", report.Hex(q.ServiceID), ipcm)
-		s, err := dr.session(c, "server")
-		if err != nil {
-			r.failConn(c, "UD QP: "+err.Error())
-			_ = sr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
-			r.unref(c)
-			continue
-		}
-		c.qpn = s.qp.QPN()
-		if err := sr.Reply(ctx, &cm.SIDRReplyParams{QPN: s.qp.QPN(), QKey: udpQKey}); err != nil {
-			r.failConn(c, "SIDR reply: "+err.Error())
-			dr.destroy(ctx, c, s, nil)
-			r.unref(c)
-			continue
-		}
-		r.connEvent(c, "SIDR-REP-SENT", "qpn", report.Hex(s.qp.QPN()), "qkey", report.Hex(udpQKey))
-		err = s.UDServer(ctx)
-		dr.report(c, s, err)
+		return err
+	})
+}
+
+// serveSIDR answers sr with a UD QP of its own and runs the server side
+// on it.
+func (dr *dataRun) serveSIDR(ctx context.Context, sr *cm.SIDRRequest) {
+	r := dr.r
+	r.mu.Lock()
+	c := r.newConn(0)
+	c.SIDR = true
+	c.refs++
+	r.mu.Unlock()
+	q := sr.Request()
+	var ipcm []report.Field
+	if h, err := sidrIPCM(q); err == nil {
+		ipcm = append(ipcm, report.F("ipcm", ipcmString(h, uint16(q.ServiceID))))
+	}
+	r.connEvent(c, "SIDR-REQ-RECEIVED", "from", AddrString(sr.From()), "sid", report.Hex(q.ServiceID), ipcm)
+	s, err := dr.session(c, "server")
+	if err != nil {
+		r.failConn(c, "UD QP: "+err.Error())
+		_ = sr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+		r.unref(c)
+		return
+	}
+	c.qpn = s.qp.QPN()
+	if err := sr.Reply(ctx, &cm.SIDRReplyParams{QPN: s.qp.QPN(), QKey: udpQKey}); err != nil {
+		r.failConn(c, "SIDR reply: "+err.Error())
 		dr.destroy(ctx, c, s, nil)
 		r.unref(c)
+		return
 	}
-	return n
+	r.connEvent(c, "SIDR-REP-SENT", "qpn", report.Hex(s.qp.QPN()), "qkey", report.Hex(udpQKey))
+	err = s.UDServer(ctx)
+	dr.report(c, s, err)
+	dr.destroy(ctx, c, s, nil)
+	r.unref(c)
 }
 
 // connectUD resolves the service Count times, one UD QP each, and
