@@ -428,12 +428,3 @@ func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*
 func ConnectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
 	return retryFull(ctx, func() (*cm.Conn, error) { return m.Connect(ctx, p) })
 }
-
-// Kept is what the run keeps of its connections: their records, and the
-// two maps that route the Manager's events to them. A listen that serves
-// without end (Count 0) lets each go once its id is free.
-func (r *Run) Kept() (records, byConn, byID int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.conns), len(r.byConn), len(r.byID)
-}
