@@ -79,7 +79,9 @@ Flags:
 
 // netOpts are the options of listen, connect, probe and cmtime. Each
 // command registers the flags it takes from the one table of their
-// definitions (netFlagDefs) and checks them with netOpts.check.
+// definitions (netFlagDefs) and checks them with netOpts.check. The flags
+// fill the embedded session.Options, which the session runs with; the
+// rest only the command needs.
 type netOpts struct {
 	session.Options
 	cmd      string // "listen", "connect", "probe" or "cmtime"
