@@ -125,15 +125,11 @@ var catalogue = []*Check{
 			}
 			s.disconnect("DREQ 1", c1)
 			c2 := s.newConn(reqOpts{ackTO: 19, qpn: c1.qpn})
-			s.Step(stepReuse)
-			s.sendREQ("REQ", c2)
-			if rep, _ := s.awaitREPOrREJ(c2, answerWait); rep == nil {
+			if !s.request(stepReuse, c2) {
 				s.Wait(quietWait, nil) // what else a stale-rejecting target sends
 				return
 			}
-			s.Step("REQ 2: RTU")
-			s.sendRTU(c2)
-			s.Wait(settle, nil)
+			s.establish("REQ 2: RTU", c2)
 			s.disconnect("DREQ 2", c2)
 		},
 	},
@@ -167,9 +163,7 @@ var catalogue = []*Check{
 				if c2.peerID == 0 {
 					c2.peerID, c2.peerQPN = rep.REP.LocalCommID, rep.REP.LocalQPN
 				}
-				s.Step("REQ 2: RTU")
-				s.sendRTU(c2)
-				s.Wait(settle, nil)
+				s.establish("REQ 2: RTU", c2)
 				s.disconnect("DREQ 2", c2)
 			}
 			if c1.estab {
@@ -188,17 +182,13 @@ var catalogue = []*Check{
 			// The target's own REP retry comes 2 s later, far from the
 			// window after the duplicate.
 			c := s.newConn(reqOpts{respTO: 19})
-			s.Step("REQ")
-			s.sendREQ("REQ", c)
-			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep == nil {
+			if !s.request("REQ", c) {
 				return
 			}
 			s.Step(stepRetrans)
 			s.sendREQ("REQ (the same)", c)
 			s.Wait(quietWait, nil)
-			s.Step("RTU")
-			s.sendRTU(c)
-			s.Wait(settle, nil)
+			s.establish("RTU", c)
 			s.disconnect("DREQ", c)
 		},
 	},
@@ -225,16 +215,12 @@ var catalogue = []*Check{
 		Key:     stepNoRTU,
 		run: func(s *session) {
 			c := s.newConn(reqOpts{respTO: 16, retries: 3})
-			s.Step("REQ")
-			s.sendREQ("REQ", c)
-			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep == nil {
+			if !s.request("REQ", c) {
 				return
 			}
 			s.Step(stepNoRTU)
 			s.Wait(2*time.Second, func(a *Answers) bool { return a.find(wire.AttrREP, forID(c.id)) != nil })
-			s.Step("RTU")
-			s.sendRTU(c)
-			s.Wait(settle, nil)
+			s.establish("RTU", c)
 			s.disconnect("DREQ", c)
 		},
 	},
@@ -275,12 +261,8 @@ var catalogue = []*Check{
 		Key:     stepNoListen,
 		run: func(s *session) {
 			c := s.newConn(reqOpts{sid: s.r.cfg.Target.NoListenerServiceID})
-			s.Step(stepNoListen)
-			s.sendREQ("REQ", c)
-			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep != nil {
-				s.Step("RTU")
-				s.sendRTU(c)
-				s.Wait(settle, nil)
+			if s.request(stepNoListen, c) {
+				s.establish("RTU", c)
 				s.disconnect("DREQ", c)
 			}
 		},
@@ -294,18 +276,14 @@ var catalogue = []*Check{
 			// Without the MRA the target would resend the REP after 0.54 s
 			// and give up after three tries, about 1.6 s.
 			c := s.newConn(reqOpts{respTO: 17, retries: 2})
-			s.Step("REQ")
-			s.sendREQ("REQ", c)
-			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep == nil {
+			if !s.request("REQ", c) {
 				return
 			}
 			s.Step(stepMRA)
 			s.Send("MRA", wire.Header{TID: s.tid(c.id)}, &wire.MRA{LocalCommID: c.id, RemoteCommID: c.peerID,
 				MessageMRAed: wire.MsgRespREP, ServiceTimeout: 20})
 			s.Wait(2*time.Second, nil)
-			s.Step("RTU, after the REP's own retries would have run out")
-			s.sendRTU(c)
-			s.Wait(settle, nil)
+			s.establish("RTU, after the REP's own retries would have run out", c)
 			s.disconnect("DREQ", c)
 		},
 	},
@@ -405,9 +383,7 @@ var catalogue = []*Check{
 			Explain: "the target retransmitted its REP until its retries ran out, then gave up without a REJ(timeout); the active side's own timers cover that"}},
 		run: func(s *session) {
 			c := s.newConn(reqOpts{respTO: 16, retries: 2})
-			s.Step("REQ")
-			s.sendREQ("REQ", c)
-			if rep, _ := s.awaitREPOrREJ(c, answerWait); rep == nil {
+			if !s.request("REQ", c) {
 				return
 			}
 			s.Step(stepGiveUp)

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"time"
@@ -334,19 +335,11 @@ type reqOpts struct {
 // newConn builds the REQ of a new connection (a new comm ID).
 func (s *session) newConn(o reqOpts) *pconn {
 	t := &s.r.cfg.Target
-	if o.sid == 0 {
-		o.sid = t.ServiceID
-	}
-	if o.respTO == 0 {
-		o.respTO = 18
-	}
-	if o.retries == 0 {
-		o.retries = 3
-	}
-	if o.ackTO == 0 {
-		o.ackTO = 16
-	}
-	if o.qpn == 0 {
+	o.sid = cmp.Or(o.sid, t.ServiceID)
+	o.respTO = cmp.Or(o.respTO, 18)
+	o.retries = cmp.Or(o.retries, 3)
+	o.ackTO = cmp.Or(o.ackTO, 16)
+	if o.qpn == 0 { // not cmp.Or: a new QPN is drawn only when none is given
 		o.qpn = s.qpn()
 	}
 	c := &pconn{id: s.id(), qpn: o.qpn}
@@ -479,16 +472,27 @@ func routeIDs(p *transport.Packet) []uint32 {
 // connect makes connection c: REQ, the REP (or REJ), and the RTU. It
 // reports whether c is established.
 func (s *session) connect(label string, c *pconn) bool {
+	if !s.request(label, c) {
+		return false
+	}
+	s.establish(label+": RTU", c)
+	return true
+}
+
+// request sends c's REQ as step label and reports whether the target
+// answered it with a REP.
+func (s *session) request(label string, c *pconn) bool {
 	s.Step(label)
 	s.sendREQ("REQ", c)
 	rep, _ := s.awaitREPOrREJ(c, answerWait)
-	if rep == nil {
-		return false
-	}
-	s.Step(label + ": RTU")
+	return rep != nil
+}
+
+// establish sends c's RTU as step label and lets the target settle.
+func (s *session) establish(label string, c *pconn) {
+	s.Step(label)
 	s.sendRTU(c)
 	s.Wait(settle, nil)
-	return true
 }
 
 func (s *session) sendRTU(c *pconn) {
