@@ -15,10 +15,21 @@
 # role's script); the field enc=base64 of a begin record says its lines are
 # a file in base64.
 
-up() { cut -d' ' -f1 /proc/uptime; }
+# up: the VM's uptime in seconds (read by the shell: no program to start,
+# which under TCG costs milliseconds, for every record).
+up() {
+	read -r _u _ </proc/uptime
+	echo "$_u"
+}
 
-# jstr S: S as a JSON string (the notes hold no control characters).
-jstr() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
+# jstr S: S as a JSON string (the notes hold no control characters); sed
+# only when there is something to escape.
+jstr() {
+	case $1 in
+	*[\\\"]*) printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')" ;;
+	*) printf '"%s"' "$1" ;;
+	esac
+}
 
 # jnum V: V when it is a number, else null.
 jnum() {
