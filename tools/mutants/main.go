@@ -319,7 +319,7 @@ func main() {
 		}
 		os.Exit(1)
 	}
-	fmt.Println("mutants: every mutant caught by TLC or the gopter suite, and every mutant of the definition at every depth (or the catalogue says why not)")
+	fmt.Println("mutants: every rule the layers run can check holds: each mutant caught by TLC or the gopter suite, each mutant of the definition at every depth (or the catalogue says why not)")
 }
 
 // verdict is what a mutant's results fail, of the rules the run enforces
