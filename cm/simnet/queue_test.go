@@ -14,7 +14,7 @@ func TestPktQueueOrder(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		var q pktQueue
-		var ref pktHeap
+		var ref minHeap[*Packet]
 		now, seq := engine.Time(0), uint64(0)
 		for range 5000 {
 			switch r := rng.IntN(10); {

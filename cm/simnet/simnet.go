@@ -123,7 +123,7 @@ type Sim struct {
 
 	oracle invariant.StaleOracle
 	bogus  error // the first REJ(10) the oracle refused
-	timers timerHeap
+	timers minHeap[*appTimer]
 	free   []*Packet // delivered packets, reused
 }
 
@@ -470,11 +470,11 @@ func (s *Sim) Inject(from, to *Node, mad *[wire.MADSize]byte) {
 type pktQueue struct {
 	fifo []*Packet // fifo[head:] in (At, Seq) order
 	head int
-	heap pktHeap
+	heap minHeap[*Packet]
 }
 
 func (q *pktQueue) push(p *Packet) {
-	if n := len(q.fifo); n == q.head || !pktLess(p, q.fifo[n-1]) {
+	if n := len(q.fifo); n == q.head || !p.before(q.fifo[n-1]) {
 		if q.head > 0 && q.head == n {
 			q.fifo, q.head = q.fifo[:0], 0
 		}
@@ -490,7 +490,7 @@ func (q *pktQueue) peek() *Packet {
 	if q.head < len(q.fifo) {
 		p = q.fifo[q.head]
 	}
-	if len(q.heap) > 0 && (p == nil || pktLess(q.heap[0], p)) {
+	if len(q.heap) > 0 && (p == nil || q.heap[0].before(p)) {
 		p = q.heap[0]
 	}
 	return p
@@ -498,7 +498,7 @@ func (q *pktQueue) peek() *Packet {
 
 // pop removes the next packet (there is one).
 func (q *pktQueue) pop() *Packet {
-	if len(q.heap) > 0 && (q.head == len(q.fifo) || pktLess(q.heap[0], q.fifo[q.head])) {
+	if len(q.heap) > 0 && (q.head == len(q.fifo) || q.heap[0].before(q.fifo[q.head])) {
 		return q.heap.pop()
 	}
 	p := q.fifo[q.head]
@@ -535,66 +535,12 @@ func (q *pktQueue) filter(keep func(*Packet) bool) {
 	q.heap.init()
 }
 
-func pktLess(a, b *Packet) bool {
-	if a.At != b.At {
-		return a.At < b.At
+// before orders packets by (At, Seq): the delivery queue's order.
+func (p *Packet) before(o *Packet) bool {
+	if p.At != o.At {
+		return p.At < o.At
 	}
-	return a.Seq < b.Seq
-}
-
-// pktHeap is a min-heap by (At, Seq).
-
-type pktHeap []*Packet
-
-func (h pktHeap) less(i, j int) bool { return pktLess(h[i], h[j]) }
-
-func (h *pktHeap) push(p *Packet) {
-	*h = append(*h, p)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !q.less(i, parent) {
-			break
-		}
-		q[i], q[parent] = q[parent], q[i]
-		i = parent
-	}
-}
-
-func (h *pktHeap) pop() *Packet {
-	q := *h
-	p := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q[last] = nil
-	q = q[:last]
-	*h = q
-	q.down(0)
-	return p
-}
-
-func (h pktHeap) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && h.less(r, l) {
-			m = r
-		}
-		if !h.less(m, i) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
-func (h pktHeap) init() {
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		h.down(i)
-	}
+	return p.Seq < o.Seq
 }
 
 // ---- application timers.
@@ -605,50 +551,10 @@ type appTimer struct {
 	fn  func()
 }
 
-type timerHeap []*appTimer
-
-func (h timerHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// before orders timers by (at, seq): when they fire.
+func (t *appTimer) before(o *appTimer) bool {
+	if t.at != o.at {
+		return t.at < o.at
 	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *timerHeap) push(t *appTimer) {
-	*h = append(*h, t)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (h *timerHeap) pop() *appTimer {
-	q := *h
-	t := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q[last] = nil
-	q = q[:last]
-	*h = q
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(q) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(q) && q.less(r, l) {
-			m = r
-		}
-		if !q.less(m, i) {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	return t
+	return t.seq < o.seq
 }
