@@ -14,10 +14,7 @@ package engine
 // exactly like the two maps it replaces: an insert replaces the key's
 // entry, a removal takes out the key only when the remover owns it.
 type ridIndex struct {
-	chunks  map[uint32]*ridChunk
-	last    *ridChunk // the chunk of lastKey, to skip the map
-	lastKey uint32
-	spare   []*ridChunk // empty chunks kept for reuse (at most maxSpareChunks)
+	chunks chunkMap[ridChunk]
 
 	byID       map[RemoteIDKey]*conn // overflow of the remote-ID table
 	byAddr     map[addrKey]*conn     // overflow of the by-port table
@@ -38,23 +35,12 @@ type ridChunk struct {
 }
 
 func newRIDIndex() ridIndex {
-	return ridIndex{chunks: map[uint32]*ridChunk{}, byID: map[RemoteIDKey]*conn{}, byAddr: map[addrKey]*conn{}}
-}
-
-func (x *ridIndex) chunk(k uint32) *ridChunk {
-	if x.last != nil && x.lastKey == k {
-		return x.last
-	}
-	ch := x.chunks[k]
-	if ch != nil {
-		x.last, x.lastKey = ch, k
-	}
-	return ch
+	return ridIndex{chunks: newChunkMap[ridChunk](), byID: map[RemoteIDKey]*conn{}, byAddr: map[addrKey]*conn{}}
 }
 
 // slot returns the primary slot of rid, or nil when its chunk is absent.
 func (x *ridIndex) slot(rid CommID) *ridSlot {
-	if ch := x.chunk(uint32(rid) >> ridChunkBits); ch != nil {
+	if ch := x.chunks.get(uint32(rid) >> ridChunkBits); ch != nil {
 		return &ch.slot[rid&ridChunkMask]
 	}
 	return nil
@@ -62,18 +48,7 @@ func (x *ridIndex) slot(rid CommID) *ridSlot {
 
 // slotMake returns the primary slot of rid and its chunk, making the chunk.
 func (x *ridIndex) slotMake(rid CommID) (*ridSlot, *ridChunk) {
-	k := uint32(rid) >> ridChunkBits
-	ch := x.chunk(k)
-	if ch == nil {
-		if n := len(x.spare); n > 0 {
-			ch = x.spare[n-1]
-			x.spare = x.spare[:n-1]
-		} else {
-			ch = new(ridChunk)
-		}
-		x.chunks[k] = ch
-		x.last, x.lastKey = ch, k
-	}
+	ch := x.chunks.make(uint32(rid) >> ridChunkBits)
 	return &ch.slot[rid&ridChunkMask], ch
 }
 
@@ -83,14 +58,7 @@ func (x *ridIndex) release(rid CommID, ch *ridChunk) {
 	if ch.n > 0 {
 		return
 	}
-	k := uint32(rid) >> ridChunkBits
-	delete(x.chunks, k)
-	if x.last == ch {
-		x.last = nil
-	}
-	if len(x.spare) < maxSpareChunks {
-		x.spare = append(x.spare, ch)
-	}
+	x.chunks.free(uint32(rid)>>ridChunkBits, ch)
 }
 
 func (x *ridIndex) getID(rid CommID, guid uint64) *conn {
@@ -154,7 +122,7 @@ func (x *ridIndex) put(c *conn) {
 
 // remove takes c's keys out where c owns them.
 func (x *ridIndex) remove(c *conn) {
-	ch := x.chunk(uint32(c.rid) >> ridChunkBits)
+	ch := x.chunks.get(uint32(c.rid) >> ridChunkBits)
 	var s *ridSlot
 	if ch != nil {
 		s = &ch.slot[c.rid&ridChunkMask]
@@ -179,7 +147,7 @@ func (x *ridIndex) remove(c *conn) {
 
 // eachID calls f for every remote-ID entry until f returns false.
 func (x *ridIndex) eachID(f func(RemoteIDKey, *conn) bool) {
-	for _, ch := range x.chunks {
+	for _, ch := range x.chunks.m {
 		for i := range ch.slot {
 			if c := ch.slot[i].id; c != nil && !f(RemoteIDKey{c.rid, c.rguid}, c) {
 				return

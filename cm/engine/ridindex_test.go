@@ -83,7 +83,7 @@ func TestRIDIndexMatchesMaps(t *testing.T) {
 		}
 		require.Zero(t, x.nID)
 		require.Zero(t, x.nAddr)
-		require.Empty(t, x.chunks, "empty chunks are freed")
+		require.Empty(t, x.chunks.m, "empty chunks are freed")
 		require.Empty(t, x.byID)
 		require.Empty(t, x.byAddr)
 	}
