@@ -125,16 +125,8 @@ func (ep *Endpoint) Send(ctx context.Context, p *transport.Packet) error {
 		copies = 2
 	}
 	for range copies {
-		d := f.cfg.Delay
-		if f.cfg.Jitter > 0 {
-			d += time.Duration(f.rng.Int64N(int64(f.cfg.Jitter)))
-		}
-		if f.cfg.Reorder > 0 && f.rng.Float64() < f.cfg.Reorder {
-			f.stats.Reordered++
-			d += f.cfg.ReorderDelay
-		}
 		var t *time.Timer
-		t = time.AfterFunc(d, func() {
+		t = time.AfterFunc(f.cfg.delay(f.rng, &f.stats), func() {
 			f.mu.Lock()
 			delete(f.pending, t)
 			ok := !f.closed && !to.down

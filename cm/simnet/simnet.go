@@ -51,6 +51,20 @@ func (c *Config) defaults() {
 	}
 }
 
+// delay draws one message's delay from rng: Delay, plus a jitter, plus
+// ReorderDelay when the network reorders the message (counted in st).
+func (c *Config) delay(rng *rand.Rand, st *Stats) time.Duration {
+	d := c.Delay
+	if c.Jitter > 0 {
+		d += time.Duration(rng.Int64N(int64(c.Jitter)))
+	}
+	if c.Reorder > 0 && rng.Float64() < c.Reorder {
+		st.Reordered++
+		d += c.ReorderDelay
+	}
+	return d
+}
+
 // Packet is one MAD in flight.
 type Packet struct {
 	Seq      uint64
@@ -277,15 +291,7 @@ func (s *Sim) route(from *Node, p *transport.Packet) {
 }
 
 func (s *Sim) schedule(p *Packet) {
-	d := s.cfg.Delay
-	if s.cfg.Jitter > 0 {
-		d += time.Duration(s.rng.Int64N(int64(s.cfg.Jitter)))
-	}
-	if s.cfg.Reorder > 0 && s.rng.Float64() < s.cfg.Reorder {
-		s.stats.Reordered++
-		d += s.cfg.ReorderDelay
-	}
-	p.At = s.now.Add(d)
+	p.At = s.now.Add(s.cfg.delay(s.rng, &s.stats))
 	s.queue.push(p)
 }
 
