@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -105,15 +106,9 @@ func (c *ChurnConfig) defaults() {
 	if c.Parallel <= 0 {
 		c.Parallel = 4
 	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = 14
-	}
-	if c.ResponseTimeout == 0 {
-		c.ResponseTimeout = 14
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 8
-	}
+	c.AckTimeout = cmp.Or(c.AckTimeout, 14)
+	c.ResponseTimeout = cmp.Or(c.ResponseTimeout, 14)
+	c.MaxRetries = cmp.Or(c.MaxRetries, 8)
 	if c.MaxSteps <= 0 {
 		c.MaxSteps = 10000*c.Conns + 1_000_000
 	}

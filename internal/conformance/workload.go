@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -44,15 +45,9 @@ func freeQPN(e *engine.Engine) uint32 {
 
 // RunWorkload runs the workload with a Recorder attached and returns it.
 func RunWorkload(c WorkloadConfig) *Recorder {
-	if c.Attempts == 0 {
-		c.Attempts = 4
-	}
-	if c.Clients == 0 {
-		c.Clients = 1
-	}
-	if c.MaxSteps == 0 {
-		c.MaxSteps = 20000
-	}
+	c.Attempts = cmp.Or(c.Attempts, 4)
+	c.Clients = cmp.Or(c.Clients, 1)
+	c.MaxSteps = cmp.Or(c.MaxSteps, 20000)
 	sim := simnet.New(simnet.Config{Seed: c.Seed, Loss: c.Loss, Dup: c.Dup, Reorder: c.Reorder,
 		Delay: 2 * time.Microsecond, Jitter: time.Microsecond})
 	rng := sim.Rand()
