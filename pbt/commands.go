@@ -571,16 +571,22 @@ type Deliver struct {
 }
 
 func (c Deliver) apply(s *System) (string, error) {
+	return onPending(s, c.I, s.deliver)
+}
+func (c Deliver) shrink() []commands.Command { return ints(c, func(x *Deliver) *int { return &x.I }) }
+
+// onPending applies act to pending message i (modulo their number), noted
+// first; with nothing pending the command does nothing.
+func onPending(s *System, i int, act func(i int)) (string, error) {
 	p := s.Sim.Pending()
 	if len(p) == 0 {
 		return "nothing pending", nil
 	}
-	i := c.I % len(p)
+	i %= len(p)
 	s.note(s.describe(p[i]))
-	s.deliver(i)
+	act(i)
 	return "", nil
 }
-func (c Deliver) shrink() []commands.Command { return ints(c, func(x *Deliver) *int { return &x.I }) }
 
 // Drop loses pending message I.
 type Drop struct {
@@ -589,14 +595,7 @@ type Drop struct {
 }
 
 func (c Drop) apply(s *System) (string, error) {
-	p := s.Sim.Pending()
-	if len(p) == 0 {
-		return "nothing pending", nil
-	}
-	i := c.I % len(p)
-	s.note(s.describe(p[i]))
-	s.Sim.Drop(i)
-	return "", nil
+	return onPending(s, c.I, s.Sim.Drop)
 }
 func (c Drop) shrink() []commands.Command { return ints(c, func(x *Drop) *int { return &x.I }) }
 
@@ -607,16 +606,11 @@ type Dup struct {
 }
 
 func (c Dup) apply(s *System) (string, error) {
-	p := s.Sim.Pending()
-	if len(p) == 0 {
-		return "nothing pending", nil
-	}
-	i := c.I % len(p)
-	s.note(s.describe(p[i]))
-	s.Sim.Dup(i)
-	p = s.Sim.Pending()
-	s.oblig.copied(p[i], p[len(p)-1])
-	return "", nil
+	return onPending(s, c.I, func(i int) {
+		s.Sim.Dup(i)
+		p := s.Sim.Pending()
+		s.oblig.copied(p[i], p[len(p)-1])
+	})
 }
 func (c Dup) shrink() []commands.Command { return ints(c, func(x *Dup) *int { return &x.I }) }
 
@@ -627,14 +621,7 @@ type Reorder struct {
 }
 
 func (c Reorder) apply(s *System) (string, error) {
-	p := s.Sim.Pending()
-	if len(p) == 0 {
-		return "nothing pending", nil
-	}
-	i := c.I % len(p)
-	s.note(s.describe(p[i]))
-	s.Sim.Reorder(i)
-	return "", nil
+	return onPending(s, c.I, s.Sim.Reorder)
 }
 func (c Reorder) shrink() []commands.Command { return ints(c, func(x *Reorder) *int { return &x.I }) }
 
