@@ -3,6 +3,7 @@ package cmtime
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -13,32 +14,28 @@ import (
 // startCPUProfile profiles the CPU into the file at path until the returned
 // function runs.
 func startCPUProfile(path string) (func() error, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
-	}, nil
+	return startRecording(path, "cpu profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startExecTrace records a runtime execution trace into the file at path.
 func startExecTrace(path string) (func() error, error) {
+	return startRecording(path, "execution trace", trace.Start, trace.Stop)
+}
+
+// startRecording creates the file at path and starts a recording into it;
+// the returned function stops the recording and closes the file. what
+// names the recording in start's error.
+func startRecording(path, what string, start func(io.Writer) error, stop func()) (func() error, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("execution trace: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return func() error {
-		trace.Stop()
+		stop()
 		return f.Close()
 	}, nil
 }
