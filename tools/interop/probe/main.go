@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -85,19 +84,19 @@ func run() (bool, string) {
 		if err != nil {
 			return false, "neither GetResp nor send report: " + err.Error()
 		}
-		rtid := binary.BigEndian.Uint64(r.MAD[8:])
+		rtid := wire.PeekTID(&r.MAD)
 		if uint32(rtid) != uint32(tid) { // umad owns the high half of the TID
-			fmt.Printf("probe: other MAD status %d % x\n", r.Status, r.MAD[:24])
+			fmt.Printf("probe: other MAD status %d % x\n", r.Status, r.MAD[:wire.HeaderSize])
 			continue
 		}
 		switch {
 		case r.Status == umad.StatusTimeout:
-			return r.MAD[3] == wire.MethodGet, fmt.Sprintf("ClassPortInfo Get unanswered by VM A: send report status %d (ETIMEDOUT) after %v, TID %#x (kernel set the high half)",
+			return wire.PeekMethod(&r.MAD) == wire.MethodGet, fmt.Sprintf("ClassPortInfo Get unanswered by VM A: send report status %d (ETIMEDOUT) after %v, TID %#x (kernel set the high half)",
 				r.Status, time.Since(start).Round(time.Millisecond), rtid)
 		case r.Status != 0:
 			return false, fmt.Sprintf("send report status %d", r.Status)
-		case r.MAD[3] == wire.MethodGetResp:
-			st := binary.BigEndian.Uint16(r.MAD[4:])
+		case wire.PeekMethod(&r.MAD) == wire.MethodGetResp:
+			st := wire.PeekStatus(&r.MAD)
 			return st == 0x000c, fmt.Sprintf("GetResp status %#04x from VM A's MAD layer", st)
 		}
 	}
