@@ -51,7 +51,8 @@ model-cluster:
 	tools/model-cluster.sh cm_cluster.cfg $(or $(WORKERS),1)
 
 # Mutants of gen/def and the engine, each caught by TLC or the gopter
-# suite (docs/mutants.md; about an hour on 2 cores, not part of make test).
+# suite, and by the checks at every depth (docs/mutants.md; hours on 2 cores,
+# not part of make test).
 mutants:
 	$(GO) run ./tools/mutants
 
