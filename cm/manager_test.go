@@ -14,6 +14,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -63,7 +64,12 @@ func listeningPair(t *testing.T) (*pair, context.Context, *cm.Listener) {
 
 // fastREQ: 4.2 ms per try (2^10 + 2^10 x 4.096 us), 15 retries, 4 ms TimeWait.
 func fastREQ(to *simnet.Endpoint, sid uint64, qpn uint32) *cm.ConnectParams {
-	return &cm.ConnectParams{To: to.LocalAddr(), REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
+	return fastREQTo(to.LocalAddr(), sid, qpn)
+}
+
+// fastREQTo is fastREQ to the CM port at addr.
+func fastREQTo(addr transport.Addr, sid uint64, qpn uint32) *cm.ConnectParams {
+	return &cm.ConnectParams{To: addr, REQ: wire.REQ{ServiceID: sid, LocalQPN: qpn, StartingPSN: 1,
 		RemoteCMResponseTimeout: 10, LocalCMResponseTimeout: 10, MaxCMRetries: 15, PrimaryLocalAckTimeout: 10,
 		PathPacketPayloadMTU: wire.MTU4096, RetryCount: 7, RNRRetryCount: 7}}
 }
