@@ -1,0 +1,105 @@
+//go:build !race
+
+// The race detector shuffles the scheduler's run queue on purpose, which
+// is exactly the order these tests are about: make unit runs them without
+// it.
+
+package cm_test
+
+import (
+	"context"
+	"net/netip"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/hw/umad"
+	"github.com/ibcm/ibcm/hw/umad/umadfake"
+)
+
+// Bursts of Connects and of Disconnects, on one CPU from the Managers'
+// start, over the umad transport on its fake device (a reader goroutine
+// between the device and the loop, as on a real port): the quickest call
+// of a burst returns while few others of it begin or return. Each
+// hand-off that wakes a goroutine before the loop waits again (a caller
+// told that its call was taken, an Accept's that its REP was queued)
+// sends the MAD just queued to the back of the scheduler's queue, behind
+// every caller of the burst; so did a loop that yielded with
+// runtime.Gosched, and a Manager or transport whose goroutines had not yet
+// run when it was handed out. (simnet, which delivers each MAD from a
+// timer's goroutine, adds its own queueing, and is left out.)
+func TestBurstsDoNotHoldBackAnswers(t *testing.T) {
+	const n = 1000
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	a, b, to := umadPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	conns := make([]*cm.Conn, n)
+	quickest := burst(t, n, func(i int) (err error) {
+		r := fastREQTo(to, 0x1000, uint32(0x100+i))
+		r.REQ.RemoteCMResponseTimeout, r.REQ.LocalCMResponseTimeout = 16, 16
+		conns[i], err = a.Connect(ctx, r)
+		return err
+	})
+	t.Logf("connect: the quickest call's span: %d calls began or returned", quickest)
+	require.Less(t, quickest, int64(n/2), "Connects that began or returned while the quickest was under way")
+	quickest = burst(t, n, func(i int) error { return conns[i].Disconnect(ctx, nil) })
+	t.Logf("disconnect: the quickest call's span: %d calls began or returned", quickest)
+	require.Less(t, quickest, int64(n/2), "Disconnects that began or returned while the quickest was under way")
+}
+
+// burst runs call(0) to call(n-1) at once, each on its goroutine, requires
+// every one to succeed, and returns the quickest call's span: how many
+// calls of the burst began or returned while it was under way, the
+// count-based twin of cmtime's fastest connection.
+func burst(t *testing.T, n int, call func(i int) error) int64 {
+	t.Helper()
+	var steps atomic.Int64
+	spans, errs := make([]int64, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			start := steps.Add(1)
+			errs[i] = call(i)
+			spans[i] = steps.Add(1) - start
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return slices.Min(spans)
+}
+
+// umadPair is two Managers over the umad transport on two ports of a fake
+// device (RoCE), and B's address.
+func umadPair(t *testing.T) (a, b *cm.Manager, toB transport.Addr) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
+	fab := umadfake.NewFabric()
+	var ms [2]*cm.Manager
+	for i := range ms {
+		tr, err := fab.AddPort(umadfake.PortConfig{RoCE: true, GID: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})}).
+			Transport(umad.Options{})
+		require.NoError(t, err)
+		ms[i], err = cm.NewManager(tr, cm.ManagerConfig{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			require.NoError(t, ms[i].Close())
+			require.NoError(t, tr.Close())
+		})
+		toB = tr.LocalAddr()
+	}
+	return ms[0], ms[1], toB
+}
