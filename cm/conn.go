@@ -48,8 +48,9 @@ type Conn struct {
 	inTimeWait bool
 	qpErr      bool // the QP was moved to ERR
 	estab      chan error
-	repReady   chan error // active with a QP: the REP arrived (nil) or the attempt ended
+	repReady   chan repOutcome // active with a QP: the REP arrived or the attempt ended
 	lapWait    chan lapResult
+	discWait   chan error // Disconnect's caller: the connection ended (nil)
 
 	done     chan struct{}
 	released chan struct{}
@@ -102,11 +103,12 @@ func (c *Conn) end(err error) {
 	}
 	c.mu.Unlock()
 	offer(&c.estab, err)
-	offer(&c.repReady, err)
+	offer(&c.repReady, repOutcome{err: err})
 	c.lapDone(nil, err)
 	if first {
 		close(c.done)
 	}
+	offer(&c.discWait, nil) // after Done: Disconnect returns with Done closed
 }
 
 // remember keeps the private data of a message the peer sent on this
@@ -190,8 +192,11 @@ func (c *Conn) callerMovedQP() {
 // f: its shutdown may have moved the QP to ERR before the caller's last
 // move, and nothing else will, so the caller does (the loop is gone, so the
 // QP is the caller's alone).
-func (c *Conn) afterMoves(ctx context.Context, f func()) error {
-	err := c.m.do(ctx, func() { c.callerMovedQP(); f() })
+//
+// hand is how f goes to the loop: Manager.do, to wait until it ran, or
+// Manager.post, for a caller that waits for what f leads to anyway.
+func (c *Conn) afterMoves(ctx context.Context, hand func(context.Context, func()) error, f func()) error {
+	err := hand(ctx, func() { c.callerMovedQP(); f() })
 	if err != nil && c.qp != nil && c.m.stopped() {
 		_ = c.qp.Modify(errAttr())
 	}
@@ -289,22 +294,23 @@ func (c *Conn) attrWith(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
 // ends before the DREP, Disconnect returns ctx's error but the disconnect
 // goes on: the DREQ is resent until answered or out of retries.
 func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
-	var err error
-	if e := c.m.do(ctx, func() {
-		err = c.m.call(func() error { return c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData) })
-		if err == nil {
-			c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
-			c.m.settleNow(c)
+	// One hand-off and one wake: the call's refusal or the connection's
+	// end, whichever the loop has first, comes on res.
+	res := make(chan error, 1)
+	if err := c.m.post(ctx, func() {
+		if err := c.m.call(func() error { return c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData) }); err != nil {
+			res <- err
+			return
 		}
-	}); e != nil {
-		return e
-	}
-	if err != nil {
+		c.discWait = res
+		c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
+		c.m.settleNow(c)
+	}); err != nil {
 		return err
 	}
 	select {
-	case <-c.done:
-		return nil
+	case err := <-res:
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.m.done:
@@ -390,6 +396,11 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 	case err := <-ch:
 		return err
 	case <-ctx.Done():
+		select {
+		case err := <-ch:
+			return err // the outcome came first
+		default:
+		}
 		c.abandon(ctx.Err())
 		return ctx.Err()
 	case <-c.m.done:
@@ -397,36 +408,28 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 	}
 }
 
+// attempting reports whether c's comm ID is still c's: an attempt the
+// Manager tracks, as a connection or as a request not yet accepted; loop
+// goroutine.
+func (m *Manager) attempting(c *Conn) bool {
+	if r := m.requests[c.id]; r != nil && r.conn == c {
+		return true
+	}
+	return c.id != 0 && m.conns[c.id] == c
+}
+
 // abandon gives up an attempt whose caller stopped waiting (its context
 // ended): the id is destroyed, what that sends goes out as the Manager's
 // own, and the QP, if it got as far as RTS, goes to ERR.
 func (c *Conn) abandon(err error) {
-	_ = c.afterMoves(context.Background(), func() {
+	_ = c.afterMoves(context.Background(), c.m.do, func() {
+		if !c.m.attempting(c) {
+			return // the call failed, or the attempt ended: its id is no longer c's
+		}
 		c.estab, c.repReady = nil, nil
 		_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
 		c.m.settleWith(c, err)
 	})
-}
-
-// moveTo moves the QP through each state in states with the attributes the
-// connection gives, on the caller's goroutine (the attributes are derived
-// on the loop, all in one call: every hand-off costs a goroutine switch).
-func (c *Conn) moveTo(ctx context.Context, states ...qpattr.State) error {
-	var as [4]qpattr.Attr
-	var err error
-	if e := c.m.do(ctx, func() {
-		for i, s := range states {
-			if as[i], err = c.attr(s); err != nil {
-				return
-			}
-		}
-	}); e != nil {
-		return e
-	}
-	if err != nil {
-		return err
-	}
-	return applyQP(c.qp, as[:len(states)])
 }
 
 // QPModifyAller is a QP that applies several attribute sets in one call

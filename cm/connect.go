@@ -100,12 +100,24 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		return nil, badParam("Connect", "REQ.LocalQPN", "zero (and no QP): QP 0 is the SMI's, never an RC or UC QP")
 	}
 	m.fillREQ(r, &q.To)
-	var c *Conn
-	var err error
-	ch, repReady := make(chan error, 1), make(chan error, 1)
-	if e := m.do(ctx, func() {
+	// The caller is woken once per outcome (the REP, then ESTABLISHED),
+	// not also when the loop has taken the call: each wake-up the loop
+	// makes before it waits again puts the MAD it just queued for sending
+	// behind every goroutine ready to run.
+	c := newConn(m, 0) // the loop gives it its comm ID
+	c.active = true
+	c.localQPN = r.LocalQPN
+	c.req = *r
+	c.rtuPD = p.RTUPrivateData
+	c.qp = q.QP
+	estab := c.estab
+	if c.qp != nil {
+		c.repReady = make(chan repOutcome, 1)
+	}
+	repReady := c.repReady
+	if e := m.post(ctx, func() {
 		var id CommID
-		err = m.callNew(func() error {
+		err := m.callNew(func() error {
 			var err error
 			id, err = m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
 			return err
@@ -115,55 +127,76 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 				_ = m.eng.Destroy(m.clock.Now(), id) // the REQ never left
 				m.flush()
 			}
+			offer(&c.estab, err)
+			offer(&c.repReady, repOutcome{err: err})
 			return
 		}
-		c = newConn(m, id)
-		c.estab = ch
-		c.active = true
-		c.localQPN = r.LocalQPN
-		c.req = *r
-		c.rtuPD = p.RTUPrivateData
-		c.qp = q.QP
-		if c.qp != nil {
-			c.repReady = repReady
-		}
+		c.id = id
 		m.conns[id] = c
 		m.emit(Event{Kind: EventREQSent, Conn: c, ID: id})
 	}); e != nil {
 		return nil, e
-	}
-	if err != nil {
-		return nil, err
 	}
 	if c.qp != nil {
 		if err := c.completeActive(ctx, repReady); err != nil {
 			return nil, err
 		}
 	}
-	if err := c.waitEstab(ctx, ch); err != nil {
+	if err := c.waitEstab(ctx, estab); err != nil {
+		if c.qp != nil {
+			// The attempt ended while the QP moved: the loop has taken the
+			// step that follows the moves (completeActive posted it), and
+			// once it ran the QP is in ERR, whatever order the moves came in.
+			_ = m.do(context.Background(), func() {})
+		}
 		return nil, err
 	}
 	return c, nil
 }
 
+// repOutcome is what the caller of Connect with a QP waits for: the QP's
+// attributes for INIT, RTR and RTS, derived on the loop when the REP came
+// (or why they could not be), or why the attempt ended first.
+type repOutcome struct {
+	attrs   [3]qpattr.Attr
+	attrErr error
+	err     error
+}
+
+// repArrived hands the caller of Connect the REP's QP attributes; loop
+// goroutine.
+func (c *Conn) repArrived() {
+	var o repOutcome
+	for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
+		if o.attrs[i], o.attrErr = c.attr(s); o.attrErr != nil {
+			break
+		}
+	}
+	offer(&c.repReady, o)
+}
+
 // completeActive waits for the REP, moves the QP to RTS on the caller's
 // goroutine and then lets the RTU go: the peer may send as soon as it has
 // the RTU, so the QP must be ready first.
-func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error {
-	var err error
+func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) error {
+	var o repOutcome
 	select {
-	case err = <-repReady:
+	case o = <-repReady:
 	case <-ctx.Done():
 		c.abandon(ctx.Err())
 		return ctx.Err()
 	case <-c.m.done:
 		return c.m.closedErr()
 	}
-	if err != nil {
-		return err
+	if o.err != nil {
+		return o.err
 	}
-	if err := c.moveTo(ctx, qpattr.Init, qpattr.RTR, qpattr.RTS); err != nil {
-		_ = c.afterMoves(context.Background(), func() {
+	err := o.attrErr
+	if err == nil {
+		err = applyQP(c.qp, o.attrs[:])
+	}
+	if err != nil {
+		_ = c.afterMoves(context.Background(), c.m.do, func() {
 			_ = c.m.reply(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
 			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
 			c.m.settleWith(c, err)
@@ -172,7 +205,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan error) error 
 	}
 	// A REJ or a timeout that ended the attempt meanwhile makes the
 	// table refuse the RTU; waitEstab reports why it ended.
-	if err := c.afterMoves(ctx, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
+	if err := c.afterMoves(ctx, c.m.post, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
 		if ctx.Err() != nil {
 			c.abandon(err) // the RTU never went: the id would wait in REP_RCVD
 		}

@@ -682,3 +682,50 @@ func TestDuplicateAfterTheREPLeftGetsAREP(t *testing.T) {
 		"the REP for the duplicate REQ never left (coalesced with the copy already on the wire)")
 	require.Zero(t, srv.Stats().Engine.Retransmits, "a timer resent the REP: the test proves nothing")
 }
+
+// While MADs wait to be sent, the loop holds application calls back for
+// the sender after serving them for a while (fair service); a transport
+// whose Send blocks must not make that hold last: calls that queue
+// nothing (Stats) keep being served, one hold after another.
+func TestBlockedSendHoldsNoCallForGood(t *testing.T) {
+	fab := simnet.NewFabric(simnet.Config{})
+	defer fab.Close()
+	peer := fab.NewEndpoint()
+	bt := &blockingTransport{Transport: fab.NewEndpoint(), release: make(chan struct{}), blocked: make(chan struct{})}
+	reqs := make(chan struct{}, 2)
+	m, err := cm.NewManager(bt, cm.ManagerConfig{LocalGUID: 0xa, SendTimeout: time.Hour, OnEvent: func(ev cm.Event) {
+		if ev.Kind == cm.EventREQSent {
+			reqs <- struct{}{}
+		}
+	}})
+	require.NoError(t, err)
+	defer func() {
+		close(bt.release)
+		m.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Two REQs whose timers do not fire during the test (8.6 s a try):
+	// the first blocks in Send, the second waits in the queue.
+	for i := range 2 {
+		r := fastREQ(peer, 0x1000, uint32(0x100+i))
+		r.REQ.RemoteCMResponseTimeout, r.REQ.LocalCMResponseTimeout, r.REQ.PrimaryLocalAckTimeout = 20, 20, 20
+		go func() { _, _ = m.Connect(ctx, r) }()
+		<-reqs
+		if i == 0 {
+			<-bt.blocked
+		}
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for range 200 {
+			m.Stats()
+		}
+	}()
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		require.Fail(t, "calls held back for a sender blocked in the transport")
+	}
+}

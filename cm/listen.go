@@ -313,15 +313,18 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		}
 	}
 	c := r.conn
+	// ch carries the outcome: established (nil) or why not. The step that
+	// sends the REP is posted, not waited for, so that the caller is woken
+	// once, by the outcome: a wake-up the loop makes right after queuing
+	// the REP would put the REP behind every goroutine ready to run.
 	ch := make(chan error, 1)
-	var err error
-	var as [3]qpattr.Attr
 	// accept sends the REP; loop goroutine.
 	accept := func() {
-		if err = r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
+		if err := r.m.call(func() error { return r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) }); err != nil {
 			if e := c.Err(); e != nil {
 				err = e // the request ended while the QP moved: say why
 			}
+			ch <- err
 			return
 		}
 		delete(r.m.requests, r.id)
@@ -331,51 +334,67 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		r.m.byQPN[c.localQPN] = c
 		r.m.emit(Event{Kind: EventREPSent, Conn: c, ID: r.id})
 	}
-	// One hand-off to the loop without a QP; with one, a second after
-	// the QP reached RTS, and the attributes derived in the first.
-	if e := r.m.do(ctx, func() {
-		if r.m.requests[r.id] != r {
-			if err = c.Err(); err != nil {
-				return // the request ended: say why
-			}
-			err = r.m.eng.Accept(r.m.clock.Now(), r.id, &rep) // refused by the table
-			if err == nil {
-				err = ErrInvalidState
-			}
-			return
+	// refused is why a request no longer pending cannot be accepted;
+	// loop goroutine.
+	refused := func() error {
+		if err := c.Err(); err != nil {
+			return err // the request ended: say why
 		}
+		if err := r.m.eng.Accept(r.m.clock.Now(), r.id, &rep); err != nil {
+			return err // refused by the table
+		}
+		return ErrInvalidState
+	}
+	// keep records the REP's side of the connection; loop goroutine.
+	keep := func() {
 		c.rep = rep
 		c.localQPN = rep.LocalQPN
 		c.qp = p.QP
-		if c.qp == nil {
-			accept()
-			return
-		}
-		for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
-			if as[i], err = c.attr(s); err != nil {
+	}
+	if p.QP == nil {
+		// One hand-off to the loop.
+		if e := r.m.post(ctx, func() {
+			if r.m.requests[r.id] != r {
+				ch <- refused()
 				return
 			}
+			keep()
+			accept()
+		}); e != nil {
+			return nil, e
 		}
-	}); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, err
-	}
-	if c.qp != nil {
+	} else {
+		// Two: the attributes derived in the first, the REP sent in the
+		// second once the QP has reached RTS.
+		var as [3]qpattr.Attr
+		var err error
+		if e := r.m.do(ctx, func() {
+			if r.m.requests[r.id] != r {
+				err = refused()
+				return
+			}
+			keep()
+			for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
+				if as[i], err = c.attr(s); err != nil {
+					return
+				}
+			}
+		}); e != nil {
+			return nil, e
+		}
+		if err != nil {
+			return nil, err
+		}
 		if err = applyQP(c.qp, as[:]); err != nil {
-			_ = c.afterMoves(context.Background(), func() {
+			_ = c.afterMoves(context.Background(), c.m.do, func() {
 				if r.m.requests[r.id] == r {
 					_ = r.reject(r.m.reply, r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
 				}
 			})
 			return nil, err
 		}
-		if e := c.afterMoves(ctx, accept); e != nil {
+		if e := c.afterMoves(ctx, r.m.post, accept); e != nil {
 			return nil, e
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
 	if err := c.waitEstab(ctx, ch); err != nil {

@@ -3,7 +3,6 @@ package cm
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,11 +113,14 @@ type Manager struct {
 	// recv is what the loop takes received MADs from: the transport's own
 	// channel (transport.Incoming), or feed, which the receive goroutine
 	// fills from Recv. It closes when the transport can deliver no more.
-	recv    <-chan transport.Packet
-	feed    chan transport.Packet
-	out     chan transport.Packet
-	drained chan struct{} // the sender made room in out while the loop paused
-	paused  atomic.Bool   // the loop takes no received MAD until out has room
+	recv <-chan transport.Packet
+	feed chan transport.Packet
+	out  chan transport.Packet
+	// drained is the sender's signal that out has shrunk below wakeBelow
+	// (0: nobody waits), for a loop that paused for room (the queue is
+	// nearly full) or held calls back for the sender to catch up.
+	drained   chan struct{}
+	wakeBelow atomic.Int64
 	// pending counts the MADs in out that the sender has not taken yet, by
 	// sendKey: a copy of one still pending is not queued again (enqueue).
 	pendingMu sync.Mutex
@@ -190,13 +192,29 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	} else {
 		m.feed = make(chan transport.Packet, maxDeliverBatch)
 		m.recv = m.feed
-		m.wg.Add(1)
-		go m.receive()
+		m.start(m.receive)
 	}
-	m.wg.Add(2)
-	go m.send()
-	go m.loop()
+	m.start(m.send, m.loop)
 	return m, nil
+}
+
+// start runs each of fs on a goroutine of its own and returns once every
+// one has begun, so that a Manager serves as soon as NewManager returns.
+// Otherwise a program that starts a burst of calls at once (a thousand
+// Connects, each on its goroutine) queues them all in the scheduler ahead
+// of the loop's first run, and even the first call waits for the whole
+// burst.
+func (m *Manager) start(fs ...func()) {
+	var begun sync.WaitGroup
+	for _, f := range fs {
+		begun.Add(1)
+		m.wg.Add(1)
+		go func() {
+			begun.Done()
+			f()
+		}()
+	}
+	begun.Wait()
 }
 
 // engineConfig is the engine's configuration for a Manager: cfg's fields
@@ -295,22 +313,33 @@ func (m *Manager) Stats() (st Stats) {
 
 // do runs f on the loop goroutine and waits until it ran.
 func (m *Manager) do(ctx context.Context, f func()) error {
+	ran := make(chan struct{})
+	if err := m.post(ctx, func() { f(); close(ran) }); err != nil {
+		return err
+	}
+	<-ran
+	return nil
+}
+
+// post hands f to the loop and returns once the loop has taken it, without
+// waiting for it to run: a caller that waits for an outcome anyway (a REP,
+// a DREP) waits on that alone, so each answer wakes it once, not twice.
+// Once taken, f runs: an error means it never will.
+func (m *Manager) post(ctx context.Context, f func()) error {
 	if !m.started() {
 		return errNotStarted
 	}
 	if ctx == nil {
 		return badParam("call", "ctx", "nil")
 	}
-	ran := make(chan struct{})
 	select {
-	case m.calls <- func() { f(); close(ran) }:
+	case m.calls <- f:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-m.done:
 		return m.closedErr()
 	}
-	<-ran
-	return nil
 }
 
 // receive feeds the loop from a transport that has no channel of its own.
@@ -399,7 +428,7 @@ func (m *Manager) sendWithin(base context.Context, p *transport.Packet) bool {
 		// that p's arrival prompted) is queued behind it.
 		m.sent(p)
 		_ = m.tr.Send(ctx, p)
-		if m.paused.Load() && !m.busy() {
+		if int64(len(m.out)) < m.wakeBelow.Load() {
 			select {
 			case m.drained <- struct{}{}:
 			default:
@@ -422,7 +451,10 @@ func (m *Manager) loop() {
 	defer m.stop()
 	timer := m.clock.NewTimer()
 	defer timer.Stop()
-	lastYield := time.Now()
+	streak := time.Now()            // when the loop began serving calls without a break
+	hold := time.NewTimer(fairHold) // how long calls are held back for the sender
+	hold.Stop()
+	defer hold.Stop()
 	for {
 		m.flush()
 		if d, ok := m.deadline(); ok {
@@ -431,45 +463,49 @@ func (m *Manager) loop() {
 			timer.Stop()
 		}
 		// Back-pressure: no received MAD while the answers to earlier ones
-		// cannot leave.
-		recv := m.recv
-		// paused goes up before the check: a sender that makes room
-		// after it sees it, and wakes the loop.
-		m.paused.Store(true)
-		busy := m.busy()
-		m.paused.Store(busy)
-		if busy {
-			recv = nil
+		// cannot leave. Fair service: a burst of application calls (a
+		// thousand Disconnects) must not hold back the MADs they queue,
+		// nor the answers to them. After serving calls for fairSlice, the
+		// loop takes no more until the sender has caught up (or fairHold
+		// has passed), and takes received MADs meanwhile: while the loop
+		// waits, the sender and the transport's reader have the CPU. (runtime.Gosched would put
+		// the loop at the back of the scheduler's global queue, behind
+		// every goroutine of the burst.)
+		recv, calls := m.recv, m.calls
+		var held <-chan time.Time
+		// The threshold goes up before the queue is looked at: a sender
+		// that makes room after the look sees it, and wakes the loop.
+		m.wakeBelow.Store(busyAt(cap(m.out)))
+		wake := int64(0)
+		if m.busy() {
+			recv, wake = nil, busyAt(cap(m.out))
 			m.stats.Paused++
+		} else if len(m.out) > 0 && time.Since(streak) >= fairSlice {
+			calls, wake = nil, 1
+			hold.Reset(fairHold)
+			held = hold.C
 		}
+		m.wakeBelow.Store(wake)
 		select {
 		case <-m.quit:
 			m.shutdown()
 			return
 		case <-m.drained:
+			streak = time.Now()
+		case <-held:
+			streak = time.Now() // the transport, not the CPU, is what holds the sender
 		case p, ok := <-recv:
+			streak = time.Now()
 			if !ok {
 				m.recvEnded()
 				continue
 			}
 			m.deliver(&p)
 			m.deliverReady()
-		case f := <-m.calls:
+		case f := <-calls:
 			f()
-			// Fair service: a burst of application calls (a thousand
-			// Disconnects, each caller waiting in m.calls) never lets the
-			// loop block, so on one CPU the sending and receiving
-			// goroutines would wait for the loop's time slice to end, and
-			// the first DREQ would leave, and its DREP be taken, only
-			// after the whole burst. Every fairSlice the loop yields to
-			// them, then takes what has arrived before the next call.
-			if now := time.Now(); now.Sub(lastYield) >= fairSlice {
-				runtime.Gosched()
-				m.flush()
-				m.deliverReady()
-				lastYield = time.Now()
-			}
 		case <-timer.C():
+			streak = time.Now()
 			now := m.clock.Now()
 			m.eng.Tick(now)
 			m.flush()
@@ -481,11 +517,15 @@ func (m *Manager) loop() {
 
 // deliverReady delivers the received MADs that are ready now, flushed
 // every few MADs so that their answers meet the back-pressure check.
-// fairSlice is how long the loop serves application calls without
-// yielding to the goroutines that send and receive MADs: it bounds what a
-// burst of calls adds to the latency of every answer, at the cost of one
-// yield per slice.
+// fairSlice is how long the loop serves application calls before it lets
+// the sender catch up: it bounds what a burst of calls adds to the latency
+// of every answer, at the cost of one wait for the sender per slice.
 const fairSlice = 100 * time.Microsecond
+
+// fairHold is the longest the loop holds calls back for the sender: a
+// transport whose Send blocks (up to SendTimeout a MAD) slows calls down,
+// but never stops them.
+const fairHold = time.Millisecond
 
 // maxDeliverBatch bounds the received MADs taken in one go, so that a
 // flood of MADs does not hold back application calls either.
@@ -682,7 +722,11 @@ func (m *Manager) callNew(f func() error) error {
 
 // busy reports whether the send queue is three quarters full: then the
 // Manager takes no received MAD, whose answers could not leave.
-func (m *Manager) busy() bool { return len(m.out) >= max(1, cap(m.out)/4*3) }
+func (m *Manager) busy() bool { return int64(len(m.out)) >= busyAt(cap(m.out)) }
+
+// busyAt is the length of a send queue of capacity n at which the Manager
+// is busy.
+func busyAt(n int) int64 { return int64(max(1, n/4*3)) }
 
 // emit tells OnEvent.
 func (m *Manager) emit(ev Event) {
@@ -740,7 +784,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 			// The passive peer waits the REQ's Local CM Response Timeout
 			// for our RTU.
 			m.awaitApp(c.id, c.req.RTUWait())
-			offer(&c.repReady, nil)
+			c.repArrived()
 		}
 	case engine.NoticeMRAReceived:
 		ev.Kind = EventMRAReceived

@@ -163,7 +163,15 @@ func NewTransport(d Device, p Port, opts Options) (*Transport, error) {
 			t.getID, t.hasGet = id, true
 		}
 	}
-	go t.reader()
+	// The reader has begun before the transport is handed out, so that a
+	// burst of goroutines started right after does not hold back the
+	// first MAD's delivery behind all of them.
+	begun := make(chan struct{})
+	go func() {
+		close(begun)
+		t.reader()
+	}()
+	<-begun
 	return t, nil
 }
 
