@@ -173,22 +173,32 @@ func (b *blockingTransport) Send(ctx context.Context, p *transport.Packet) error
 	return b.Transport.Send(ctx, p)
 }
 
+// blockedManager is a Manager configured by cfg (GUID 0xa, SendTimeout an
+// hour) whose transport's Send blocks until the test ends, a peer on its
+// fabric, and a context that ends with the test or after 10 s.
+func blockedManager(t *testing.T, cfg cm.ManagerConfig) (*cm.Manager, *blockingTransport, *simnet.Endpoint, context.Context) {
+	t.Helper()
+	fab := simnet.NewFabric(simnet.Config{})
+	t.Cleanup(fab.Close)
+	peer := fab.NewEndpoint()
+	bt := &blockingTransport{Transport: fab.NewEndpoint(), release: make(chan struct{}), blocked: make(chan struct{})}
+	cfg.LocalGUID, cfg.SendTimeout = 0xa, time.Hour
+	m, err := cm.NewManager(bt, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		close(bt.release)
+		m.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return m, bt, peer, ctx
+}
+
 // A transport whose Send blocks must not stall the Manager: calls keep
 // being served, and MADs beyond the bounded outbound queue are counted and
 // refused with a typed error instead of waiting.
 func TestSendNeverStallsTheLoop(t *testing.T) {
-	fab := simnet.NewFabric(simnet.Config{})
-	defer fab.Close()
-	peer := fab.NewEndpoint()
-	bt := &blockingTransport{Transport: fab.NewEndpoint(), release: make(chan struct{}), blocked: make(chan struct{})}
-	m, err := cm.NewManager(bt, cm.ManagerConfig{LocalGUID: 0xa, SendTimeout: time.Hour, SendQueue: 64})
-	require.NoError(t, err)
-	defer func() {
-		close(bt.release)
-		m.Close()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	m, bt, peer, ctx := blockedManager(t, cm.ManagerConfig{SendQueue: 64})
 	// A connect whose REQ cannot leave: the Send blocks.
 	go func() { _, _ = m.Connect(ctx, fastREQ(peer, 0x1000, 0x100)) }()
 	<-bt.blocked
@@ -688,23 +698,12 @@ func TestDuplicateAfterTheREPLeftGetsAREP(t *testing.T) {
 // whose Send blocks must not make that hold last: calls that queue
 // nothing (Stats) keep being served, one hold after another.
 func TestBlockedSendHoldsNoCallForGood(t *testing.T) {
-	fab := simnet.NewFabric(simnet.Config{})
-	defer fab.Close()
-	peer := fab.NewEndpoint()
-	bt := &blockingTransport{Transport: fab.NewEndpoint(), release: make(chan struct{}), blocked: make(chan struct{})}
 	reqs := make(chan struct{}, 2)
-	m, err := cm.NewManager(bt, cm.ManagerConfig{LocalGUID: 0xa, SendTimeout: time.Hour, OnEvent: func(ev cm.Event) {
+	m, bt, peer, ctx := blockedManager(t, cm.ManagerConfig{OnEvent: func(ev cm.Event) {
 		if ev.Kind == cm.EventREQSent {
 			reqs <- struct{}{}
 		}
 	}})
-	require.NoError(t, err)
-	defer func() {
-		close(bt.release)
-		m.Close()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	// Two REQs whose timers do not fire during the test (8.6 s a try):
 	// the first blocks in Send, the second waits in the queue.
 	for i := range 2 {
