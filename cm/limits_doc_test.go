@@ -42,6 +42,7 @@ func TestLimitsDocManager(t *testing.T) {
 		"MRADelay":          mra,
 		"calls":             calls,
 		"fair service":      fmt.Sprintf("%d µs", fairSlice.Microseconds()),
+		"fair hold":         fmt.Sprintf("%d ms", fairHold.Milliseconds()),
 		"per-id state":      "one entry per id",
 	})
 	require.NoError(t, err)
