@@ -36,7 +36,17 @@ import (
 // runtime.Gosched, and a Manager or transport whose goroutines had not yet
 // run when it was handed out. (simnet, which delivers each MAD from a
 // timer's goroutine, adds its own queueing, and is left out.)
+//
+// With QPs, the RTU waits for the caller to move its QP: that step, which
+// finishes an exchange the peer is timing, must not queue behind the
+// burst's new calls.
 func TestBurstsDoNotHoldBackAnswers(t *testing.T) {
+	for _, withQP := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no QP", true: "QP"}[withQP], func(t *testing.T) { bursts(t, withQP) })
+	}
+}
+
+func bursts(t *testing.T, withQP bool) {
 	const n = 1000
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	a, b, to := umadPair(t)
@@ -49,6 +59,9 @@ func TestBurstsDoNotHoldBackAnswers(t *testing.T) {
 	quickest := burst(t, n, func(i int) (err error) {
 		r := fastREQTo(to, 0x1000, uint32(0x100+i))
 		r.REQ.RemoteCMResponseTimeout, r.REQ.LocalCMResponseTimeout = 16, 16
+		if withQP {
+			r.QP = newFakeQP(uint32(0x100 + i))
+		}
 		conns[i], err = a.Connect(ctx, r)
 		return err
 	})
@@ -82,9 +95,73 @@ func burst(t *testing.T, n int, call func(i int) error) int64 {
 	return slices.Min(spans)
 }
 
+// The same on a slow machine, as in a VM without hardware acceleration:
+// each Send and each QP modify costs CPU time (spun here), and so does
+// each REQ the active Manager sends (its event handler spins). The loop
+// then holds the burst's Connects back for the sender, slice after
+// slice; the RTU that follows a QP's moves finishes an exchange the peer
+// is timing and must not queue behind those Connects, or even the first
+// connection waits for most of the burst to be taken.
+func TestSlowBurstDoesNotHoldBackAnswers(t *testing.T) {
+	const n = 200
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var reqs atomic.Int64
+	a, b, to := umadPairWith(t, 500*time.Microsecond, cm.ManagerConfig{OnEvent: func(ev cm.Event) {
+		if ev.Kind == cm.EventREQSent {
+			reqs.Add(1)
+			spin(50 * time.Microsecond)
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	// A connection's span here is how many of the burst's REQs the
+	// Manager sent while it was under way: its callers all begin at once.
+	spans := make([]int64, n)
+	burst(t, n, func(i int) error {
+		r := fastREQTo(to, 0x1000, uint32(0x100+i))
+		r.REQ.RemoteCMResponseTimeout, r.REQ.LocalCMResponseTimeout = 18, 18
+		r.QP = &slowQP{newFakeQP(uint32(0x100 + i)), 100 * time.Microsecond}
+		start := reqs.Load()
+		_, err := a.Connect(ctx, r)
+		spans[i] = reqs.Load() - start
+		return err
+	})
+	quickest := slices.Min(spans)
+	t.Logf("connect: the quickest connection's span: %d REQs sent", quickest)
+	require.Less(t, quickest, int64(n/2), "REQs the Manager sent while the quickest connection was under way")
+}
+
+// spin takes d of CPU time, as a system call under emulation does.
+func spin(d time.Duration) {
+	for t0 := time.Now(); time.Since(t0) < d; {
+	}
+}
+
+// sleepSend is a transport whose Send blocks for d, as a write to a slow
+// device does (the thread sleeps in the kernel; other goroutines run).
+type sleepSend struct {
+	*umad.Transport
+	d time.Duration
+}
+
+func (s *sleepSend) Send(ctx context.Context, p *transport.Packet) error {
+	time.Sleep(s.d)
+	return s.Transport.Send(ctx, p)
+}
+
 // umadPair is two Managers over the umad transport on two ports of a fake
 // device (RoCE), and B's address.
 func umadPair(t *testing.T) (a, b *cm.Manager, toB transport.Addr) {
+	t.Helper()
+	return umadPairWith(t, 0, cm.ManagerConfig{})
+}
+
+// umadPairWith is umadPair with A configured by ca, and every Send
+// blocking for sendCost (none if zero).
+func umadPairWith(t *testing.T, sendCost time.Duration, ca cm.ManagerConfig) (a, b *cm.Manager, toB transport.Addr) {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
 	fab := umadfake.NewFabric()
@@ -93,7 +170,15 @@ func umadPair(t *testing.T) (a, b *cm.Manager, toB transport.Addr) {
 		tr, err := fab.AddPort(umadfake.PortConfig{RoCE: true, GID: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})}).
 			Transport(umad.Options{})
 		require.NoError(t, err)
-		ms[i], err = cm.NewManager(tr, cm.ManagerConfig{})
+		var mt transport.Transport = tr
+		if sendCost > 0 {
+			mt = &sleepSend{tr, sendCost}
+		}
+		cfg := cm.ManagerConfig{}
+		if i == 0 {
+			cfg = ca
+		}
+		ms[i], err = cm.NewManager(mt, cfg)
 		require.NoError(t, err)
 		t.Cleanup(func() {
 			require.NoError(t, ms[i].Close())
