@@ -193,8 +193,9 @@ func (c *Conn) callerMovedQP() {
 // move, and nothing else will, so the caller does (the loop is gone, so the
 // QP is the caller's alone).
 //
-// hand is how f goes to the loop: Manager.do, to wait until it ran, or
-// Manager.post, for a caller that waits for what f leads to anyway.
+// hand is how f goes to the loop (f finishes an exchange, so as an answer):
+// Manager.doAnswer, to wait until it ran, or Manager.postAnswer, for a
+// caller that waits for what f leads to anyway.
 func (c *Conn) afterMoves(ctx context.Context, hand func(context.Context, func()) error, f func()) error {
 	err := hand(ctx, func() { c.callerMovedQP(); f() })
 	if err != nil && c.qp != nil && c.m.stopped() {
@@ -422,7 +423,7 @@ func (m *Manager) attempting(c *Conn) bool {
 // ended): the id is destroyed, what that sends goes out as the Manager's
 // own, and the QP, if it got as far as RTS, goes to ERR.
 func (c *Conn) abandon(err error) {
-	_ = c.afterMoves(context.Background(), c.m.do, func() {
+	_ = c.afterMoves(context.Background(), c.m.doAnswer, func() {
 		if !c.m.attempting(c) {
 			return // the call failed, or the attempt ended: its id is no longer c's
 		}

@@ -147,7 +147,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 			// The attempt ended while the QP moved: the loop has taken the
 			// step that follows the moves (completeActive posted it), and
 			// once it ran the QP is in ERR, whatever order the moves came in.
-			_ = m.do(context.Background(), func() {})
+			_ = m.doAnswer(context.Background(), func() {})
 		}
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) e
 		err = applyQP(c.qp, o.attrs[:])
 	}
 	if err != nil {
-		_ = c.afterMoves(context.Background(), c.m.do, func() {
+		_ = c.afterMoves(context.Background(), c.m.doAnswer, func() {
 			_ = c.m.reply(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
 			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
 			c.m.settleWith(c, err)
@@ -205,7 +205,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) e
 	}
 	// A REJ or a timeout that ended the attempt meanwhile makes the
 	// table refuse the RTU; waitEstab reports why it ended.
-	if err := c.afterMoves(ctx, c.m.post, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
+	if err := c.afterMoves(ctx, c.m.postAnswer, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
 		if ctx.Err() != nil {
 			c.abandon(err) // the RTU never went: the id would wait in REP_RCVD
 		}

@@ -353,7 +353,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	}
 	if p.QP == nil {
 		// One hand-off to the loop.
-		if e := r.m.post(ctx, func() {
+		if e := r.m.postAnswer(ctx, func() {
 			if r.m.requests[r.id] != r {
 				ch <- refused()
 				return
@@ -368,7 +368,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		// second once the QP has reached RTS.
 		var as [3]qpattr.Attr
 		var err error
-		if e := r.m.do(ctx, func() {
+		if e := r.m.doAnswer(ctx, func() {
 			if r.m.requests[r.id] != r {
 				err = refused()
 				return
@@ -386,14 +386,14 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 			return nil, err
 		}
 		if err = applyQP(c.qp, as[:]); err != nil {
-			_ = c.afterMoves(context.Background(), c.m.do, func() {
+			_ = c.afterMoves(context.Background(), c.m.doAnswer, func() {
 				if r.m.requests[r.id] == r {
 					_ = r.reject(r.m.reply, r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
 				}
 			})
 			return nil, err
 		}
-		if e := c.afterMoves(ctx, r.m.post, accept); e != nil {
+		if e := c.afterMoves(ctx, r.m.postAnswer, accept); e != nil {
 			return nil, e
 		}
 	}
@@ -409,7 +409,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 // *RejectError, and the comm ID waits out TimeWait.
 func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, privateData []byte) error {
 	var err error
-	if e := r.m.do(ctx, func() {
+	if e := r.m.doAnswer(ctx, func() {
 		now := r.m.clock.Now()
 		if r.m.requests[r.id] == r {
 			err = r.reject(r.m.call, now, reason, ari, privateData)
@@ -461,7 +461,7 @@ func rejectReason(r wire.RejectReason) wire.RejectReason {
 // application takes longer than ManagerConfig.MRADelay.)
 func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData []byte) error {
 	var err error
-	if e := r.m.do(ctx, func() {
+	if e := r.m.doAnswer(ctx, func() {
 		err = r.m.call(func() error { return r.m.eng.SendMRA(r.m.clock.Now(), r.id, serviceTimeout, privateData) })
 		if err == nil {
 			r.m.notWaiting(r.id)

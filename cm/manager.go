@@ -109,7 +109,13 @@ type Manager struct {
 	eng   *engine.Engine
 	port  PortInfo
 
-	calls chan func()
+	// calls are the application's requests; answers are the steps that
+	// finish an exchange a peer is timing (an Accept's REP, the RTU after
+	// Connect moved its QP, a Reject or MRA, a SIDR reply, an abandoned
+	// attempt's clean-up). The loop serves answers even while it holds
+	// calls back, so they never queue behind a burst of new requests.
+	calls   chan func()
+	answers chan func()
 	// recv is what the loop takes received MADs from: the transport's own
 	// channel (transport.Incoming), or feed, which the receive goroutine
 	// fills from Recv. It closes when the transport can deliver no more.
@@ -181,7 +187,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{tr: tr, cfg: cfg, clock: cfg.Clock, eng: engine.NewEngine(engineConfig(&cfg, sw)),
 		port:  resolvePort(tr, cfg.Port),
-		calls: make(chan func()), out: make(chan transport.Packet, cfg.SendQueue),
+		calls: make(chan func()), answers: make(chan func()), out: make(chan transport.Packet, cfg.SendQueue),
 		drained: make(chan struct{}, 1), pending: make(map[sendKey]int),
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, stop: stop,
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
@@ -312,9 +318,17 @@ func (m *Manager) Stats() (st Stats) {
 }
 
 // do runs f on the loop goroutine and waits until it ran.
-func (m *Manager) do(ctx context.Context, f func()) error {
+func (m *Manager) do(ctx context.Context, f func()) error { return m.waitRan(m.post, ctx, f) }
+
+// doAnswer is do for a step that finishes an exchange (Manager.answers).
+func (m *Manager) doAnswer(ctx context.Context, f func()) error {
+	return m.waitRan(m.postAnswer, ctx, f)
+}
+
+// waitRan hands f to the loop with hand and waits until it ran.
+func (m *Manager) waitRan(hand func(context.Context, func()) error, ctx context.Context, f func()) error {
 	ran := make(chan struct{})
-	if err := m.post(ctx, func() { f(); close(ran) }); err != nil {
+	if err := hand(ctx, func() { f(); close(ran) }); err != nil {
 		return err
 	}
 	<-ran
@@ -325,15 +339,26 @@ func (m *Manager) do(ctx context.Context, f func()) error {
 // waiting for it to run: a caller that waits for an outcome anyway (a REP,
 // a DREP) waits on that alone, so each answer wakes it once, not twice.
 // Once taken, f runs: an error means it never will.
-func (m *Manager) post(ctx context.Context, f func()) error {
+func (m *Manager) post(ctx context.Context, f func()) error { return m.hand(ctx, false, f) }
+
+// postAnswer is post for a step that finishes an exchange.
+func (m *Manager) postAnswer(ctx context.Context, f func()) error { return m.hand(ctx, true, f) }
+
+// hand gives f to the loop as a call or an answer, unless ctx ends or the
+// Manager stops first.
+func (m *Manager) hand(ctx context.Context, answer bool, f func()) error {
 	if !m.started() {
 		return errNotStarted
 	}
 	if ctx == nil {
 		return badParam("call", "ctx", "nil")
 	}
+	ch := m.calls
+	if answer {
+		ch = m.answers
+	}
 	select {
-	case m.calls <- f:
+	case ch <- f:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -503,6 +528,8 @@ func (m *Manager) loop() {
 			m.deliver(&p)
 			m.deliverReady()
 		case f := <-calls:
+			f()
+		case f := <-m.answers:
 			f()
 		case <-timer.C():
 			streak = time.Now()

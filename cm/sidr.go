@@ -58,7 +58,7 @@ func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 		return badParam("SIDRRequest.Reply", "p", "nil")
 	}
 	var err error
-	if e := r.m.do(ctx, func() { err = r.answer(r.m.call, p) }); e != nil {
+	if e := r.m.doAnswer(ctx, func() { err = r.answer(r.m.call, p) }); e != nil {
 		return e
 	}
 	return err
