@@ -27,9 +27,11 @@ func TestLimitsDocManager(t *testing.T) {
 	if m.cfg.MRADelay == 0 { // awaitApp: zero is half the peer's wait
 		mra = "half the peer's wait"
 	}
-	calls := "buffered"
-	if cap(m.calls) == 0 {
-		calls = "unbuffered"
+	buffering := func(n int) string {
+		if n == 0 {
+			return "unbuffered"
+		}
+		return "buffered"
 	}
 	bad, err := limitsdoc.Check("Manager (`cm.ManagerConfig`, `cm.ListenParams`)", "", map[string]string{
 		"ListenParams.Backlog": fmt.Sprintf("`MaxHalfOpen` (%s)", limitsdoc.Thousands(halfOpen)),
@@ -40,7 +42,8 @@ func TestLimitsDocManager(t *testing.T) {
 		"SendQueue":         limitsdoc.Thousands(cap(m.out)) + " MADs",
 		"SendTimeout":       fmt.Sprintf("%g s", m.cfg.SendTimeout.Seconds()),
 		"MRADelay":          mra,
-		"calls":             calls,
+		"calls":             buffering(cap(m.calls)),
+		"answers":           buffering(cap(m.answers)),
 		"fair service":      fmt.Sprintf("%d µs", fairSlice.Microseconds()),
 		"fair hold":         fmt.Sprintf("%d ms", fairHold.Milliseconds()),
 		"per-id state":      "one entry per id",
