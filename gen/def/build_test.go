@@ -104,6 +104,35 @@ func TestBuildChecksBite(t *testing.T) {
 			st[StateIndex("MRA_REP_RCVD")].HalfOpen = false
 			return r, l
 		}},
+		{"a half-open id shown stale is freed", "StaleToTimeWait", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "REQ_RCVD", "Stale")
+			r[i].To, r[i].Effects = "IDLE", toIdle
+			return r, l
+		}},
+		{"an id in REP_SENT shown stale tells its peer nothing", "StaleTellsPeer", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "REP_SENT", "Stale")
+			r[i].Send, r[i].Reason = None, 0
+			return r, l
+		}},
+		{"a stale REP rejected as if it were another message", "RecvREPStaleRejects", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			r[rule(t, r, "REQ_SENT", "RecvREPStale")].About = None
+			return r, l
+		}},
+		{"a REJ 10 frees the id awaiting its REP", "RecvREJToTimeWait", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "REQ_SENT", "RecvREJStale")
+			r[i].To, r[i].Effects = "IDLE", e(StopTimer, Free)
+			return r, l
+		}},
+		{"a REJ after the REP frees the id", "RecvREJToTimeWait", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "REP_RCVD", "RecvREJ")
+			r[i].To, r[i].Effects = "IDLE", toIdle
+			return r, l
+		}},
+		{"rejecting after our REP frees the id", "RejectToTimeWait", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "REP_SENT", "Reject")
+			r[i].To, r[i].Effects = "IDLE", stopToIdl
+			return r, l
+		}},
 		{"ESTABLISHED entered without starting the sub-state", "EnterLAP must be true", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
 			r[rule(t, r, "REP_RCVD", "SendRTU")].Effects = nil
 			return r, l

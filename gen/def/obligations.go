@@ -27,6 +27,11 @@ func (t *Table) Obligations() error {
 		{"RejectJustified", (*Table).rejectJustified},
 		{"AltPathAgreed", (*Table).altPathAgreed},
 		{"HalfOpenBounded", (*Table).halfOpenPassive},
+		{"StaleToTimeWait", (*Table).staleToTimeWait},
+		{"StaleTellsPeer", (*Table).staleTellsPeer},
+		{"RecvREPStaleRejects", (*Table).recvREPStaleRejects},
+		{"RecvREJToTimeWait", (*Table).recvREJToTimeWait},
+		{"RejectToTimeWait", (*Table).rejectToTimeWait},
 	} {
 		if err := o.check(t); err != nil {
 			return fmt.Errorf("%s: %w", o.name, err)
@@ -253,6 +258,147 @@ func (t *Table) halfOpenPassive() error {
 	for _, st := range States {
 		if st.HalfOpen != seen[st.Name] {
 			return fmt.Errorf("%s: HalfOpen is %v, but it is %sa passive attempt", st.Name, st.HalfOpen, map[bool]string{true: "", false: "not "}[seen[st.Name]])
+		}
+	}
+	return nil
+}
+
+// staleShown: the cells whose input shows a connected id stale, which the
+// table moves (StaleOther raises Stale on it): the stale REQ's stateless
+// answer, and every stale REP an id takes (the classifier raises
+// RecvREPStale only in the states where a REP answers the REQ, LearnsREP).
+func (t *Table) staleShown() error {
+	if e := t.cell("IDLE", "RecvREQStale"); !e.Has(StaleOther) {
+		return fmt.Errorf("(IDLE, RecvREQStale) must raise Stale on the id it shows stale")
+	}
+	for si, st := range States {
+		if e := t.Main[si][EventIndex("RecvREPStale")]; st.LearnsREP && (e.Kind != Transition || !e.Has(StaleOther)) {
+			return fmt.Errorf("(%s, RecvREPStale) must raise Stale on the id it shows stale", st.Name)
+		}
+	}
+	return nil
+}
+
+// staleToTimeWait (12.9.8.3.1): an id shown stale goes to TIMEWAIT,
+// whatever connected state it was in: its QP waits out the old
+// connection's packets before it is reused. StaleTearsDown is the weaker
+// "no longer connected".
+func (t *Table) staleToTimeWait() error {
+	if err := t.staleShown(); err != nil {
+		return err
+	}
+	for si, st := range States {
+		if e := t.Main[si][EventIndex("Stale")]; st.Connected && (e.Kind != Transition || e.Next != "TIMEWAIT") {
+			return fmt.Errorf("(%s, Stale) must go to TIMEWAIT", st.Name)
+		}
+	}
+	return nil
+}
+
+// staleOwes is whom a stale id's peer hears from, by the state the id was
+// in: an established one tells it with a DREQ; one that received a DREQ
+// with the DREP it owes; one that sent a DREQ has told it already (None);
+// one not yet established (its peer may still await a REP or an RTU, or
+// sit in REP_RCVD) with REJ 10.
+func staleOwes(state string) Msg {
+	switch state {
+	case "ESTABLISHED":
+		return DREQ
+	case "DREQ_RCVD":
+		return DREP
+	case "DREQ_SENT":
+		return None
+	}
+	return REJ
+}
+
+// staleTellsPeer (12.9.8.3.1): an id shown stale, in every connected
+// state, tells its peer (staleOwes); a REJ gives reason 10. That the REJ
+// goes to the peer and names its comm ID is the engine's message, not
+// the table's: the gopter suite checks it.
+func (t *Table) staleTellsPeer() error {
+	if err := t.staleShown(); err != nil {
+		return err
+	}
+	for si, st := range States {
+		if !st.Connected {
+			continue
+		}
+		e, owes := t.Main[si][EventIndex("Stale")], staleOwes(st.Name)
+		switch {
+		case owes == None:
+		case e.Kind != Transition || e.Send != owes:
+			return fmt.Errorf("(%s, Stale) must tell the peer with %s", st.Name, owes)
+		case owes == REJ && e.Reason != RejStale:
+			return fmt.Errorf("(%s, Stale) must REJ with reason 10, stale connection", st.Name)
+		}
+	}
+	return nil
+}
+
+// recvREPStaleRejects (12.9.8.3.1): an id whose REP showed another id
+// stale (RecvREPStale, raised in the states where a REP answers the REQ)
+// rejects that REP with REJ 10, message REP, and does not connect. That
+// the REJ goes to the REP's sender and names its comm ID is the engine's
+// message, not the table's: the gopter suite checks it.
+func (t *Table) recvREPStaleRejects() error {
+	for si, st := range States {
+		if !st.LearnsREP {
+			continue
+		}
+		e := t.Main[si][EventIndex("RecvREPStale")]
+		if e.Kind != Transition || e.Send != REJ || e.Reason != RejStale || e.About != REP {
+			return fmt.Errorf("(%s, RecvREPStale) must REJ the REP with reason 10, stale connection", st.Name)
+		}
+		if States[StateIndex(e.Next)].Connected {
+			return fmt.Errorf("(%s, RecvREPStale) must not connect (it goes to %s)", st.Name, e.Next)
+		}
+	}
+	return nil
+}
+
+// The states a REJ ends the attempt or connection of (12.6.7 and the
+// state diagrams of 12.9, as Linux's cm_rej_handler does), and those of
+// them where it must go to TIMEWAIT: the id had received a REP or got
+// further, so its QP is ready to send. A state not named ignores a REJ.
+var (
+	rejEnds = []string{"REQ_SENT", "MRA_REQ_RCVD", "REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "MRA_REP_RCVD",
+		"REP_RCVD", "MRA_REP_SENT", "ESTABLISHED", "DREQ_SENT"}
+	rejToTimeWait = []string{"REP_RCVD", "MRA_REP_SENT", "ESTABLISHED", "DREQ_SENT"}
+)
+
+// recvREJToTimeWait (12.6.7, 12.9): a REJ ends the attempt or the
+// connection of the id it reaches, which goes to TIMEWAIT when the REJ
+// says stale connection (RecvREJStale: the QP must wait out the old
+// connection's packets) or when the id had received a REP or got further;
+// before that it may be freed instead.
+func (t *Table) recvREJToTimeWait() error {
+	for _, s := range rejEnds {
+		for _, ev := range []string{"RecvREJ", "RecvREJStale"} {
+			e := t.cell(s, ev)
+			tw := ev == "RecvREJStale" || slices.Contains(rejToTimeWait, s)
+			if e.Kind == Transition && (e.Next == "TIMEWAIT" || !tw && e.Next == "IDLE") {
+				continue
+			}
+			if tw {
+				return fmt.Errorf("(%s, %s) must go to TIMEWAIT", s, ev)
+			}
+			return fmt.Errorf("(%s, %s) must go to TIMEWAIT or IDLE", s, ev)
+		}
+	}
+	return nil
+}
+
+// rejectToTimeWait (12.9, events Reject and Destroy, as Linux's
+// cm_send_rej_locked does): an id that sent its REP and then rejects, or
+// is let go with a REJ, goes to TIMEWAIT: the peer may have taken the REP
+// and readied its QP.
+func (t *Table) rejectToTimeWait() error {
+	for _, s := range []string{"REP_SENT", "MRA_REP_RCVD"} {
+		for _, ev := range []string{"Reject", "Destroy"} {
+			if e := t.cell(s, ev); e.Kind == Transition && e.Send == REJ && e.Next != "TIMEWAIT" {
+				return fmt.Errorf("(%s, %s) sends a REJ, so it must go to TIMEWAIT", s, ev)
+			}
 		}
 	}
 	return nil
