@@ -38,6 +38,18 @@ import (
 //	NoCrossIncarnation     an id bound to one incarnation of its peer never
 //	                       takes a message from another (a restarted CM must
 //	                       not reuse its previous life's comm IDs)
+//	StaleToTimeWait        a REQ or REP classified stale takes every id
+//	                       connected to its (GUID, QPN) to TIMEWAIT
+//	StaleTellsPeer         and each tells its peer: a DREQ if ESTABLISHED,
+//	                       the DREP it owes in DREQ_RCVD, nothing more in
+//	                       DREQ_SENT, else REJ 10 naming the peer's comm ID
+//	RecvREPStaleRejects    the id whose REP was classified stale rejects it
+//	                       with REJ 10 (message REP) and does not connect
+//	RecvREJToTimeWait      a REJ ends the attempt or connection of the id it
+//	                       reaches: to TIMEWAIT if it says stale or the id
+//	                       had the REP or got further, else TIMEWAIT or IDLE
+//	RejectToTimeWait       an id in REP_SENT or MRA_REP_RCVD that sends a REJ
+//	                       on Reject or Destroy goes to TIMEWAIT
 type obligations struct {
 	sys       *System
 	violation error
@@ -53,6 +65,7 @@ type obligations struct {
 	order  []engine.CommID
 	steps  []engine.TraceStep // the receiver's steps during it
 	sent   []wire.MAD         // what the receiver sent during it
+	sentTo []uint64           // the CA GUID each of sent went to
 
 	// Incarnations: each node's (1 + its crashes), the incarnation each
 	// packet was sent from, the peer incarnation each id is bound to.
@@ -62,9 +75,13 @@ type obligations struct {
 	bound  []map[engine.CommID]int
 }
 
+// pendingOut is a step's MADs not yet sent; with rejectStep, the step is
+// an application's Reject or Destroy that RejectToTimeWait holds to
+// TIMEWAIT if one of them is a REJ.
 type pendingOut struct {
-	stateless bool
-	left      int
+	stateless  bool
+	left       int
+	rejectStep *engine.TraceStep
 }
 
 func newObligations(s *System, nodes int) obligations {
@@ -90,7 +107,12 @@ var disconnecting = []engine.State{engine.StateEstablished, engine.StateDreqSent
 // step sees every table step of node n.
 func (o *obligations) step(n int, ts engine.TraceStep) {
 	if ts.Sent > 0 {
-		o.out[n] = append(o.out[n], pendingOut{stateless: ts.Kind == engine.KindStateless, left: ts.Sent})
+		po := pendingOut{stateless: ts.Kind == engine.KindStateless, left: ts.Sent}
+		if (ts.Event == engine.EvReject || ts.Event == engine.EvDestroy) &&
+			(ts.From == engine.StateRepSent || ts.From == engine.StateMraRepRcvd) {
+			po.rejectStep = &ts
+		}
+		o.out[n] = append(o.out[n], po)
 	}
 	if slices.Contains(disconnecting, ts.From) && !slices.Contains(disconnecting, ts.To) && ts.To != engine.StateTimeWait {
 		o.fail("LeavesThroughTimeWait", "%s: %s in %s went to %s on %s", NodeName(n), ts.ID, ts.From, ts.To, ts.Event)
@@ -107,6 +129,13 @@ func (o *obligations) onSend(p *simnet.Packet) {
 		if q[0].stateless {
 			inc = 0
 		}
+		// RejectToTimeWait (12.9, as Linux's cm_send_rej_locked): an id
+		// that sent its REP and rejects, or is let go with a REJ, goes to
+		// TIMEWAIT: the peer may have taken the REP and readied its QP.
+		if ts := q[0].rejectStep; ts != nil && p.Attr() == wire.AttrREJ && ts.To != engine.StateTimeWait {
+			o.fail("RejectToTimeWait", "%s: %s in %s sent a REJ on %s but went to %s, not TIMEWAIT",
+				NodeName(n), ts.ID, ts.From, ts.Event, ts.To)
+		}
 		if q[0].left--; q[0].left == 0 {
 			o.out[n] = q[1:]
 		}
@@ -116,6 +145,7 @@ func (o *obligations) onSend(p *simnet.Packet) {
 		var m wire.MAD
 		if wire.DecodeMAD(p.MAD[:], &m) == nil {
 			o.sent = append(o.sent, m)
+			o.sentTo = append(o.sentTo, p.To.GUID)
 		}
 	}
 }
@@ -131,7 +161,7 @@ func (o *obligations) crashed(n int) {
 }
 
 func (o *obligations) onDeliver(p *simnet.Packet) {
-	o.active, o.steps, o.sent = false, o.steps[:0], o.sent[:0]
+	o.active, o.steps, o.sent, o.sentTo = false, o.steps[:0], o.sent[:0], o.sentTo[:0]
 	if wire.DecodeMAD(p.MAD[:], &o.mad) != nil {
 		return
 	}
@@ -301,6 +331,72 @@ func (o *obligations) done() {
 		}
 	}
 
+	// StaleToTimeWait and StaleTellsPeer (12.9.8.3.1): the ids of the
+	// receiver connected to the (GUID, QPN) a REQ or REP was classified
+	// stale for (as the spec's REQStaleAt and REPStaleAt), but the REP's
+	// own id.
+	if first != nil && guid != 0 && (first.Event == engine.EvRecvREQStale || first.Event == engine.EvRecvREPStale) {
+		for _, id := range o.order {
+			b := o.before[id]
+			if id == target || !b.State.Attr().Connected || b.RemoteGUID != guid || b.RemoteQPN != qpn {
+				continue
+			}
+			now := engine.StateIdle
+			if a, ok := after[id]; ok {
+				now = a.State
+			}
+			if now != engine.StateTimeWait {
+				o.fail("StaleToTimeWait", "%s showed %s (%s) stale, which went to %s, not TIMEWAIT", what, id, b.State, now)
+			}
+			switch b.State {
+			case engine.StateEstablished:
+				if !o.sentFrom(id, wire.AttrDREQ) {
+					o.fail("StaleTellsPeer", "%s showed the established %s stale, but it sent no DREQ", what, id)
+				}
+			case engine.StateDreqRcvd:
+				if !o.sentFrom(id, wire.AttrDREP) {
+					o.fail("StaleTellsPeer", "%s showed %s (DREQ_RCVD) stale, but it sent no DREP", what, id)
+				}
+			case engine.StateDreqSent: // its DREQ told the peer already
+			default:
+				if len(o.staleREJs(b.RemoteGUID, uint32(b.RemoteID))) == 0 {
+					o.fail("StaleTellsPeer", "%s showed %s (%s) stale, but it sent its peer no REJ 10 naming %s", what, id, b.State, b.RemoteID)
+				}
+			}
+		}
+	}
+
+	// RecvREPStaleRejects (12.9.8.3.1): the id whose REP was classified
+	// stale rejects it, to its sender, with REJ 10 (message REP), and does
+	// not connect.
+	if first != nil && first.Event == engine.EvRecvREPStale && m.AttrID == wire.AttrREP {
+		if !slices.ContainsFunc(o.staleREJs(o.sys.Nodes[o.from].GUID, m.REP.LocalCommID),
+			func(x wire.REJ) bool { return x.MessageRejected == wire.MsgRespREP }) {
+			o.fail("RecvREPStaleRejects", "%s showed another id stale, but %s sent no REJ 10 (message REP) for it", what, first.ID)
+		}
+		if a, ok := after[first.ID]; ok && a.State.Attr().Connected {
+			o.fail("RecvREPStaleRejects", "%s showed another id stale, but %s connected (%s)", what, first.ID, a.State)
+		}
+	}
+
+	// RecvREJToTimeWait (12.6.7, 12.9; Linux's cm_rej_handler): a REJ
+	// ends the attempt or the connection of the id it reaches, which goes
+	// to TIMEWAIT when the REJ says stale connection (the QP must wait out
+	// the old connection's packets) or when the id had received a REP or
+	// got further (its QP is ready to send); before that it may be freed.
+	if m.AttrID == wire.AttrREJ && first != nil && first.ID != 0 {
+		if b, ok := o.before[first.ID]; ok && slices.Contains(rejEnds, b.State) {
+			now := engine.StateIdle
+			if a, ok := after[first.ID]; ok {
+				now = a.State
+			}
+			tw := m.REJ.Reason == wire.RejectStaleConn || slices.Contains(rejToTimeWait, b.State)
+			if now != engine.StateTimeWait && (tw || now != engine.StateIdle) {
+				o.fail("RecvREJToTimeWait", "%s (reason %d) took %s from %s to %s", what, m.REJ.Reason, first.ID, b.State, now)
+			}
+		}
+	}
+
 	// MRAExtends.
 	if m.AttrID == wire.AttrMRA && first != nil && first.ID != 0 {
 		moved := first.Kind == engine.KindTransition || first.Kind == engine.KindSub && first.LAPKind == engine.KindTransition
@@ -326,4 +422,25 @@ func (o *obligations) done() {
 			}
 		}
 	}
+}
+
+// The states a REJ ends the attempt or connection of, and those of them
+// it must take to TIMEWAIT (spec/cm.tla's RejEnds and RejToTimeWait).
+var (
+	rejEnds = []engine.State{engine.StateReqSent, engine.StateMraReqRcvd, engine.StateReqRcvd, engine.StateMraReqSent,
+		engine.StateRepSent, engine.StateMraRepRcvd, engine.StateRepRcvd, engine.StateMraRepSent,
+		engine.StateEstablished, engine.StateDreqSent}
+	rejToTimeWait = []engine.State{engine.StateRepRcvd, engine.StateMraRepSent, engine.StateEstablished, engine.StateDreqSent}
+)
+
+// staleREJs are the REJs with reason 10 the receiver sent to the port
+// with CA GUID guid, naming rid as the rejected side's comm ID.
+func (o *obligations) staleREJs(guid uint64, rid uint32) []wire.REJ {
+	var out []wire.REJ
+	for i, x := range o.sent {
+		if x.AttrID == wire.AttrREJ && o.sentTo[i] == guid && x.REJ.RemoteCommID == rid && x.REJ.Reason == wire.RejectStaleConn {
+			out = append(out, x.REJ)
+		}
+	}
+	return out
 }
