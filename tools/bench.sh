@@ -211,6 +211,11 @@ all of it):
   to be sent, it takes no call until the sending goroutine has sent them (1 ms at most: a
   transport whose Send blocks slows calls down, never stops them), and takes received MADs
   meanwhile; the sender, woken last, runs next.
+- Answers before new calls: the steps that finish an exchange a peer is timing (an Accept's REP,
+  the RTU after Connect moved its QP, Reject, Delay, a SIDR reply) reach the loop apart from other
+  calls, and it serves them even while it holds calls back, so they never queue behind a burst of
+  new requests (\`TestSlowBurstDoesNotHoldBackAnswers\`: with QPs, each Send blocking 500 µs, as in a
+  VM without acceleration).
 - Connect, Accept and Disconnect hand the step that sends their MAD to the loop without waiting
   for it to run, and their caller is woken once, by the outcome (the REP with the QP's attributes
   derived on the loop, ESTABLISHED, the DREP). A caller woken as soon as its call ran would take
