@@ -116,6 +116,7 @@ type Manager struct {
 	// calls back, so they never queue behind a burst of new requests.
 	calls   chan func()
 	answers chan func()
+	callers atomic.Int64 // calls waiting to be taken: the loop holds them back only if there are any
 	// recv is what the loop takes received MADs from: the transport's own
 	// channel (transport.Incoming), or feed, which the receive goroutine
 	// fills from Recv. It closes when the transport can deliver no more.
@@ -356,6 +357,9 @@ func (m *Manager) hand(ctx context.Context, answer bool, f func()) error {
 	ch := m.calls
 	if answer {
 		ch = m.answers
+	} else {
+		m.callers.Add(1)
+		defer m.callers.Add(-1)
 	}
 	select {
 	case ch <- f:
@@ -505,7 +509,7 @@ func (m *Manager) loop() {
 		if m.busy() {
 			recv, wake = nil, busyAt(cap(m.out))
 			m.stats.Paused++
-		} else if len(m.out) > 0 && time.Since(streak) >= fairSlice {
+		} else if len(m.out) > 0 && m.callers.Load() > 0 && time.Since(streak) >= fairSlice {
 			calls, wake = nil, 1
 			hold.Reset(fairHold)
 			held = hold.C
