@@ -398,7 +398,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 		// that makes a QP per request typically makes the next one once
 		// this REP is queued, and with the REP step posted, a one-CPU VM
 		// took 4.4 s instead of 2.8 s, and 1.7 s more CPU, to answer a
-		// burst of 1,000 REQs so (docs/interop-bench.md).
+		// burst of 1,000 REQs so (tools/interop/bench-notes.md).
 		if e := c.afterMoves(ctx, r.m.doAnswer, accept); e != nil {
 			return nil, e
 		}
