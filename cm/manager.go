@@ -497,9 +497,9 @@ func (m *Manager) loop() {
 		// nor the answers to them. After serving calls for fairSlice, the
 		// loop takes no more until the sender has caught up (or fairHold
 		// has passed), and takes received MADs meanwhile: while the loop
-		// waits, the sender and the transport's reader have the CPU. (runtime.Gosched would put
-		// the loop at the back of the scheduler's global queue, behind
-		// every goroutine of the burst.)
+		// waits, the sender and the transport's reader have the CPU.
+		// (runtime.Gosched would put the loop at the back of the
+		// scheduler's global queue, behind every goroutine of the burst.)
 		recv, calls := m.recv, m.calls
 		var held <-chan time.Time
 		// The threshold goes up before the queue is looked at: a sender
