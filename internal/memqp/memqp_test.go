@@ -1,0 +1,76 @@
+package memqp_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/memqp"
+	"github.com/ibcm/ibcm/rdmapeer"
+)
+
+const rw = qpattr.LocalWrite | qpattr.RemoteRead | qpattr.RemoteWrite
+
+// rcPair is two RC QPs of cfg, connected to each other and in RTS.
+func rcPair(t *testing.T, f *memqp.Fabric, cfg rdmapeer.QPConfig) (a, b rdmapeer.QP) {
+	t.Helper()
+	d := f.Device()
+	a, err := d.NewQP(cfg)
+	require.NoError(t, err)
+	b, err = d.NewQP(cfg)
+	require.NoError(t, err)
+	for _, p := range [][2]rdmapeer.QP{{a, b}, {b, a}} {
+		require.NoError(t, p[0].Modify(qpattr.Attr{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskAccessFlags, Access: cfg.Access}))
+		require.NoError(t, p[0].Modify(qpattr.Attr{State: qpattr.RTR, Mask: qpattr.MaskState | qpattr.MaskDestQPN, DestQPN: p[1].QPN()}))
+		require.NoError(t, p[0].Modify(qpattr.Attr{State: qpattr.RTS, Mask: qpattr.MaskState}))
+	}
+	t.Cleanup(func() { _, _ = a.Close(), b.Close() })
+	return a, b
+}
+
+// udQP is a UD QP of cfg in RTS with rdma_cm's Q_Key.
+func udQP(t *testing.T, d rdmapeer.Device, cfg rdmapeer.QPConfig) rdmapeer.QP {
+	t.Helper()
+	cfg.UD = true
+	q, err := d.NewQP(cfg)
+	require.NoError(t, err)
+	for _, a := range []qpattr.Attr{
+		{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskQKey, QKey: rdmapeer.UDPQKey},
+		{State: qpattr.RTR, Mask: qpattr.MaskState},
+		{State: qpattr.RTS, Mask: qpattr.MaskState},
+	} {
+		require.NoError(t, q.Modify(a))
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+// next is q's next completion, within a second.
+func next(t *testing.T, q rdmapeer.QP) verbs.WC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	wc, err := q.Next(ctx)
+	require.NoError(t, err, "no completion")
+	return wc
+}
+
+// A device refuses a work request beyond the send queue's depth until a
+// completion is polled, as ibv_post_send does (ENOMEM).
+func TestSendQueueDepth(t *testing.T) {
+	f := memqp.NewFabric()
+	a, b := rcPair(t, f, rdmapeer.QPConfig{MemSize: 64, SendDepth: 1, RecvDepth: 4, Access: rw})
+	for i := range 4 {
+		require.NoError(t, b.PostRecv(uint64(i), i*16, 16))
+	}
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 1, Op: verbs.OpSend, N: 8}))
+	err := a.PostSend(rdmapeer.WR{ID: 2, Op: verbs.OpSend, N: 8})
+	require.ErrorIs(t, err, syscall.ENOMEM, "a second send on a depth-1 queue with nothing polled")
+	require.Equal(t, verbs.WCSuccess, next(t, a).Status)
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 3, Op: verbs.OpSend, N: 8}), "the polled completion freed its slot")
+}
