@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
@@ -90,7 +91,7 @@ func (d *Device) NewQP(cfg rdmapeer.QPConfig) (rdmapeer.QP, error) {
 	defer d.f.mu.Unlock()
 	d.f.next++
 	q := &memQP{f: d.f, dev: d, qpn: d.f.next, ud: cfg.UD, buf: make([]byte, cfg.MemSize), base: uint64(d.f.next) << 32,
-		key: 0xab000000 | d.f.next, access: cfg.Access, cq: make(chan verbs.WC, 4096), maxRecv: cfg.RecvDepth}
+		key: 0xab000000 | d.f.next, access: cfg.Access, cq: make(chan cqe, 4096), maxRecv: cfg.RecvDepth, maxSend: cfg.SendDepth}
 	d.f.qps[q.qpn] = q
 	d.f.log = append(d.f.log, Op{d, "new"})
 	d.mu.Lock()
@@ -119,8 +120,27 @@ type memQP struct {
 	qkey    uint32
 	recvs   []memRecv
 	maxRecv int
-	cq      chan verbs.WC
+	// maxSend is the send queue's depth; sendOut counts its work
+	// requests whose completions have not been polled yet, which hold
+	// their slot as on a device.
+	maxSend int
+	sendOut int
+	cq      chan cqe
 	closed  bool
+}
+
+// cqe is a completion on a QP's CQ, and which of its queues it frees a
+// slot of.
+type cqe struct {
+	wc   verbs.WC
+	send bool
+}
+
+// complete puts a completion of the send queue (send) or the receive
+// queue on q's CQ.
+func (q *memQP) complete(wc verbs.WC, send bool) {
+	wc.QPN = q.qpn
+	q.cq <- cqe{wc, send}
 }
 
 func (q *memQP) QPN() uint32  { return q.qpn }
@@ -152,7 +172,7 @@ func (q *memQP) Modify(a qpattr.Attr) error {
 	}
 	if a.State == qpattr.Err {
 		for _, r := range q.recvs {
-			q.cq <- verbs.WC{ID: r.id, Status: verbs.WCWRFlushErr, QPN: q.qpn}
+			q.complete(verbs.WC{ID: r.id, Status: verbs.WCWRFlushErr}, false)
 		}
 		q.recvs = nil
 	}
@@ -172,38 +192,47 @@ func (q *memQP) PostRecv(id uint64, off, n int) error {
 	case len(q.recvs) >= q.maxRecv:
 		return fmt.Errorf("mem QP %#x: receive queue full (%d)", q.qpn, q.maxRecv)
 	case q.state == qpattr.Err:
-		q.cq <- verbs.WC{ID: id, Status: verbs.WCWRFlushErr, QPN: q.qpn}
+		q.complete(verbs.WC{ID: id, Status: verbs.WCWRFlushErr}, false)
 		return nil
 	}
 	q.recvs = append(q.recvs, memRecv{id, off, n})
 	return nil
 }
 
-// postSend carries the work request out at once and completes it.
+// PostSend carries the work request out at once and completes it.
 func (q *memQP) PostSend(w rdmapeer.WR) error {
 	q.f.mu.Lock()
 	defer q.f.mu.Unlock()
 	if q.closed {
 		return verbs.ErrClosed
 	}
-	if w.Off < 0 || w.Off+w.N > len(q.buf) {
+	switch {
+	case w.Off < 0 || w.N < 0 || w.Off > len(q.buf)-w.N:
+		return verbs.ErrInvalid
+	case w.Op != verbs.OpSend && w.Op != verbs.OpSendWithImm && w.Op != verbs.OpRDMAWrite && w.Op != verbs.OpRDMARead:
+		return verbs.ErrInvalid
+	case q.ud && w.Dest == nil:
 		return verbs.ErrInvalid
 	}
+	if q.sendOut >= q.maxSend {
+		// As ibv_post_send: the queue's slots are freed only by polling
+		// their completions.
+		return &verbs.Error{Op: fmt.Sprintf("ibv_post_send (mem QP %#x, send queue of %d full)", q.qpn, q.maxSend), Errno: syscall.ENOMEM}
+	}
 	if q.state == qpattr.Err {
-		q.cq <- verbs.WC{ID: w.ID, Status: verbs.WCWRFlushErr, QPN: q.qpn}
+		q.sendOut++
+		q.complete(verbs.WC{ID: w.ID, Status: verbs.WCWRFlushErr}, true)
 		return nil
 	}
 	if q.state != qpattr.RTS {
 		return fmt.Errorf("mem QP %#x: send in %s", q.qpn, q.state)
 	}
+	q.sendOut++
 	done := func(st verbs.WCStatus, op verbs.WCOpcode, n int) {
-		q.cq <- verbs.WC{ID: w.ID, Status: st, Opcode: op, ByteLen: uint32(n), QPN: q.qpn}
+		q.complete(verbs.WC{ID: w.ID, Status: st, Opcode: op, ByteLen: uint32(n)}, true)
 	}
 	dst := q.dest
 	if q.ud {
-		if w.Dest == nil {
-			return verbs.ErrInvalid
-		}
 		dst = w.Dest.QPN
 	}
 	p := q.f.qps[dst]
@@ -242,16 +271,19 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 		}
 		copy(local, b)
 		done(verbs.WCSuccess, verbs.WCRDMARead, w.N)
-	default:
-		return verbs.ErrInvalid
 	}
 	return nil
 }
 
 func (q *memQP) Next(ctx context.Context) (verbs.WC, error) {
 	select {
-	case wc := <-q.cq:
-		return wc, nil
+	case e := <-q.cq:
+		if e.send {
+			q.f.mu.Lock()
+			q.sendOut--
+			q.f.mu.Unlock()
+		}
+		return e.wc, nil
 	case <-ctx.Done():
 		return verbs.WC{}, ctx.Err()
 	}
@@ -303,16 +335,16 @@ func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.W
 		data = append(grh, local...)
 	}
 	if len(data) > r.n {
-		p.cq <- verbs.WC{ID: r.id, Status: verbs.WCLocLenErr, QPN: p.qpn}
+		p.complete(verbs.WC{ID: r.id, Status: verbs.WCLocLenErr}, false)
 		done(verbs.WCRemInvReqErr, verbs.WCSend, 0)
 		return
 	}
 	copy(p.buf[r.off:], data)
-	wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), QPN: p.qpn, SrcQP: q.qpn, Flags: flags}
+	wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), SrcQP: q.qpn, Flags: flags}
 	if w.Op == verbs.OpSendWithImm {
 		wc.Flags |= verbs.WCWithImm
 		wc.Imm = w.Imm
 	}
-	p.cq <- wc
+	p.complete(wc, false)
 	done(verbs.WCSuccess, verbs.WCSend, 0)
 }
