@@ -74,3 +74,19 @@ func TestSendQueueDepth(t *testing.T) {
 	require.Equal(t, verbs.WCSuccess, next(t, a).Status)
 	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 3, Op: verbs.OpSend, N: 8}), "the polled completion freed its slot")
 }
+
+// An error completion moves the QP to ERR, as on a device: what is posted
+// after it is flushed, and so are the receives it had.
+func TestErrorCompletionMovesToErr(t *testing.T) {
+	f := memqp.NewFabric()
+	a, _ := rcPair(t, f, rdmapeer.QPConfig{MemSize: 64, SendDepth: 4, RecvDepth: 4, Access: rw})
+	require.NoError(t, a.PostRecv(7, 32, 16))
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 1, Op: verbs.OpSend, N: 8}))
+	require.Equal(t, verbs.WCRNRRetryExcErr, next(t, a).Status, "no receive posted, RNR retry 0")
+	wc := next(t, a)
+	require.Equal(t, verbs.WC{ID: 7, Status: verbs.WCWRFlushErr, QPN: a.QPN()}, wc, "the receive, flushed")
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 2, Op: verbs.OpSend, N: 8}))
+	wc = next(t, a)
+	require.Equal(t, uint64(2), wc.ID)
+	require.Equal(t, verbs.WCWRFlushErr, wc.Status, "the next SEND, flushed")
+}
