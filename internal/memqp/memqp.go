@@ -166,17 +166,26 @@ func (q *memQP) Modify(a qpattr.Attr) error {
 	if a.Mask&qpattr.MaskAccessFlags != 0 && !q.ud {
 		q.qpAcc = a.Access
 	}
-	q.state = a.State
+	if a.State != qpattr.Err {
+		q.state = a.State
+	}
 	if a.State == qpattr.RTS {
 		q.f.log = append(q.f.log, Op{q.dev, "rts"})
 	}
 	if a.State == qpattr.Err {
-		for _, r := range q.recvs {
-			q.complete(verbs.WC{ID: r.id, Status: verbs.WCWRFlushErr}, false)
-		}
-		q.recvs = nil
+		q.toErr()
 	}
 	return nil
+}
+
+// toErr moves q to ERR and flushes its receives, as the error state of a
+// device's QP does. The fabric's lock is held.
+func (q *memQP) toErr() {
+	q.state = qpattr.Err
+	for _, r := range q.recvs {
+		q.complete(verbs.WC{ID: r.id, Status: verbs.WCWRFlushErr}, false)
+	}
+	q.recvs = nil
 }
 
 func (q *memQP) PostRecv(id uint64, off, n int) error {
@@ -228,8 +237,13 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 		return fmt.Errorf("mem QP %#x: send in %s", q.qpn, q.state)
 	}
 	q.sendOut++
+	// An error completion takes the QP to ERR: the work requests and
+	// receives behind it are flushed.
 	done := func(st verbs.WCStatus, op verbs.WCOpcode, n int) {
 		q.complete(verbs.WC{ID: w.ID, Status: st, Opcode: op, ByteLen: uint32(n)}, true)
+		if st != verbs.WCSuccess {
+			q.toErr()
+		}
 	}
 	dst := q.dest
 	if q.ud {
@@ -336,6 +350,7 @@ func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.W
 	}
 	if len(data) > r.n {
 		p.complete(verbs.WC{ID: r.id, Status: verbs.WCLocLenErr}, false)
+		p.toErr()
 		done(verbs.WCRemInvReqErr, verbs.WCSend, 0)
 		return
 	}
