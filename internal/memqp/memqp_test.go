@@ -90,3 +90,20 @@ func TestErrorCompletionMovesToErr(t *testing.T) {
 	require.Equal(t, uint64(2), wc.ID)
 	require.Equal(t, verbs.WCWRFlushErr, wc.Status, "the next SEND, flushed")
 }
+
+// A UD send into a receive too short for it: a UD sender always sees
+// success; the receiver completes the receive with a local length error.
+func TestUDSendIntoShortReceive(t *testing.T) {
+	f := memqp.NewFabric()
+	d := f.Device()
+	cfg := rdmapeer.QPConfig{MemSize: 256, SendDepth: 2, RecvDepth: 2, Access: qpattr.LocalWrite}
+	a, b := udQP(t, d, cfg), udQP(t, d, cfg)
+	require.NoError(t, b.PostRecv(3, 0, rdmapeer.GRHSize+10))
+	dest := &rdmapeer.UDDest{QPN: b.QPN(), QKey: rdmapeer.UDPQKey}
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 1, Op: verbs.OpSend, N: 100, Dest: dest}))
+	wc := next(t, a)
+	require.Equal(t, verbs.WCSuccess, wc.Status, "the sender")
+	wc = next(t, b)
+	require.Equal(t, uint64(3), wc.ID)
+	require.Equal(t, verbs.WCLocLenErr, wc.Status, "the receiver")
+}
