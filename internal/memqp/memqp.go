@@ -319,7 +319,8 @@ func (q *memQP) Close() error {
 
 // deliver carries out a SEND into p's next receive, as a device does: a
 // UD send with the wrong Q_Key or to no receive is dropped, an RC one
-// without a receive fails (RNR retry 0), a receive too short fails both.
+// without a receive fails (RNR retry 0); a receive too short fails the
+// receiver, and the sender too on RC (UD's sender sees success).
 func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.WCStatus, verbs.WCOpcode, int)) {
 	if q.ud && w.Dest.QKey != p.qkey {
 		done(verbs.WCSuccess, verbs.WCSend, 0) // dropped by the receiver
@@ -351,7 +352,11 @@ func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.W
 	if len(data) > r.n {
 		p.complete(verbs.WC{ID: r.id, Status: verbs.WCLocLenErr}, false)
 		p.toErr()
-		done(verbs.WCRemInvReqErr, verbs.WCSend, 0)
+		if q.ud {
+			done(verbs.WCSuccess, verbs.WCSend, 0) // UD has no acknowledgement to carry the error back
+		} else {
+			done(verbs.WCRemInvReqErr, verbs.WCSend, 0)
+		}
 		return
 	}
 	copy(p.buf[r.off:], data)
