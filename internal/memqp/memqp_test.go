@@ -33,8 +33,17 @@ func rcPair(t *testing.T, f *memqp.Fabric, cfg rdmapeer.QPConfig) (a, b rdmapeer
 	return a, b
 }
 
-// udQP is a UD QP of cfg in RTS with rdma_cm's Q_Key.
+// udQP is a UD QP of cfg in RTS with rdma_cm's Q_Key, closed at the
+// test's end.
 func udQP(t *testing.T, d rdmapeer.Device, cfg rdmapeer.QPConfig) rdmapeer.QP {
+	t.Helper()
+	q := newUDQP(t, d, cfg)
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+// newUDQP is a UD QP of cfg in RTS with rdma_cm's Q_Key.
+func newUDQP(t *testing.T, d rdmapeer.Device, cfg rdmapeer.QPConfig) rdmapeer.QP {
 	t.Helper()
 	cfg.UD = true
 	q, err := d.NewQP(cfg)
@@ -46,7 +55,6 @@ func udQP(t *testing.T, d rdmapeer.Device, cfg rdmapeer.QPConfig) rdmapeer.QP {
 	} {
 		require.NoError(t, q.Modify(a))
 	}
-	t.Cleanup(func() { _ = q.Close() })
 	return q
 }
 
@@ -106,4 +114,42 @@ func TestUDSendIntoShortReceive(t *testing.T) {
 	wc = next(t, b)
 	require.Equal(t, uint64(3), wc.ID)
 	require.Equal(t, verbs.WCLocLenErr, wc.Status, "the receiver")
+}
+
+// A QP whose completions nobody polls holds up no other QP of the fabric.
+func TestUnpolledCQBlocksNoOtherQP(t *testing.T) {
+	f := memqp.NewFabric()
+	d := f.Device()
+	cfg := rdmapeer.QPConfig{MemSize: 64, SendDepth: 5000, RecvDepth: 1, Access: qpattr.LocalWrite}
+	// Not closed on a failure: a fabric held up would hold up the close.
+	a, o := newUDQP(t, d, cfg), newUDQP(t, d, cfg)
+	dest := &rdmapeer.UDDest{QPN: 0xdead, QKey: rdmapeer.UDPQKey}
+	posted := make(chan error, 1)
+	go func() {
+		for i := range 4100 {
+			if err := a.PostSend(rdmapeer.WR{ID: uint64(i), Op: verbs.OpSend, N: 1, Dest: dest}); err != nil {
+				posted <- err
+				return
+			}
+		}
+		posted <- nil
+	}()
+	other := make(chan error, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		other <- o.PostRecv(1, 0, 64)
+	}()
+	for _, c := range []struct {
+		ch  chan error
+		msg string
+	}{{other, "another QP's receive waits for the unpolled CQ"}, {posted, "4,100 sends on a send queue of 5,000 did not post"}} {
+		select {
+		case err := <-c.ch:
+			require.NoError(t, err)
+		case <-time.After(2 * time.Second):
+			t.Fatal(c.msg)
+		}
+	}
+	require.NoError(t, a.Close())
+	require.NoError(t, o.Close())
 }
