@@ -91,7 +91,7 @@ func (d *Device) NewQP(cfg rdmapeer.QPConfig) (rdmapeer.QP, error) {
 	defer d.f.mu.Unlock()
 	d.f.next++
 	q := &memQP{f: d.f, dev: d, qpn: d.f.next, ud: cfg.UD, buf: make([]byte, cfg.MemSize), base: uint64(d.f.next) << 32,
-		key: 0xab000000 | d.f.next, access: cfg.Access, cq: make(chan cqe, 4096), maxRecv: cfg.RecvDepth, maxSend: cfg.SendDepth}
+		key: 0xab000000 | d.f.next, access: cfg.Access, ready: make(chan struct{}, 1), maxRecv: cfg.RecvDepth, maxSend: cfg.SendDepth}
 	d.f.qps[q.qpn] = q
 	d.f.log = append(d.f.log, Op{d, "new"})
 	d.mu.Lock()
@@ -125,8 +125,11 @@ type memQP struct {
 	// their slot as on a device.
 	maxSend int
 	sendOut int
-	cq      chan cqe
-	closed  bool
+	// cq holds the completions not polled yet; ready is signalled when
+	// one is added. Adding one never waits: the queue depths bound them.
+	cq     []cqe
+	ready  chan struct{}
+	closed bool
 }
 
 // cqe is a completion on a QP's CQ, and which of its queues it frees a
@@ -140,7 +143,11 @@ type cqe struct {
 // queue on q's CQ.
 func (q *memQP) complete(wc verbs.WC, send bool) {
 	wc.QPN = q.qpn
-	q.cq <- cqe{wc, send}
+	q.cq = append(q.cq, cqe{wc, send})
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
 }
 
 func (q *memQP) QPN() uint32  { return q.qpn }
@@ -290,16 +297,23 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 }
 
 func (q *memQP) Next(ctx context.Context) (verbs.WC, error) {
-	select {
-	case e := <-q.cq:
-		if e.send {
-			q.f.mu.Lock()
-			q.sendOut--
+	for {
+		q.f.mu.Lock()
+		if len(q.cq) > 0 {
+			e := q.cq[0]
+			q.cq = q.cq[1:]
+			if e.send {
+				q.sendOut--
+			}
 			q.f.mu.Unlock()
+			return e.wc, nil
 		}
-		return e.wc, nil
-	case <-ctx.Done():
-		return verbs.WC{}, ctx.Err()
+		q.f.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return verbs.WC{}, ctx.Err()
+		}
 	}
 }
 
