@@ -153,3 +153,47 @@ func TestUnpolledCQBlocksNoOtherQP(t *testing.T) {
 	require.NoError(t, a.Close())
 	require.NoError(t, o.Close())
 }
+
+// RDMA on a UD QP is refused at the post, as ibv_post_send refuses it.
+func TestUDRefusesRDMA(t *testing.T) {
+	f := memqp.NewFabric()
+	d := f.Device()
+	cfg := rdmapeer.QPConfig{MemSize: 64, SendDepth: 2, RecvDepth: 2, Access: rw}
+	a, b := udQP(t, d, cfg), udQP(t, d, cfg)
+	for _, op := range []verbs.Opcode{verbs.OpRDMAWrite, verbs.OpRDMARead} {
+		err := a.PostSend(rdmapeer.WR{ID: 1, Op: op, N: 8, RemoteAddr: b.Addr(), RKey: b.RKey(),
+			Dest: &rdmapeer.UDDest{QPN: b.QPN(), QKey: rdmapeer.UDPQKey}})
+		require.ErrorIs(t, err, verbs.ErrInvalid, "%s on UD", op)
+	}
+}
+
+// The local access flags of a buffer hold: a receive or an RDMA READ
+// into a buffer without LOCAL_WRITE fails with a protection error, and a
+// buffer with REMOTE_WRITE needs LOCAL_WRITE, as ibv_reg_mr says.
+func TestLocalAccessFlags(t *testing.T) {
+	f := memqp.NewFabric()
+	_, err := f.Device().NewQP(rdmapeer.QPConfig{MemSize: 64, SendDepth: 1, RecvDepth: 1, Access: qpattr.RemoteWrite})
+	require.ErrorIs(t, err, verbs.ErrInvalid, "REMOTE_WRITE without LOCAL_WRITE")
+
+	a, b := rcPair(t, f, rdmapeer.QPConfig{MemSize: 64, SendDepth: 2, RecvDepth: 2, Access: qpattr.RemoteRead})
+	require.NoError(t, b.PostRecv(1, 0, 16))
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 2, Op: verbs.OpSend, N: 8}))
+	require.Equal(t, verbs.WCLocProtErr, next(t, b).Status, "a receive into a buffer without LOCAL_WRITE")
+	_, _ = next(t, a), a
+
+	a, b = rcPair(t, f, rdmapeer.QPConfig{MemSize: 64, SendDepth: 2, RecvDepth: 2, Access: qpattr.RemoteRead})
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 3, Op: verbs.OpRDMARead, N: 8, RemoteAddr: b.Addr(), RKey: b.RKey()}))
+	require.Equal(t, verbs.WCLocProtErr, next(t, a).Status, "an RDMA READ into a buffer without LOCAL_WRITE")
+}
+
+// An RDMA address from the wire is checked without overflow: an address
+// near the top of the 64-bit space with a small length is refused, not
+// taken as an offset that wraps.
+func TestRDMAAddressWraps(t *testing.T) {
+	f := memqp.NewFabric()
+	a, b := rcPair(t, f, rdmapeer.QPConfig{MemSize: 64, SendDepth: 2, RecvDepth: 2, Access: rw})
+	require.NotPanics(t, func() {
+		require.NoError(t, a.PostSend(rdmapeer.WR{ID: 1, Op: verbs.OpRDMARead, N: 16, RemoteAddr: ^uint64(0) - 7, RKey: b.RKey()}))
+	})
+	require.Equal(t, verbs.WCRemAccessErr, next(t, a).Status)
+}
