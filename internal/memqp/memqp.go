@@ -1,9 +1,16 @@
 // Package memqp is an in-memory rdmapeer.Device: queue pairs that move
 // bytes between each other in this process, with the rules of a real
-// device that matter to a protocol (a SEND needs a posted receive; RDMA
-// needs the peer's key and stays inside its buffer; a QP sends only in
-// RTS; ERR flushes what is posted), so that rdmapeer's programs, and the
-// CLI's data modes over the simulated fabric, run end to end in tests.
+// device that matter to a protocol, so that rdmapeer's programs, and the
+// CLI's data modes over the simulated fabric, run end to end in tests:
+//   - a SEND needs a posted receive long enough for it (RC: RNR retry 0;
+//     UD: the sender sees success, the receiver the length error);
+//   - RDMA needs the peer's key and access and stays inside its buffer,
+//     and a UD QP refuses it; a buffer without LOCAL_WRITE takes no
+//     receive or READ;
+//   - a QP sends only in RTS, and its send queue holds SendDepth work
+//     requests until their completions are polled;
+//   - an error completion moves the QP to ERR, and ERR flushes what is
+//     posted and what is posted later.
 package memqp
 
 import (
@@ -87,6 +94,10 @@ func (d *Device) Live() int {
 func (d *Device) Close() error { return nil }
 
 func (d *Device) NewQP(cfg rdmapeer.QPConfig) (rdmapeer.QP, error) {
+	if cfg.Access&qpattr.RemoteWrite != 0 && cfg.Access&qpattr.LocalWrite == 0 {
+		// As ibv_reg_mr: a buffer the peer may write, we must be able to.
+		return nil, fmt.Errorf("mem MR: REMOTE_WRITE without LOCAL_WRITE: %w", verbs.ErrInvalid)
+	}
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	d.f.next++
@@ -229,6 +240,8 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 		return verbs.ErrInvalid
 	case q.ud && w.Dest == nil:
 		return verbs.ErrInvalid
+	case q.ud && w.Op != verbs.OpSend && w.Op != verbs.OpSendWithImm:
+		return fmt.Errorf("mem QP %#x: %s on a UD QP: %w", q.qpn, w.Op, verbs.ErrInvalid)
 	}
 	if q.sendOut >= q.maxSend {
 		// As ibv_post_send: the queue's slots are freed only by polling
@@ -267,8 +280,11 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 	}
 	local := q.buf[w.Off : w.Off+w.N]
 	remote := func(n int) ([]byte, bool) {
+		if w.RKey != p.key || w.RemoteAddr < p.base || w.RemoteAddr-p.base > uint64(len(p.buf)) {
+			return nil, false
+		}
 		o := w.RemoteAddr - p.base
-		if w.RKey != p.key || w.RemoteAddr < p.base || o+uint64(n) > uint64(len(p.buf)) {
+		if uint64(n) > uint64(len(p.buf))-o {
 			return nil, false
 		}
 		return p.buf[o : o+uint64(n)], true
@@ -285,6 +301,10 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 		copy(b, local)
 		done(verbs.WCSuccess, verbs.WCRDMAWrite, 0)
 	case verbs.OpRDMARead:
+		if q.access&qpattr.LocalWrite == 0 {
+			done(verbs.WCLocProtErr, verbs.WCRDMARead, 0)
+			return nil
+		}
 		b, ok := remote(w.N)
 		if !ok || p.access&p.qpAcc&qpattr.RemoteRead == 0 {
 			done(verbs.WCRemAccessErr, verbs.WCRDMARead, 0)
@@ -351,6 +371,16 @@ func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.W
 	}
 	r := p.recvs[0]
 	p.recvs = p.recvs[1:]
+	if p.access&qpattr.LocalWrite == 0 {
+		p.complete(verbs.WC{ID: r.id, Status: verbs.WCLocProtErr}, false)
+		p.toErr()
+		if q.ud {
+			done(verbs.WCSuccess, verbs.WCSend, 0)
+		} else {
+			done(verbs.WCRemOpErr, verbs.WCSend, 0)
+		}
+		return
+	}
 	data := local
 	var flags verbs.WCFlags
 	if q.ud {
