@@ -1,0 +1,107 @@
+package rdmapeer_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/hw/verbs"
+	"github.com/ibcm/ibcm/internal/memqp"
+	"github.com/ibcm/ibcm/rdmapeer"
+)
+
+// A hostile peer: a bare QP of the fabric that sends whatever a test
+// has it send.
+type hostile struct {
+	t  *testing.T
+	qp rdmapeer.QP
+}
+
+func newHostile(t *testing.T, f *memqp.Fabric, ud bool) *hostile {
+	t.Helper()
+	q, err := f.Device().NewQP(rdmapeer.QPConfig{UD: ud, MemSize: 1 << 16, SendDepth: 64, RecvDepth: 64,
+		Access: qpattr.LocalWrite | qpattr.RemoteRead | qpattr.RemoteWrite})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close() })
+	return &hostile{t, q}
+}
+
+// open is a session of program name in role, on f.
+func open(t *testing.T, f *memqp.Fabric, name string, role rdmapeer.Role, o rdmapeer.Options) *rdmapeer.Session {
+	t.Helper()
+	p, ok := rdmapeer.Lookup(name)
+	require.True(t, ok)
+	s, err := p.Open(f.Device(), rdmapeer.SessionConfig{Options: o, Num: 1, Role: role})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// send SENDs b from offset off.
+func (h *hostile) send(off int, b []byte) {
+	h.t.Helper()
+	copy(h.qp.Mem()[off:], b)
+	require.NoError(h.t, h.qp.PostSend(rdmapeer.WR{ID: uint64(off), Op: verbs.OpSend, Off: off, N: len(b)}))
+}
+
+// wait returns the next completion of opcode op, passing over others.
+func (h *hostile) wait(op verbs.WCOpcode) verbs.WC {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		wc, err := h.qp.Next(ctx)
+		require.NoError(h.t, err)
+		require.Equal(h.t, verbs.WCSuccess, wc.Status, "%+v", wc)
+		if wc.Opcode == op {
+			return wc
+		}
+	}
+}
+
+// disconnect moves both QPs to ERR, as the DREQ does.
+func disconnect(t *testing.T, qps ...rdmapeer.QP) {
+	t.Helper()
+	for _, q := range qps {
+		require.NoError(t, q.Modify(qpattr.Attr{State: qpattr.Err, Mask: qpattr.MaskState}))
+	}
+}
+
+// rpingInfo is struct rping_rdma_info.
+func rpingInfo(buf uint64, rkey, size uint32) []byte {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, buf)
+	binary.BigEndian.PutUint32(b[8:], rkey)
+	binary.BigEndian.PutUint32(b[12:], size)
+	return b
+}
+
+// run runs s's data phase and returns its error and its stats, failing
+// the test if it panics or outlasts a few seconds.
+func run(t *testing.T, s *rdmapeer.Session) (error, *rdmapeer.Stats) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	require.NotPanics(t, func() { _, err = s.Run(ctx) })
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "the data phase did not end")
+	return err, s.Finish(err)
+}
+
+// An rping client whose info names a 0-byte buffer: a device posts the
+// 0-byte READ; the server must refuse the size, not fail on it.
+func TestRPingZeroSizeInfo(t *testing.T) {
+	f := memqp.NewFabric()
+	srv := open(t, f, "rping", rdmapeer.Server, rdmapeer.Options{})
+	h := newHostile(t, f, false)
+	connect(t, srv.QP(), h.qp)
+	h.send(0, rpingInfo(h.qp.Addr(), h.qp.RKey(), 0))
+	err, st := run(t, srv)
+	require.Error(t, err)
+	require.False(t, st.Verified)
+	require.Contains(t, st.Problem, "size")
+}
