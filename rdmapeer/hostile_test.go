@@ -105,3 +105,83 @@ func TestRPingZeroSizeInfo(t *testing.T) {
 	require.False(t, st.Verified)
 	require.Contains(t, st.Problem, "size")
 }
+
+// A peer that quits early leaves a data phase unverified.
+func TestEarlyDisconnectNotVerified(t *testing.T) {
+	msg := make([]byte, 100)
+	t.Run("ucmatose client, 3 of 10 messages", func(t *testing.T) {
+		f := memqp.NewFabric()
+		cli := open(t, f, "ucmatose", rdmapeer.Client, rdmapeer.Options{})
+		h := newHostile(t, f, false)
+		connect(t, cli.QP(), h.qp)
+		for i := range 3 {
+			h.send(i*100, msg)
+		}
+		disconnect(t, h.qp, cli.QP())
+		_, st := run(t, cli)
+		require.Equal(t, 3, st.Recv)
+		require.False(t, st.Verified, "%+v", st)
+		require.NotEmpty(t, st.Problem)
+	})
+	t.Run("ucmatose server, 3 of 10 replies", func(t *testing.T) {
+		f := memqp.NewFabric()
+		srv := open(t, f, "ucmatose", rdmapeer.Server, rdmapeer.Options{})
+		h := newHostile(t, f, false)
+		connect(t, srv.QP(), h.qp)
+		for i := range 10 {
+			require.NoError(t, h.qp.PostRecv(uint64(i), i*100, 100))
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range 3 {
+				wc := h.wait(verbs.WCRecv)
+				h.send(4096+i*100, h.qp.Mem()[wc.ID*100:wc.ID*100+100])
+			}
+			for range 7 {
+				h.wait(verbs.WCRecv)
+			}
+			time.Sleep(10 * time.Millisecond)
+			disconnect(t, h.qp, srv.QP())
+		}()
+		_, st := run(t, srv)
+		<-done
+		require.Equal(t, 3, st.Recv)
+		require.False(t, st.Verified, "%+v", st)
+		require.NotEmpty(t, st.Problem)
+	})
+	t.Run("rping client, 1 of 10 pings", func(t *testing.T) {
+		f := memqp.NewFabric()
+		cli := open(t, f, "rping", rdmapeer.Client, rdmapeer.Options{})
+		h := newHostile(t, f, false)
+		connect(t, cli.QP(), h.qp)
+		for i := range 2 {
+			require.NoError(t, h.qp.PostRecv(uint64(i), i*16, 16))
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// One ping as rping's server does it, then the disconnect.
+			wc := h.wait(verbs.WCRecv)
+			src := h.qp.Mem()[wc.ID*16 : wc.ID*16+16]
+			require.NoError(t, h.qp.PostRecv(wc.ID, int(wc.ID)*16, 16))
+			require.NoError(t, h.qp.PostSend(rdmapeer.WR{ID: 5, Op: verbs.OpRDMARead, Off: 1024, N: 64,
+				RemoteAddr: binary.BigEndian.Uint64(src), RKey: binary.BigEndian.Uint32(src[8:])}))
+			h.wait(verbs.WCRDMARead)
+			h.send(64, rpingInfo(0, 0, 0))
+			wc = h.wait(verbs.WCRecv)
+			sink := h.qp.Mem()[wc.ID*16 : wc.ID*16+16]
+			require.NoError(t, h.qp.PostSend(rdmapeer.WR{ID: 6, Op: verbs.OpRDMAWrite, Off: 1024, N: 64,
+				RemoteAddr: binary.BigEndian.Uint64(sink), RKey: binary.BigEndian.Uint32(sink[8:])}))
+			h.wait(verbs.WCRDMAWrite)
+			h.send(80, rpingInfo(0, 0, 0))
+			time.Sleep(10 * time.Millisecond)
+			disconnect(t, h.qp, cli.QP())
+		}()
+		_, st := run(t, cli)
+		<-done
+		require.Equal(t, 1, st.Iterations)
+		require.False(t, st.Verified, "%+v", st)
+		require.NotEmpty(t, st.Problem)
+	})
+}
