@@ -101,7 +101,7 @@ func TestRPingZeroSizeInfo(t *testing.T) {
 	connect(t, srv.QP(), h.qp)
 	h.send(0, rpingInfo(h.qp.Addr(), h.qp.RKey(), 0))
 	err, st := run(t, srv)
-	require.Error(t, err)
+	require.ErrorIs(t, err, rdmapeer.ErrPeer)
 	require.False(t, st.Verified)
 	require.Contains(t, st.Problem, "size")
 }

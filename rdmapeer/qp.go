@@ -74,6 +74,16 @@ type UDDest struct {
 // disconnected, or the connection ended).
 var ErrFlushed = errors.New("flushed: the QP is in ERR")
 
+// ErrPeer: the peer broke its program's protocol: a length, count, size
+// or address it sent is not one the program allows. The session ends
+// with it, unverified.
+var ErrPeer = errors.New("the peer broke the protocol")
+
+// peerErrorf is an error wrapping ErrPeer.
+func peerErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrPeer, fmt.Sprintf(format, args...))
+}
+
 // StatusError is a completion that failed.
 type StatusError struct{ WC verbs.WC }
 

@@ -42,7 +42,7 @@ func (i rpingInfo) encode(b []byte) {
 
 func decodeRpingInfo(b []byte) (rpingInfo, error) {
 	if len(b) != rpingInfoSize {
-		return rpingInfo{}, fmt.Errorf("rping message of %d bytes, want %d", len(b), rpingInfoSize)
+		return rpingInfo{}, peerErrorf("rping message of %d bytes, want %d", len(b), rpingInfoSize)
 	}
 	return rpingInfo{Buf: binary.BigEndian.Uint64(b[0:8]), RKey: binary.BigEndian.Uint32(b[8:12]), Size: binary.BigEndian.Uint32(b[12:16])}, nil
 }
@@ -68,7 +68,9 @@ func rpingPattern(b []byte, ping int) {
 			c = 65
 		}
 	}
-	b[len(b)-1] = 0
+	if len(b) > 0 {
+		b[len(b)-1] = 0
+	}
 }
 
 // rping's buffer layout: two receive slots, the send slot, the RDMA
@@ -153,8 +155,10 @@ func rpingServer(ctx context.Context, s *Session) (bool, error) {
 		if err != nil {
 			return false, s.rpingEnd(err, false)
 		}
-		if src.Size > uint32(size) {
-			return false, fmt.Errorf("ping %d: the client's buffer is %d bytes, ours %d", ping, src.Size, size)
+		// The client's buffer is one rping allows and fits ours: the
+		// READ lands in it and the pattern ends in a NUL inside it.
+		if src.Size < rpingMinSize || src.Size > uint32(size) {
+			return false, peerErrorf("ping %d: the client's buffer size is %d, want %d..%d", ping, src.Size, rpingMinSize, size)
 		}
 		clear(buf)
 		if err := s.qp.PostSend(WR{ID: 200, Op: verbs.OpRDMARead, Off: rpingRDMA, N: int(src.Size), RemoteAddr: src.Buf, RKey: src.RKey}); err != nil {
@@ -181,7 +185,7 @@ func rpingServer(ctx context.Context, s *Session) (bool, error) {
 		}
 		n := len(cstring(got)) + 1
 		if n > int(sink.Size) {
-			return false, fmt.Errorf("ping %d: the client's sink is %d bytes, the data %d", ping, sink.Size, n)
+			return false, peerErrorf("ping %d: the client's sink size is %d, the data %d bytes", ping, sink.Size, n)
 		}
 		if err := s.qp.PostSend(WR{ID: 201, Op: verbs.OpRDMAWrite, Off: rpingRDMA, N: n, RemoteAddr: sink.Buf, RKey: sink.RKey}); err != nil {
 			return false, err
