@@ -44,14 +44,21 @@ func init() {
 			if _, err := s.rdmaRecv(ctx); err != nil {
 				return false, err
 			}
-			return true, s.rdmaSend(ctx, "ibcm rdma_server")
+			if err := s.rdmaSend(ctx, "ibcm rdma_server"); err != nil {
+				return false, err
+			}
+			s.st.Verified = s.st.Problem == ""
+			return true, nil
 		},
 		client: func(ctx context.Context, s *Session) (bool, error) {
 			if err := s.rdmaSend(ctx, "ibcm rdma_client"); err != nil {
 				return false, err
 			}
-			_, err := s.rdmaRecv(ctx)
-			return true, err
+			if _, err := s.rdmaRecv(ctx); err != nil {
+				return false, err
+			}
+			s.st.Verified = s.st.Problem == ""
+			return true, nil
 		},
 	})
 }
@@ -82,8 +89,7 @@ func (s *Session) rdmaRecv(ctx context.Context) ([]byte, error) {
 	s.st.Recv++
 	s.st.Bytes += int(wc.ByteLen)
 	s.st.Check = "size"
-	s.st.Verified = wc.ByteLen == RDMAMessage && s.st.Problem == ""
-	if wc.ByteLen != RDMAMessage {
+	if wc.ByteLen != RDMAMessage && s.st.Problem == "" {
 		s.st.Problem = fmt.Sprintf("received %d bytes, want %d", wc.ByteLen, RDMAMessage)
 	}
 	n := min(int(wc.ByteLen), RDMAMessage)

@@ -149,7 +149,6 @@ func rpingServer(ctx context.Context, s *Session) (bool, error) {
 	buf := s.qp.Mem()[rpingRDMA : rpingRDMA+size]
 	want := make([]byte, size)
 	s.st.Check = "pattern"
-	s.st.Verified = true
 	for ping := 0; ; ping++ {
 		src, err := s.rpingRecv(ctx)
 		if err != nil {
@@ -171,8 +170,7 @@ func rpingServer(ctx context.Context, s *Session) (bool, error) {
 		s.st.Bytes += int(src.Size)
 		got := buf[:src.Size]
 		rpingPattern(want[:src.Size], ping)
-		if !bytes.Equal(got, want[:src.Size]) {
-			s.st.Verified = false
+		if !bytes.Equal(got, want[:src.Size]) && s.st.Problem == "" {
 			s.st.Problem = fmt.Sprintf("ping %d: read %q, want %q", ping, cstring(got), cstring(want[:src.Size]))
 		}
 		s.ping(got)
@@ -217,6 +215,7 @@ func (s *Session) rpingEnd(err error, within bool) error {
 	case s.st.Iterations == 0:
 		s.st.Problem = "no ping"
 	}
+	s.st.Verified = s.st.Problem == ""
 	return nil
 }
 
@@ -231,7 +230,6 @@ func rpingClient(ctx context.Context, s *Session) (bool, error) {
 	start := m[rpingStart(s.cfg.Options) : rpingStart(s.cfg.Options)+size]
 	sink := m[rpingRDMA : rpingRDMA+size]
 	s.st.Check = "pattern"
-	s.st.Verified = true
 	for ping := range count {
 		rpingPattern(start, ping)
 		if err := s.rpingSendInfo(rpingInfo{Buf: s.qp.Addr() + uint64(rpingStart(s.cfg.Options)), RKey: s.qp.RKey(), Size: uint32(size)}); err != nil {
@@ -247,14 +245,17 @@ func rpingClient(ctx context.Context, s *Session) (bool, error) {
 			return false, fmt.Errorf("ping %d, waiting for the write: %w", ping, err)
 		}
 		s.st.Bytes += 2 * size // the server's READ and WRITE
-		if !bytes.Equal(start, sink) {
-			s.st.Verified = false
+		if !bytes.Equal(start, sink) && s.st.Problem == "" {
 			s.st.Problem = fmt.Sprintf("ping %d: data mismatch: %q came back for %q", ping, cstring(sink), cstring(start))
 		}
 		s.ping(sink)
 		s.st.Iterations++
 	}
-	return true, s.drainPendingSends(ctx)
+	if err := s.drainPendingSends(ctx); err != nil {
+		return false, err
+	}
+	s.st.Verified = s.st.Problem == ""
+	return true, nil
 }
 
 // drainPendingSends waits until every SEND posted so far completed, so

@@ -119,11 +119,20 @@ func (s *Session) Run(ctx context.Context) (disconnect bool, err error) {
 }
 
 // Finish records how the data phase ended (err from Run, UDServer or
-// UDClient) and returns its stats: a data phase with a problem is not
-// verified.
+// UDClient) and returns its stats. A data phase is verified only when its
+// program ran to the end with no problem: an error, a flush included (the
+// peer disconnected before the program's protocol was done; a program
+// whose flush is its normal end returns nil for it), leaves it unverified.
 func (s *Session) Finish(err error) *Stats {
-	if err != nil && !isFlushed(err) && s.st.Problem == "" {
-		s.st.Problem = err.Error()
+	if err != nil {
+		s.st.Verified = false
+		if s.st.Problem == "" {
+			s.st.Problem = err.Error()
+			if isFlushed(err) {
+				s.st.Problem = "the peer disconnected early: " + err.Error()
+				s.st.PeerDisconnect = true
+			}
+		}
 	}
 	if s.st.Problem != "" {
 		s.st.Verified = false

@@ -68,7 +68,6 @@ func ucmatoseServer(ctx context.Context, s *Session) (bool, error) {
 	}
 	s.st.Bytes += n * size
 	s.st.Check = "echo"
-	s.st.Verified = true
 	for i := range n {
 		wc, err := s.await(ctx, verbs.WCRecv)
 		if err != nil {
@@ -77,12 +76,15 @@ func ucmatoseServer(ctx context.Context, s *Session) (bool, error) {
 		s.st.Recv++
 		s.st.Bytes += int(wc.ByteLen)
 		got := m[int(wc.ID)*size : int(wc.ID)*size+int(wc.ByteLen)]
-		if !bytes.Equal(got, msg) {
-			s.st.Verified = false
+		if !bytes.Equal(got, msg) && s.st.Problem == "" {
 			s.st.Problem = fmt.Sprintf("reply %d: %d bytes, not the %d-byte message sent", i+1, wc.ByteLen, size)
 		}
 	}
-	return true, s.drainSendsTo(ctx, n)
+	if err := s.drainSendsTo(ctx, n); err != nil {
+		return false, err
+	}
+	s.st.Verified = s.st.Problem == ""
+	return true, nil
 }
 
 // ucmatoseClient receives -C messages, then sends them back; the server
@@ -91,7 +93,6 @@ func ucmatoseClient(ctx context.Context, s *Session) (bool, error) {
 	o := s.cfg.Options
 	n, size, send := msgCount(o, ucmatoseCount), msgSize(o, ucmatoseSize), ucmatoseSend(o)
 	s.st.Check = "size"
-	s.st.Verified = true
 	for i := range n {
 		wc, err := s.await(ctx, verbs.WCRecv)
 		if err != nil {
@@ -99,8 +100,7 @@ func ucmatoseClient(ctx context.Context, s *Session) (bool, error) {
 		}
 		s.st.Recv++
 		s.st.Bytes += int(wc.ByteLen)
-		if int(wc.ByteLen) != size {
-			s.st.Verified = false
+		if int(wc.ByteLen) != size && s.st.Problem == "" {
 			s.st.Problem = fmt.Sprintf("message %d: %d bytes, want %d", i+1, wc.ByteLen, size)
 		}
 		// As cmatose.c: the reply is the buffer the messages landed in.
@@ -112,5 +112,9 @@ func ucmatoseClient(ctx context.Context, s *Session) (bool, error) {
 		}
 	}
 	s.st.Bytes += n * size
-	return false, s.drainSendsTo(ctx, n)
+	if err := s.drainSendsTo(ctx, n); err != nil {
+		return false, err
+	}
+	s.st.Verified = s.st.Problem == ""
+	return false, nil
 }
