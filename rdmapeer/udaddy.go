@@ -15,6 +15,7 @@ package rdmapeer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -98,23 +99,55 @@ func UDDestOf(rep *wire.SIDRRep, to transport.Addr, port cm.PortInfo) *UDDest {
 // the completion's source LID and SL.
 func AHFromGRH(grh []byte, wc verbs.WC, port, sgidIndex uint8) (qpattr.AH, error) {
 	if len(grh) < GRHSize || wc.Flags&verbs.WCGRH == 0 {
-		return qpattr.AH{}, fmt.Errorf("a UD receive without a GRH (flags %#x)", uint32(wc.Flags))
+		return qpattr.AH{}, fmt.Errorf("%w: a UD receive without a GRH (flags %#x)", ErrPeer, uint32(wc.Flags))
 	}
 	ah := qpattr.AH{IsGlobal: true, DLID: wc.SLID, SL: wc.SL, PortNum: port,
 		GRH: qpattr.GRH{SGIDIndex: sgidIndex, HopLimit: 0xff}}
-	if ip := grh[20:]; ip[0]>>4 == 4 {
+	v, err := grhVersion(grh)
+	if err != nil {
+		return qpattr.AH{}, err
+	}
+	if v == 4 {
+		ip := grh[20:]
 		src := netip.AddrFrom4([4]byte(ip[12:16]))
 		ah.GRH.DGID = qpattr.GID(netip.AddrFrom16(src.As16()).As16())
 		ah.GRH.TrafficClass = ip[1]
 		return ah, nil
 	}
-	if grh[0]>>4 != 6 {
-		return qpattr.AH{}, fmt.Errorf("GRH of IP version %d", grh[0]>>4)
-	}
 	copy(ah.GRH.DGID[:], grh[8:24])
 	ah.GRH.TrafficClass = grh[0]<<4 | grh[1]>>4
 	ah.GRH.FlowLabel = uint32(grh[1]&0xf)<<16 | uint32(grh[2])<<8 | uint32(grh[3])
 	return ah, nil
+}
+
+// grhVersion says whether a receive's 40 GRH bytes hold an IPv6 header
+// (IB, RoCE v1, RoCE v2 over IPv6) or, in their last 20, an IPv4 one
+// (RoCE v2 over IPv4, whose first 20 bytes are undefined), as libibverbs
+// decides: IPv6 first; under an IPv6 version IPv4 only when those 20
+// bytes are an IPv4 header of IHL 5 with a valid checksum, since an IPv6
+// source GID may hold anything there.
+func grhVersion(grh []byte) (int, error) {
+	ip := grh[20:40]
+	if grh[0]>>4 != 6 {
+		if ip[0]>>4 == 4 {
+			return 4, nil
+		}
+		return 0, fmt.Errorf("%w: a GRH of IP version %d", ErrPeer, grh[0]>>4)
+	}
+	if ip[0] != 0x45 {
+		return 6, nil
+	}
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	if sum == 0xffff { // the one's complement sum over a valid header, its checksum included
+		return 4, nil
+	}
+	return 6, nil
 }
 
 // udSend SENDs the send slot n times WITH_IMM (our QPN) to dest and waits
