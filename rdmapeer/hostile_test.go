@@ -80,16 +80,16 @@ func rpingInfo(buf uint64, rkey, size uint32) []byte {
 	return b
 }
 
-// run runs s's data phase and returns its error and its stats, failing
+// run runs s's data phase and returns its stats and its error, failing
 // the test if it panics or outlasts a few seconds.
-func run(t *testing.T, s *rdmapeer.Session) (error, *rdmapeer.Stats) {
+func run(t *testing.T, s *rdmapeer.Session) (*rdmapeer.Stats, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
 	require.NotPanics(t, func() { _, err = s.Run(ctx) })
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "the data phase did not end")
-	return err, s.Finish(err)
+	return s.Finish(err), err
 }
 
 // An rping client whose info names a 0-byte buffer: a device posts the
@@ -100,7 +100,7 @@ func TestRPingZeroSizeInfo(t *testing.T) {
 	h := newHostile(t, f, false)
 	connect(t, srv.QP(), h.qp)
 	h.send(0, rpingInfo(h.qp.Addr(), h.qp.RKey(), 0))
-	err, st := run(t, srv)
+	st, err := run(t, srv)
 	require.ErrorIs(t, err, rdmapeer.ErrPeer)
 	require.False(t, st.Verified)
 	require.Contains(t, st.Problem, "size")
@@ -118,7 +118,7 @@ func TestEarlyDisconnectNotVerified(t *testing.T) {
 			h.send(i*100, msg)
 		}
 		disconnect(t, h.qp, cli.QP())
-		_, st := run(t, cli)
+		st, _ := run(t, cli)
 		require.Equal(t, 3, st.Recv)
 		require.False(t, st.Verified, "%+v", st)
 		require.NotEmpty(t, st.Problem)
@@ -144,7 +144,7 @@ func TestEarlyDisconnectNotVerified(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			disconnect(t, h.qp, srv.QP())
 		}()
-		_, st := run(t, srv)
+		st, _ := run(t, srv)
 		<-done
 		require.Equal(t, 3, st.Recv)
 		require.False(t, st.Verified, "%+v", st)
@@ -178,7 +178,7 @@ func TestEarlyDisconnectNotVerified(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			disconnect(t, h.qp, cli.QP())
 		}()
-		_, st := run(t, cli)
+		st, _ := run(t, cli)
 		<-done
 		require.Equal(t, 1, st.Iterations)
 		require.False(t, st.Verified, "%+v", st)
