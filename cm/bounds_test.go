@@ -1,0 +1,116 @@
+package cm_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// cancelAtRTS is a fakeQP that ends its Accept's context as it reaches
+// RTS: the caller gives up between the QP's moves and the REP.
+type cancelAtRTS struct {
+	*fakeQP
+	cancel context.CancelFunc
+}
+
+func (q cancelAtRTS) Modify(a qpattr.Attr) error {
+	err := q.fakeQP.Modify(a)
+	if a.State == qpattr.RTS {
+		q.cancel()
+	}
+	return err
+}
+
+// A Request the application gave up (its Conn closed, or its Accept
+// abandoned by its context) leaves nothing behind in the Manager: after
+// many of them the Manager holds no more than MaxIDs ids, lets go of every
+// Request (the garbage collector takes them), and still takes new
+// requests.
+func TestGivenUpRequestsLeaveNothingBehind(t *testing.T) {
+	// Reject is the measure's control: a rejected Request is let go.
+	for _, how := range []string{"Reject", "Conn.Close", "abandoned Accept"} {
+		t.Run(how, func(t *testing.T) { givenUpRequests(t, how) })
+	}
+}
+
+func givenUpRequests(t *testing.T, how string) {
+	const maxIDs, n = 16, 50
+	fab := simnet.NewFabric(simnet.Config{})
+	t.Cleanup(fab.Close)
+	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
+	a := boundedManager(t, ea, cm.ManagerConfig{LocalGUID: 0xa})
+	b := boundedManager(t, eb, cm.ManagerConfig{LocalGUID: 0xb, MaxIDs: maxIDs})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+
+	var collected atomic.Int64
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for i := range n {
+		failed := make(chan error, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := a.Connect(ctx, fastREQ(eb, 0x1000, uint32(0x10+i)))
+			failed <- err
+		}()
+		r, err := l.Accept(ctx)
+		require.NoError(t, err)
+		runtime.SetFinalizer(r, func(*cm.Request) { collected.Add(1) })
+		freed := r.Conn().TimeWaitExit()
+		switch how {
+		case "Reject":
+			require.NoError(t, r.Reject(ctx, 0, nil, nil))
+		case "Conn.Close":
+			require.NoError(t, r.Conn().Close())
+		default:
+			actx, acancel := context.WithCancel(ctx)
+			_, err := r.Accept(actx, &cm.AcceptParams{QP: cancelAtRTS{newFakeQP(uint32(0x100 + i)), acancel},
+				REP: wire.REP{StartingPSN: 7, RNRRetryCount: 7}})
+			acancel()
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		r = nil
+		select {
+		case err := <-failed:
+			require.Error(t, err, "the active side of a request given up")
+		case <-time.After(2 * time.Second):
+			t.Fatalf("request %d: the active side's Connect did not end within 2 s of the request given up", i)
+		}
+		select {
+		case <-freed:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("request %d: its comm ID was not released within 2 s", i)
+		}
+	}
+
+	ids := cm.HeldIDs(b)
+	require.LessOrEqual(t, len(ids), maxIDs, "ids held after %d requests given up: %v", n, ids)
+	// Every Request given up is the application's alone: the Manager
+	// keeps no reference to it.
+	deadline := time.Now().Add(3 * time.Second)
+	for collected.Load() < n-maxIDs && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, collected.Load(), int64(n-maxIDs),
+		"Requests let go of, of %d given up (the Manager may keep at most MaxIDs %d)", n, maxIDs)
+
+	// And the Manager still takes a new request.
+	conns := make(chan *cm.Conn, 1)
+	serve(ctx, t, l, conns)
+	_, err = a.Connect(ctx, fastREQ(eb, 0x1000, 0x99))
+	require.NoError(t, err)
+}
