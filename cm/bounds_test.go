@@ -114,3 +114,83 @@ func givenUpRequests(t *testing.T, how string) {
 	_, err = a.Connect(ctx, fastREQ(eb, 0x1000, 0x99))
 	require.NoError(t, err)
 }
+
+// With the transport's Send stuck and answers arriving continually (a
+// step that finishes an exchange, under 1 ms apart), every call still
+// returns promptly: Stats, Listen, Connect (with a short context), and
+// Close once the stuck Send gives up at its SendTimeout. (A hang check,
+// not a speed target.)
+func TestCallsReturnWhileSendIsStuck(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	fab := simnet.NewFabric(simnet.Config{})
+	t.Cleanup(fab.Close)
+	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
+	gb := newGated(eb, false)
+	a := boundedManager(t, ea, cm.ManagerConfig{LocalGUID: 0xa})
+	b := boundedManager(t, gb, cm.ManagerConfig{LocalGUID: 0xb, SendTimeout: 50 * time.Millisecond})
+	t.Cleanup(gb.release) // before b's Close
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	l, err := b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	// A waits about 4 s a try: it sends nothing more while the test
+	// runs.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p := patientREQ(eb.LocalAddr(), 0x1000, 0x10)
+		p.REQ.RemoteCMResponseTimeout = 20
+		_, _ = a.Connect(ctx, p)
+	}()
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+
+	// B's Send is stuck, with MADs queued behind it: REQs to a service A
+	// does not listen on (which never reach A).
+	gb.shut()
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := patientREQ(ea.LocalAddr(), 0x5000, uint32(0x80+i))
+			p.REQ.RemoteCMResponseTimeout = 20
+			_, _ = b.Connect(ctx, p)
+		}()
+		if i == 0 {
+			gb.waitHeld(t, 2*time.Second)
+		}
+	}
+	// The application answers continually, from 16 goroutines: Delay
+	// on the pending request (refused after the first, but answered).
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_ = r.Delay(ctx, 20, nil)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+
+	// Stats again and again for 2 s: each call must return promptly, not
+	// only the first.
+	for t0 := time.Now(); time.Since(t0) < 2*time.Second && !t.Failed(); {
+		within(t, bound, "Stats", func() { _ = b.Stats() })
+	}
+	within(t, bound, "Listen", func() {
+		lctx, lcancel := context.WithTimeout(ctx, 2*bound)
+		defer lcancel()
+		_, _ = b.Listen(lctx, cm.ListenParams{ServiceID: 0x6000})
+	})
+	within(t, bound, "Connect with a 100 ms context", func() {
+		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer ccancel()
+		_, _ = b.Connect(cctx, fastREQ(ea, 0x7000, 0x77))
+	})
+	// The stuck Send gives up at its SendTimeout from now on, as a Send
+	// must: Close then returns promptly too.
+	gb.honour(true)
+	within(t, bound, "Close", func() { _ = b.Close() })
+}

@@ -21,10 +21,10 @@ import (
 // honourCtx a held Send also gives up when its context ends.
 type gatedTransport struct {
 	transport.Transport
-	honourCtx bool
 	entered   chan struct{} // a token whenever a Send is held
 	mu        sync.Mutex
 	open      chan struct{} // closed while Sends pass
+	honourCtx bool
 }
 
 func newGated(tr transport.Transport, honourCtx bool) *gatedTransport {
@@ -38,7 +38,7 @@ func (g *gatedTransport) Send(ctx context.Context, p *transport.Packet) error {
 		return err
 	}
 	g.mu.Lock()
-	open := g.open
+	open, honourCtx := g.open, g.honourCtx
 	g.mu.Unlock()
 	select {
 	case <-open:
@@ -47,7 +47,7 @@ func (g *gatedTransport) Send(ctx context.Context, p *transport.Packet) error {
 		case g.entered <- struct{}{}:
 		default:
 		}
-		if g.honourCtx {
+		if honourCtx {
 			select {
 			case <-open:
 			case <-ctx.Done():
@@ -58,6 +58,13 @@ func (g *gatedTransport) Send(ctx context.Context, p *transport.Packet) error {
 		}
 	}
 	return g.Transport.Send(ctx, p)
+}
+
+// honour sets whether a held Send gives up when its context ends.
+func (g *gatedTransport) honour(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.honourCtx = on
 }
 
 // shut holds every Send from now on, until release.
