@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -120,4 +121,32 @@ func TestDataModesOverSim(t *testing.T) {
 			require.Zero(t, f.QPs(), "QPs left")
 		})
 	}
+}
+
+// One udaddy client that sends fewer messages than the server waits for
+// holds up neither a later client nor, past its data timeout, the
+// listener.
+func TestUDaddyBadClientBlocksNoOther(t *testing.T) {
+	withMemFabric(t)
+	fab := fabricName(t)
+	l := runBG("listen", "--transport", "sim", "--sim-fabric", fab, "--ip", "--tcp-port", "7174", "--data", "udaddy",
+		"--count", "2", "--timeout", "40s")
+	m := l.out.waitFor(t, `IBCM-EVENT LISTENING .* lid=(\d+) `)
+	client := func(count, timeout string) []string {
+		return []string{"connect", "--transport", "sim", "--sim-fabric", fab, "--dlid", m[1], "--ip", "--tcp-port", "7174",
+			"--dst-ip", "192.0.2.1", "--src-ip", "192.0.2.2", "--data", "udaddy", "--data-count", count, "--expect", "sidr",
+			"--timeout", timeout}
+	}
+	// 3 of the server's 10 messages, then it waits 2 s for replies that
+	// never come.
+	bad := runBG(client("3", "2s")...)
+	l.out.waitFor(t, `SIDR-REP-SENT .*conn=1`)
+	start := time.Now()
+	code, out, stderr := runCmd(t, nil, client("10", "10s")...)
+	require.Equal(t, 0, code, "the second client, while the first one hangs:\n%s%s\nlistener:\n%s", out, stderr, l.out.String())
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.NotEqual(t, 0, bad.wait(t))
+	require.NotEqual(t, 0, l.wait(t), "the first session fails")
+	require.Regexp(t, `IBCM-DATA udaddy conn=1 role=server .*recv=3 .*verified=false .*problem=.*timeout`, l.out.String())
+	require.Regexp(t, `IBCM-DATA udaddy conn=2 role=server .*recv=10 .*verified=true`, l.out.String())
 }
