@@ -2,15 +2,38 @@ package rdmapeer
 
 import (
 	"context"
+	"time"
 
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// Options are a program's own flags: -C and -S, and rping's -v.
+// Options are a program's own flags: -C and -S, and rping's -v; and the
+// data timeout.
 type Options struct {
 	Count   int  // -C: iterations (rping) or messages (ucmatose, udaddy); 0: the program's default
 	Size    int  // -S: bytes per ping or message; 0: the program's default
 	Verbose bool // rping -v: every ping's data goes to SessionConfig.OnPing
+	// Timeout bounds a data phase: a peer that has not finished it by
+	// then ends it with ErrTimeout (the rping server, which serves pings
+	// until the client disconnects, bounds each ping). 0: DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is the data timeout of o when it names none: ample for
+// a peer on a slow link, which moves the count of messages (or pings) of
+// the size at 1 MB/s and takes 10 ms per message, beyond a fixed 10 s for
+// the peer to get going.
+func DefaultTimeout(o Options) time.Duration {
+	n, size := max(o.Count, 10), max(o.Size, 100)
+	return 10*time.Second + time.Duration(n)*(10*time.Millisecond+time.Duration(size)*time.Microsecond)
+}
+
+// timeout is o's data timeout.
+func (o Options) timeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return DefaultTimeout(o)
 }
 
 // Program is one example program's data protocol: its buffer and queue
@@ -21,7 +44,10 @@ type Program struct {
 	// allAtOnce: the program runs its -c connections at once, and its
 	// server sends only once all of them are up.
 	allAtOnce bool
-	check     func(o Options) error
+	// boundsItself: the server applies the data timeout to each of its
+	// steps itself (it has no end of its own but the peer's disconnect).
+	boundsItself bool
+	check        func(o Options) error
 	// layout gives the registered memory and queue depths of a connection.
 	layout func(o Options) QPConfig
 	// prepare posts what must be posted before the REQ or REP goes out.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
@@ -82,6 +83,25 @@ var ErrPeer = errors.New("the peer broke the protocol")
 // peerErrorf is an error wrapping ErrPeer.
 func peerErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrPeer, fmt.Sprintf(format, args...))
+}
+
+// ErrTimeout: the peer did not finish the data phase within the data
+// timeout (Options.Timeout): it fell silent, or sent less than its program
+// promises.
+var ErrTimeout = errors.New("data timeout: the peer did not finish the data phase")
+
+// withTimeout bounds ctx by d; a wait that ends there fails with
+// ErrTimeout (timedOut).
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w within %s", ErrTimeout, d))
+}
+
+// timedOut is err, or the data timeout when that is why ctx ended.
+func timedOut(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); err != nil && errors.Is(c, ErrTimeout) {
+		return c
+	}
+	return err
 }
 
 // StatusError is a completion that failed.

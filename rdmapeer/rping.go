@@ -113,8 +113,9 @@ func init() {
 			}
 			return nil
 		},
-		server: rpingServer,
-		client: rpingClient,
+		server:       rpingServer,
+		client:       rpingClient,
+		boundsItself: true,
 	})
 }
 
@@ -150,62 +151,80 @@ func rpingServer(ctx context.Context, s *Session) (bool, error) {
 	want := make([]byte, size)
 	s.st.Check = "pattern"
 	for ping := 0; ; ping++ {
-		src, err := s.rpingRecv(ctx)
-		if err != nil {
-			return false, s.rpingEnd(err, false)
-		}
-		// The client's buffer is one rping allows and fits ours: the
-		// READ lands in it and the pattern ends in a NUL inside it.
-		if src.Size < rpingMinSize || src.Size > uint32(size) {
-			return false, peerErrorf("ping %d: the client's buffer size is %d, want %d..%d", ping, src.Size, rpingMinSize, size)
-		}
-		clear(buf)
-		if err := s.qp.PostSend(WR{ID: 200, Op: verbs.OpRDMARead, Off: rpingRDMA, N: int(src.Size), RemoteAddr: src.Buf, RKey: src.RKey}); err != nil {
-			return false, err
-		}
-		if _, err := s.await(ctx, verbs.WCRDMARead); err != nil {
-			return false, err
-		}
-		s.st.Reads++
-		s.st.Bytes += int(src.Size)
-		got := buf[:src.Size]
-		rpingPattern(want[:src.Size], ping)
-		if !bytes.Equal(got, want[:src.Size]) && s.st.Problem == "" {
-			s.st.Problem = fmt.Sprintf("ping %d: read %q, want %q", ping, cstring(got), cstring(want[:src.Size]))
-		}
-		s.ping(got)
-		if err := s.rpingSendInfo(rpingInfo{}); err != nil { // go ahead
-			return false, err
-		}
-		sink, err := s.rpingRecv(ctx)
-		if err != nil {
-			return false, s.rpingEnd(err, true)
-		}
-		n := len(cstring(got)) + 1
-		if n > int(sink.Size) {
-			return false, peerErrorf("ping %d: the client's sink size is %d, the data %d bytes", ping, sink.Size, n)
-		}
-		if err := s.qp.PostSend(WR{ID: 201, Op: verbs.OpRDMAWrite, Off: rpingRDMA, N: n, RemoteAddr: sink.Buf, RKey: sink.RKey}); err != nil {
-			return false, err
-		}
-		if _, err := s.await(ctx, verbs.WCRDMAWrite); err != nil {
-			return false, err
-		}
-		s.st.Writes++
-		s.st.Bytes += n
-		if err := s.rpingSendInfo(rpingInfo{}); err != nil { // go ahead
+		if err := s.rpingServe(ctx, ping, buf, want); err != nil {
+			if errors.Is(err, errRpingEnd) {
+				return false, nil
+			}
 			return false, err
 		}
 		s.st.Iterations++
 	}
 }
 
+// errRpingEnd: the client disconnected between pings, the server's end.
+var errRpingEnd = errors.New("rping: the client disconnected")
+
+// rpingServe serves one ping within the data timeout. It returns
+// errRpingEnd when the client disconnected (rpingEnd says whether that
+// ended the run well).
+func (s *Session) rpingServe(ctx context.Context, ping int, buf, want []byte) error {
+	ctx, cancel := withTimeout(ctx, s.cfg.timeout())
+	defer cancel()
+	size := len(buf)
+	src, err := s.rpingRecv(ctx)
+	if err != nil {
+		return s.rpingEnd(err, false)
+	}
+	// The client's buffer is one rping allows and fits ours: the READ
+	// lands in it and the pattern ends in a NUL inside it.
+	if src.Size < rpingMinSize || src.Size > uint32(size) {
+		return peerErrorf("ping %d: the client's buffer size is %d, want %d..%d", ping, src.Size, rpingMinSize, size)
+	}
+	clear(buf)
+	if err := s.qp.PostSend(WR{ID: 200, Op: verbs.OpRDMARead, Off: rpingRDMA, N: int(src.Size), RemoteAddr: src.Buf, RKey: src.RKey}); err != nil {
+		return err
+	}
+	if _, err := s.await(ctx, verbs.WCRDMARead); err != nil {
+		return err
+	}
+	s.st.Reads++
+	s.st.Bytes += int(src.Size)
+	got := buf[:src.Size]
+	rpingPattern(want[:src.Size], ping)
+	if !bytes.Equal(got, want[:src.Size]) && s.st.Problem == "" {
+		s.st.Problem = fmt.Sprintf("ping %d: read %q, want %q", ping, cstring(got), cstring(want[:src.Size]))
+	}
+	s.ping(got)
+	if err := s.rpingSendInfo(rpingInfo{}); err != nil { // go ahead
+		return err
+	}
+	sink, err := s.rpingRecv(ctx)
+	if err != nil {
+		return s.rpingEnd(err, true)
+	}
+	n := len(cstring(got)) + 1
+	if n > int(sink.Size) {
+		return peerErrorf("ping %d: the client's sink size is %d, the data %d bytes", ping, sink.Size, n)
+	}
+	if err := s.qp.PostSend(WR{ID: 201, Op: verbs.OpRDMAWrite, Off: rpingRDMA, N: n, RemoteAddr: sink.Buf, RKey: sink.RKey}); err != nil {
+		return err
+	}
+	if _, err := s.await(ctx, verbs.WCRDMAWrite); err != nil {
+		return err
+	}
+	s.st.Writes++
+	s.st.Bytes += n
+	return s.rpingSendInfo(rpingInfo{}) // go ahead
+}
+
 // rpingEnd ends the server's loop: a flush while waiting for the next
-// ping is the client's disconnect, which ends a complete run.
+// ping is the client's disconnect, which ends a complete run
+// (errRpingEnd); within a ping it is a problem.
 func (s *Session) rpingEnd(err error, within bool) error {
 	if !errors.Is(err, ErrFlushed) {
 		return err
 	}
+	defer func() { s.st.Verified = s.st.Problem == "" }()
 	s.st.PeerDisconnect = true
 	switch {
 	case within:
@@ -215,8 +234,7 @@ func (s *Session) rpingEnd(err error, within bool) error {
 	case s.st.Iterations == 0:
 		s.st.Problem = "no ping"
 	}
-	s.st.Verified = s.st.Problem == ""
-	return nil
+	return errRpingEnd
 }
 
 // rpingClient is rping -c -V -C N: N pings, each checked, then disconnect.

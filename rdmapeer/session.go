@@ -105,14 +105,24 @@ func (s *Session) Stats() *Stats { return &s.st }
 // role. It returns whether this side disconnects now (false: it waits for
 // the peer's DREQ); an error wrapping ErrFlushed means the connection
 // ended under it.
+//
+// The data timeout bounds it (the rping server's, each ping): a peer that
+// has not finished by then ends it with ErrTimeout.
 func (s *Session) Run(ctx context.Context) (disconnect bool, err error) {
 	if s.cfg.Role == Client {
+		ctx, cancel := withTimeout(ctx, s.cfg.timeout())
+		defer cancel()
 		return s.prog.client(ctx, s)
+	}
+	if !s.prog.boundsItself {
+		var cancel context.CancelFunc
+		ctx, cancel = withTimeout(ctx, s.cfg.timeout())
+		defer cancel()
 	}
 	if s.cfg.Group != nil {
 		s.arrive()
 		if err := s.cfg.Group.Wait(ctx); err != nil {
-			return false, err
+			return false, timedOut(ctx, fmt.Errorf("waiting for the group's other connections: %w", err))
 		}
 	}
 	return s.prog.server(ctx, s)
@@ -165,7 +175,7 @@ func (s *Session) await(ctx context.Context, op verbs.WCOpcode) (verbs.WC, error
 	for {
 		wc, err := s.qp.Next(ctx)
 		if err != nil {
-			return wc, err
+			return wc, timedOut(ctx, err)
 		}
 		switch {
 		case wc.Status == verbs.WCWRFlushErr:

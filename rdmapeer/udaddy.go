@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"time"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
@@ -188,7 +187,12 @@ func (s *Session) udRecv(ctx context.Context, i int, want uint32) (verbs.WC, err
 
 // UDServer is udaddy's server once it answered the SIDR_REQ with the
 // session's QPN: it receives the client's messages, then answers each.
+//
+// The data timeout bounds it: a client that has not sent all its messages
+// by then ends it with ErrTimeout.
 func (s *Session) UDServer(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx, s.cfg.timeout())
+	defer cancel()
 	o := s.cfg.Options
 	s.st.Check = "size+imm"
 	var dest *UDDest
@@ -216,7 +220,13 @@ func (s *Session) UDServer(ctx context.Context) error {
 
 // UDClient is udaddy's client once the SIDR_REP came: it sends its
 // messages to dest, then waits for the server's replies.
+//
+// The data timeout bounds it: udaddy's server answers once it has all of
+// ours, and a server that has not answered by then ends it with
+// ErrTimeout.
 func (s *Session) UDClient(ctx context.Context, dest *UDDest) error {
+	ctx, cancel := withTimeout(ctx, s.cfg.timeout())
+	defer cancel()
 	o := s.cfg.Options
 	n, size := msgCount(o, udaddyCount), msgSize(o, udaddySize)
 	fillPattern(s.qp.Mem()[udaddySend(o):udaddySend(o)+size], byte(s.cfg.Num))
@@ -227,12 +237,8 @@ func (s *Session) UDClient(ctx context.Context, dest *UDDest) error {
 	if err := s.udSend(ctx, dest); err != nil {
 		return err
 	}
-	// udaddy's server answers once it has all of ours: give its replies
-	// the time a slow peer needs, bounded.
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	for i := range n {
-		if _, err := s.udRecv(rctx, i, dest.QPN); err != nil {
+		if _, err := s.udRecv(ctx, i, dest.QPN); err != nil {
 			return err
 		}
 	}

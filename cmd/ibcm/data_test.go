@@ -22,6 +22,7 @@ func TestDataFlags(t *testing.T) {
 		{[]string{"--data", "rping"}, "needs a real QP"},
 		{[]string{"--data", "bogus"}, "want one of rping, ucmatose, rdma, udaddy"},
 		{[]string{"--data-count", "3"}, "need --data"},
+		{[]string{"--data-timeout", "3s"}, "need --data"},
 	} {
 		for _, cmd := range []string{"listen", "connect"} {
 			code, _, stderr := runCmd(t, nil, append(append([]string{cmd}, sim...), c.args...)...)
@@ -39,6 +40,7 @@ func TestDataFlags(t *testing.T) {
 		{[]string{"--data", "rping", "--data-size", "25"}, "rping is 26..65535"},
 		{[]string{"--data", "rping", "--data-count", "-1"}, ">= 0"},
 		{[]string{"--data", "udaddy", "--data-size", "5000"}, "one MTU"},
+		{[]string{"--data", "rping", "--data-timeout", "-1s"}, ">= 0"},
 	} {
 		code, _, stderr := runCmd(t, nil, append(append([]string{"listen"}, sim...), c.args...)...)
 		require.Equal(t, 2, code, "%v", c.args)

@@ -31,7 +31,7 @@ const udpQKey = rdmapeer.UDPQKey
 
 // PeerOptions are the data program's options.
 func (d *DataOptions) PeerOptions() rdmapeer.Options {
-	return rdmapeer.Options{Count: d.Count, Size: d.Size, Verbose: d.Verbose}
+	return rdmapeer.Options{Count: d.Count, Size: d.Size, Verbose: d.Verbose, Timeout: d.Timeout}
 }
 
 // SimDataDevice, when set (by tests), gives the simulated fabric a data

@@ -61,6 +61,9 @@ type DataOptions struct {
 	Count   int // -C: iterations (rping) or messages (ucmatose, udaddy); 0: the mode's default
 	Size    int // -S: bytes per ping or message; 0: the mode's default
 	Verbose bool
+	// Timeout bounds each connection's data phase (rdmapeer.Options);
+	// 0: the mode's default for its count and size.
+	Timeout time.Duration
 }
 
 // Style is the form of the output lines.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
@@ -18,27 +19,36 @@ import (
 
 // listenUD answers Count SIDR_REQs (0: until accept ends), each with
 // a UD QP of its own, and runs the server side on it under ctx: a stop that
-// ends accept lets the session under way finish its last sends (the
-// client may have its replies before their completions came here).
+// ends accept lets the sessions under way finish their last sends (a
+// client may have its replies before their completions came here). Each
+// session runs on a goroutine of its own, bounded by the data timeout, so
+// that a client that sends less than it should holds up no other; it
+// returns once all have ended.
 func (dr *dataRun) listenUD(accept, ctx context.Context, l *cm.Listener) int {
-	return dr.r.eachRequest(func(int) error {
+	var sessions sync.WaitGroup
+	defer sessions.Wait()
+	r := dr.r
+	return r.eachRequest(func(int) error {
 		sr, err := l.AcceptSIDR(accept)
-		if err == nil {
-			dr.serveSIDR(ctx, sr)
+		if err != nil {
+			return err
 		}
-		return err
+		// The record first, so that connections are numbered in the
+		// order their requests came.
+		r.mu.Lock()
+		c := r.newConn(0)
+		c.SIDR = true
+		c.refs++
+		r.mu.Unlock()
+		sessions.Go(func() { dr.serveSIDR(ctx, c, sr) })
+		return nil
 	})
 }
 
 // serveSIDR answers sr with a UD QP of its own and runs the server side
-// on it.
-func (dr *dataRun) serveSIDR(ctx context.Context, sr *cm.SIDRRequest) {
+// on it, as connection c.
+func (dr *dataRun) serveSIDR(ctx context.Context, c *connRec, sr *cm.SIDRRequest) {
 	r := dr.r
-	r.mu.Lock()
-	c := r.newConn(0)
-	c.SIDR = true
-	c.refs++
-	r.mu.Unlock()
 	q := sr.Request()
 	var ipcm []report.Field
 	if h, err := sidrIPCM(q); err == nil {
