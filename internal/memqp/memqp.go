@@ -39,6 +39,20 @@ type Fabric struct {
 	// log records, in order, each QP made ("new") and moved to RTS
 	// ("rts"), with its device.
 	log []Op
+	// noGRH: UD messages arrive without a GRH, as on InfiniBand within
+	// a subnet; the completion names the sender's LID.
+	noGRH bool
+	lids  uint16
+}
+
+// WithoutGRH makes f deliver UD messages without a GRH, as InfiniBand
+// does within a subnet: the receive's first 40 bytes are left undefined,
+// the completion has no GRH flag and names the sending device's LID.
+func (f *Fabric) WithoutGRH() *Fabric {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noGRH = true
+	return f
 }
 
 // Op is one QP operation the fabric records.
@@ -53,12 +67,18 @@ func NewFabric() *Fabric { return &Fabric{qps: map[uint32]*memQP{}, next: 0x100}
 // Device is one device of a fabric.
 type Device struct {
 	f    *Fabric
+	lid  uint16
 	mu   sync.Mutex
 	open int
 }
 
 // Device adds a device to the fabric.
-func (f *Fabric) Device() rdmapeer.Device { return &Device{f: f} }
+func (f *Fabric) Device() rdmapeer.Device {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lids++
+	return &Device{f: f, lid: f.lids}
+}
 
 // RNR counts the SENDs that found no receive posted.
 func (f *Fabric) RNR() int {
@@ -383,15 +403,14 @@ func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.W
 	}
 	data := local
 	var flags verbs.WCFlags
+	var slid uint16
 	if q.ud {
-		flags = verbs.WCGRH
-		grh := make([]byte, rdmapeer.GRHSize)
-		ip := grh[20:]
-		ip[0] = 0x45
-		ip[9] = 17
-		binary.BigEndian.PutUint32(ip[12:16], q.qpn) // stands in for the sender's IPv4 address
-		binary.BigEndian.PutUint32(ip[16:20], p.qpn)
-		data = append(grh, local...)
+		data = append(q.f.grh(q, p), local...)
+		if q.f.noGRH {
+			slid = q.dev.lid
+		} else {
+			flags = verbs.WCGRH
+		}
 	}
 	if len(data) > r.n {
 		p.complete(verbs.WC{ID: r.id, Status: verbs.WCLocLenErr}, false)
@@ -404,11 +423,39 @@ func (q *memQP) deliver(p *memQP, w rdmapeer.WR, local []byte, done func(verbs.W
 		return
 	}
 	copy(p.buf[r.off:], data)
-	wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), SrcQP: q.qpn, Flags: flags}
+	wc := verbs.WC{ID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(len(data)), SrcQP: q.qpn, Flags: flags, SLID: slid}
 	if w.Op == verbs.OpSendWithImm {
 		wc.Flags |= verbs.WCWithImm
 		wc.Imm = w.Imm
 	}
 	p.complete(wc, false)
 	done(verbs.WCSuccess, verbs.WCSend, 0)
+}
+
+// grh is the 40 bytes a UD message from q to p lands behind: RoCE v2's
+// over IPv4 (the first 20 undefined, here zero; then an IPv4 header from
+// q to p with a valid checksum, the QPNs standing in for the addresses),
+// or, without a GRH, 40 undefined bytes.
+func (f *Fabric) grh(q, p *memQP) []byte {
+	grh := make([]byte, rdmapeer.GRHSize)
+	if f.noGRH {
+		for i := range grh {
+			grh[i] = 0xee
+		}
+		return grh
+	}
+	ip := grh[20:]
+	ip[0], ip[8], ip[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(ip[2:4], 20)
+	binary.BigEndian.PutUint32(ip[12:16], q.qpn)
+	binary.BigEndian.PutUint32(ip[16:20], p.qpn)
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:12], ^uint16(sum))
+	return grh
 }

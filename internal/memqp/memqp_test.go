@@ -197,3 +197,33 @@ func TestRDMAAddressWraps(t *testing.T) {
 	})
 	require.Equal(t, verbs.WCRemAccessErr, next(t, a).Status)
 }
+
+// UD delivery with a GRH (RoCE v2 over IPv4: a valid IPv4 header in the
+// last 20 of the 40 bytes) and without one (IB within a subnet: the
+// sender's LID in the completion).
+func TestUDDeliveryGRH(t *testing.T) {
+	for _, noGRH := range []bool{false, true} {
+		f := memqp.NewFabric()
+		if noGRH {
+			f.WithoutGRH()
+		}
+		cfg := rdmapeer.QPConfig{MemSize: 256, SendDepth: 2, RecvDepth: 2, Access: qpattr.LocalWrite}
+		a, b := udQP(t, f.Device(), cfg), udQP(t, f.Device(), cfg)
+		require.NoError(t, b.PostRecv(1, 0, 100))
+		copy(a.Mem(), "hello")
+		require.NoError(t, a.PostSend(rdmapeer.WR{ID: 1, Op: verbs.OpSend, N: 5, Dest: &rdmapeer.UDDest{QPN: b.QPN(), QKey: rdmapeer.UDPQKey}}))
+		wc := next(t, b)
+		require.Equal(t, uint32(rdmapeer.GRHSize+5), wc.ByteLen, "the 40 bytes count, GRH or not")
+		require.Equal(t, "hello", string(b.Mem()[rdmapeer.GRHSize:rdmapeer.GRHSize+5]))
+		require.Equal(t, a.QPN(), wc.SrcQP)
+		if noGRH {
+			require.Zero(t, wc.Flags&verbs.WCGRH)
+			require.Equal(t, uint16(1), wc.SLID, "the sender's device")
+			continue
+		}
+		require.NotZero(t, wc.Flags&verbs.WCGRH)
+		ah, err := rdmapeer.AHFromGRH(b.Mem()[:rdmapeer.GRHSize], wc, 1, 0)
+		require.NoError(t, err)
+		require.Equal(t, byte(a.QPN()), ah.GRH.DGID[15], "the IPv4 source stands for the sender")
+	}
+}
