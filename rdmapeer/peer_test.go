@@ -183,3 +183,31 @@ func TestOpenVerbsFails(t *testing.T) {
 	_, err = rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: "ibcm-no-such-device", Port: 1})
 	require.Error(t, err)
 }
+
+// udaddy on InfiniBand within a subnet, where rdma_cm's udaddy sends
+// without a GRH: the server replies to the completion's source LID.
+func TestUDaddyWithoutGRH(t *testing.T) {
+	f := memqp.NewFabric().WithoutGRH()
+	p, _ := rdmapeer.Lookup("udaddy")
+	open := func(role rdmapeer.Role) *rdmapeer.Session {
+		s, err := p.Open(f.Device(), rdmapeer.SessionConfig{Num: 1, Role: role, Port: cm.PortInfo{Num: 1}})
+		require.NoError(t, err)
+		require.NoError(t, s.UDReady())
+		return s
+	}
+	srv, cli := open(rdmapeer.Server), open(rdmapeer.Client)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.UDServer(ctx) }()
+	dest := rdmapeer.UDDestOf(&wire.SIDRRep{QPN: srv.QP().QPN(), QKey: rdmapeer.UDPQKey},
+		transport.Addr{LID: 1}, cm.PortInfo{Num: 1})
+	require.False(t, dest.AH.IsGlobal, "IB within a subnet: no GRH")
+	require.NoError(t, cli.UDClient(ctx, dest))
+	require.NoError(t, <-done)
+	want := rdmapeer.Stats{Sent: 10, Recv: 10, Bytes: 2000, Verified: true, Check: "size+imm"}
+	require.Equal(t, want, *srv.Finish(nil))
+	require.Equal(t, want, *cli.Finish(nil))
+	require.NoError(t, srv.Close())
+	require.NoError(t, cli.Close())
+}
