@@ -119,6 +119,21 @@ func AHFromGRH(grh []byte, wc verbs.WC, port, sgidIndex uint8) (qpattr.AH, error
 	return ah, nil
 }
 
+// AHFromWC is the address of the sender of a UD message, as
+// ibv_init_ah_from_wc builds it: from the GRH when the receive has one
+// (AHFromGRH); without one, which InfiniBand allows within a subnet, from
+// the completion's source LID, SL and path bits, with no GRH. RoCE has
+// no LIDs: a receive there without a GRH fails with ErrPeer.
+func AHFromWC(grh []byte, wc verbs.WC, port cm.PortInfo) (qpattr.AH, error) {
+	if wc.Flags&verbs.WCGRH != 0 || port.RoCE {
+		return AHFromGRH(grh, wc, port.Num, port.GIDIndex)
+	}
+	if wc.SLID == 0 {
+		return qpattr.AH{}, fmt.Errorf("%w: a UD receive with neither a GRH nor a source LID", ErrPeer)
+	}
+	return qpattr.AH{DLID: wc.SLID, SL: wc.SL, SrcPathBits: wc.DLIDBits, PortNum: port.Num}, nil
+}
+
 // grhVersion says whether a receive's 40 GRH bytes hold an IPv6 header
 // (IB, RoCE v1, RoCE v2 over IPv6) or, in their last 20, an IPv4 one
 // (RoCE v2 over IPv4, whose first 20 bytes are undefined), as libibverbs
@@ -203,7 +218,7 @@ func (s *Session) UDServer(ctx context.Context) error {
 		}
 		if dest == nil {
 			off := int(wc.ID) * udaddySlot(o)
-			ah, err := AHFromGRH(s.qp.Mem()[off:off+GRHSize], wc, s.cfg.Port.Num, s.cfg.Port.GIDIndex)
+			ah, err := AHFromWC(s.qp.Mem()[off:off+GRHSize], wc, s.cfg.Port)
 			if err != nil {
 				return err
 			}
