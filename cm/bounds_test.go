@@ -174,16 +174,16 @@ func TestCallsReturnWhileSendIsStuck(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 
-	// Stats again and again for 2 s: each call must return promptly, not
-	// only the first.
-	for t0 := time.Now(); time.Since(t0) < 2*time.Second && !t.Failed(); {
+	// Stats and Listen again and again for 3 s: each call must return
+	// promptly, not only the first.
+	for i, t0 := uint64(0), time.Now(); time.Since(t0) < 3*time.Second && !t.Failed(); i++ {
 		within(t, bound, "Stats", func() { _ = b.Stats() })
+		within(t, bound, "Listen", func() {
+			lctx, lcancel := context.WithTimeout(ctx, 2*bound)
+			defer lcancel()
+			_, _ = b.Listen(lctx, cm.ListenParams{ServiceID: 0x6000 + i})
+		})
 	}
-	within(t, bound, "Listen", func() {
-		lctx, lcancel := context.WithTimeout(ctx, 2*bound)
-		defer lcancel()
-		_, _ = b.Listen(lctx, cm.ListenParams{ServiceID: 0x6000})
-	})
 	within(t, bound, "Connect with a 100 ms context", func() {
 		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer ccancel()
