@@ -185,3 +185,46 @@ func TestEarlyDisconnectNotVerified(t *testing.T) {
 		require.NotEmpty(t, st.Problem)
 	})
 }
+
+// udReady moves a hostile UD QP to RTS with rdma_cm's Q_Key.
+func (h *hostile) udReady() {
+	h.t.Helper()
+	for _, a := range []qpattr.Attr{
+		{State: qpattr.Init, Mask: qpattr.MaskState | qpattr.MaskQKey, QKey: rdmapeer.UDPQKey},
+		{State: qpattr.RTR, Mask: qpattr.MaskState},
+		{State: qpattr.RTS, Mask: qpattr.MaskState},
+	} {
+		require.NoError(h.t, h.qp.Modify(a))
+	}
+}
+
+// udSend sends n datagrams of size bytes WITH_IMM (its QPN, as udaddy)
+// to qpn.
+func (h *hostile) udSend(qpn uint32, n, size int) {
+	h.t.Helper()
+	for range n {
+		require.NoError(h.t, h.qp.PostSend(rdmapeer.WR{Op: verbs.OpSendWithImm, N: size, Imm: h.qp.QPN(),
+			Dest: &rdmapeer.UDDest{QPN: qpn, QKey: rdmapeer.UDPQKey}}))
+		h.wait(verbs.WCSend)
+	}
+}
+
+// A datagram from a QP other than the client's, with the well-known
+// Q_Key, is not one of the client's messages.
+func TestUDaddyServerIgnoresStranger(t *testing.T) {
+	f := memqp.NewFabric()
+	srv := open(t, f, "udaddy", rdmapeer.Server, rdmapeer.Options{Timeout: time.Second})
+	require.NoError(t, srv.UDReady())
+	cli, stranger := newHostile(t, f, true), newHostile(t, f, true)
+	cli.udReady()
+	stranger.udReady()
+	cli.udSend(srv.QP().QPN(), 5, 100)
+	stranger.udSend(srv.QP().QPN(), 1, 100)
+	cli.udSend(srv.QP().QPN(), 4, 100)
+	var err error
+	require.NotPanics(t, func() { err = srv.UDServer(context.Background()) })
+	st := srv.Finish(err)
+	require.ErrorIs(t, err, rdmapeer.ErrTimeout, "9 of the client's 10 messages came")
+	require.Equal(t, 9, st.Recv)
+	require.False(t, st.Verified)
+}
