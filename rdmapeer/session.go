@@ -32,6 +32,7 @@ type Stats struct {
 	Reads, Writes  int // RDMA READs and WRITEs completed (rping)
 	Iterations     int // rping
 	Bytes          int // payload bytes moved, all directions
+	Ignored        int // datagrams from a QP other than the peer's (udaddy), not counted
 	Verified       bool
 	Check          string // what was verified: pattern, echo, size, size+imm, qp
 	Problem        string

@@ -179,29 +179,72 @@ func (s *Session) udSend(ctx context.Context, dest *UDDest) error {
 	return s.drainSendsTo(ctx, n)
 }
 
-// udRecv waits for message i; it checks its size and that the immediate
-// data is the sender's QPN (want, when known).
-func (s *Session) udRecv(ctx context.Context, i int, want uint32) (verbs.WC, error) {
-	o := s.cfg.Options
-	wc, err := s.await(ctx, verbs.WCRecv)
+// udPeer is whom a UD session takes datagrams from: UD delivers a
+// datagram from any QP that knows the Q_Key, and only the peer's count.
+type udPeer struct {
+	qpn uint32 // 0: any, until the first datagram names it (pin)
+	// pin: the first datagram's sender is the peer, its address too.
+	pin    bool
+	ah     qpattr.AH
+	pinned bool
+}
+
+// admit says whether a datagram is the peer's, pinning the peer on the
+// first one.
+func (p *udPeer) admit(grh []byte, wc verbs.WC, port cm.PortInfo) bool {
+	if p.qpn != 0 && wc.SrcQP != p.qpn {
+		return false
+	}
+	if !p.pin {
+		return true
+	}
+	ah, err := AHFromWC(grh, wc, port)
 	if err != nil {
-		return wc, fmt.Errorf("message %d of %d: %w", i+1, msgCount(o, udaddyCount), err)
+		return false // no reply could reach it
 	}
-	s.st.Recv++
-	s.st.Bytes += int(wc.ByteLen) - GRHSize
-	switch {
-	case int(wc.ByteLen) != udaddySlot(o):
-		s.st.Problem = fmt.Sprintf("message %d: %d bytes with the GRH, want %d", i+1, wc.ByteLen, udaddySlot(o))
-	case wc.Flags&verbs.WCWithImm == 0 || wc.Imm != wc.SrcQP:
-		s.st.Problem = fmt.Sprintf("message %d: immediate data %#x (flags %#x), not the sender's QPN %#x", i+1, wc.Imm, uint32(wc.Flags), wc.SrcQP)
-	case want != 0 && wc.SrcQP != want:
-		s.st.Problem = fmt.Sprintf("message %d from QP %#x, want %#x", i+1, wc.SrcQP, want)
+	if !p.pinned {
+		p.qpn, p.ah, p.pinned = wc.SrcQP, ah, true
+		return true
 	}
-	return wc, nil
+	return ah.DLID == p.ah.DLID && ah.GRH.DGID == p.ah.GRH.DGID
+}
+
+// udRecv waits for message i from the peer, reposting the receive of
+// any datagram from another QP (Stats.Ignored); it checks the message's
+// size and that its immediate data is the sender's QPN.
+func (s *Session) udRecv(ctx context.Context, i int, from *udPeer) (verbs.WC, error) {
+	o := s.cfg.Options
+	slot := udaddySlot(o)
+	for {
+		wc, err := s.await(ctx, verbs.WCRecv)
+		if err != nil {
+			return wc, fmt.Errorf("message %d of %d: %w", i+1, msgCount(o, udaddyCount), err)
+		}
+		off := int(wc.ID) * slot // the ID is ours: the receive's slot
+		if !from.admit(s.qp.Mem()[off:off+GRHSize], wc, s.cfg.Port) {
+			s.st.Ignored++
+			if err := s.qp.PostRecv(wc.ID, off, slot); err != nil {
+				return wc, err
+			}
+			continue
+		}
+		s.st.Recv++
+		s.st.Bytes += max(int(wc.ByteLen)-GRHSize, 0)
+		switch {
+		case s.st.Problem != "":
+		case int(wc.ByteLen) != slot:
+			s.st.Problem = fmt.Sprintf("message %d: %d bytes with the GRH, want %d", i+1, wc.ByteLen, slot)
+		case wc.Flags&verbs.WCWithImm == 0 || wc.Imm != wc.SrcQP:
+			s.st.Problem = fmt.Sprintf("message %d: immediate data %#x (flags %#x), not the sender's QPN %#x", i+1, wc.Imm, uint32(wc.Flags), wc.SrcQP)
+		}
+		return wc, nil
+	}
 }
 
 // UDServer is udaddy's server once it answered the SIDR_REQ with the
 // session's QPN: it receives the client's messages, then answers each.
+// The client is the sender of the first datagram (its QP and address);
+// datagrams from others do not count.
 //
 // The data timeout bounds it: a client that has not sent all its messages
 // by then ends it with ErrTimeout.
@@ -210,23 +253,20 @@ func (s *Session) UDServer(ctx context.Context) error {
 	defer cancel()
 	o := s.cfg.Options
 	s.st.Check = "size+imm"
-	var dest *UDDest
+	peer := &udPeer{pin: true}
 	for i := range msgCount(o, udaddyCount) {
-		wc, err := s.udRecv(ctx, i, 0)
+		wc, err := s.udRecv(ctx, i, peer)
 		if err != nil {
 			return err
 		}
-		if dest == nil {
+		if i == 0 {
 			off := int(wc.ID) * udaddySlot(o)
-			ah, err := AHFromWC(s.qp.Mem()[off:off+GRHSize], wc, s.cfg.Port)
-			if err != nil {
-				return err
-			}
-			dest = &UDDest{AH: ah, QPN: wc.Imm, QKey: UDPQKey}
 			copy(s.qp.Mem()[udaddySend(o):], s.qp.Mem()[off+GRHSize:off+udaddySlot(o)])
 		}
 	}
-	if err := s.udSend(ctx, dest); err != nil {
+	// The replies go to the QP that sent (udaddy takes the immediate
+	// data, which must be the same).
+	if err := s.udSend(ctx, &UDDest{AH: peer.ah, QPN: peer.qpn, QKey: UDPQKey}); err != nil {
 		return err
 	}
 	s.st.Verified = s.st.Problem == ""
@@ -253,7 +293,7 @@ func (s *Session) UDClient(ctx context.Context, dest *UDDest) error {
 		return err
 	}
 	for i := range n {
-		if _, err := s.udRecv(ctx, i, dest.QPN); err != nil {
+		if _, err := s.udRecv(ctx, i, &udPeer{qpn: dest.QPN}); err != nil {
 			return err
 		}
 	}

@@ -222,6 +222,9 @@ func dataRecord(mode string, s *dataSess, st *dataStats) *report.Record {
 	if mode == "rping" {
 		b.With("iterations", st.Iterations, "reads", st.Reads, "writes", st.Writes)
 	}
+	if st.Ignored > 0 {
+		b.With("ignored", st.Ignored)
+	}
 	b.With("bytes", st.Bytes, "verified", st.Verified, "check", st.Check)
 	if st.Problem != "" {
 		b.Add("problem", st.Problem)
