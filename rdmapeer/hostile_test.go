@@ -228,3 +228,34 @@ func TestUDaddyServerIgnoresStranger(t *testing.T) {
 	require.Equal(t, 9, st.Recv)
 	require.False(t, st.Verified)
 }
+
+// A peer that connects and then says nothing: every program's session,
+// in both roles, ends at its data timeout with ErrTimeout, unverified; a
+// ucmatose server whose group never fills ends there too.
+func TestSilentPeerTimesOut(t *testing.T) {
+	const d = 200 * time.Millisecond
+	for _, name := range []string{"rping", "ucmatose", "rdma"} {
+		for _, role := range []rdmapeer.Role{rdmapeer.Server, rdmapeer.Client} {
+			f := memqp.NewFabric()
+			s := open(t, f, name, role, rdmapeer.Options{Timeout: d})
+			h := newHostile(t, f, false)
+			connect(t, s.QP(), h.qp)
+			for i := range 32 {
+				require.NoError(t, h.qp.PostRecv(uint64(i), i*256, 256))
+			}
+			start := time.Now()
+			st, err := run(t, s)
+			require.ErrorIs(t, err, rdmapeer.ErrTimeout, "%s %s", name, role)
+			require.Less(t, time.Since(start), 10*d, "%s %s", name, role)
+			require.False(t, st.Verified, "%s %s", name, role)
+			require.Contains(t, st.Problem, "data timeout")
+		}
+	}
+	p, _ := rdmapeer.Lookup("ucmatose")
+	f := memqp.NewFabric()
+	s, err := p.Open(f.Device(), rdmapeer.SessionConfig{Options: rdmapeer.Options{Timeout: d}, Role: rdmapeer.Server, Group: rdmapeer.NewGroup(2)})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	_, err = run(t, s)
+	require.ErrorIs(t, err, rdmapeer.ErrTimeout, "one of the group's two connections came")
+}
