@@ -43,6 +43,89 @@ type Fabric struct {
 	// a subnet; the completion names the sender's LID.
 	noGRH bool
 	lids  uint16
+	// hostile: a fault for one work request of one QP (Interfere).
+	hostile *interference
+}
+
+// Fault is what a hostile fabric does to one work request (Interfere).
+type Fault uint8
+
+// The faults.
+const (
+	NoFault    Fault = iota
+	Drop             // it completes with success at the sender, and nothing arrives or moves
+	Truncate         // a SEND of at least a byte arrives a byte short
+	Duplicate        // a SEND arrives twice
+	BadKey           // an RDMA request carries a wrong rkey
+	BadAddr          // an RDMA request names an address past the peer's buffer
+	Disconnect       // the connection ends first: both QPs go to ERR (UD: the sender's)
+)
+
+var faultNames = [...]string{"none", "drop", "truncate", "duplicate", "bad-key", "bad-addr", "disconnect"}
+
+func (f Fault) String() string {
+	if int(f) < len(faultNames) {
+		return faultNames[f]
+	}
+	return fmt.Sprintf("Fault(%d)", uint8(f))
+}
+
+type interference struct {
+	qpn   uint32
+	k, n  int
+	fault Fault
+	fired bool
+}
+
+// Interfere makes the fabric do fault to the k-th work request (from 0)
+// that QP qpn posts, where it applies (Truncate and Duplicate to SENDs,
+// BadKey and BadAddr to RDMA); fired says whether it did.
+func (f *Fabric) Interfere(qpn uint32, k int, fault Fault) (fired func() bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := &interference{qpn: qpn, k: k, fault: fault}
+	f.hostile = in
+	return func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return in.fired
+	}
+}
+
+// fault is the fault to do to q's work request w, which it may change.
+// The fabric's lock is held.
+func (f *Fabric) fault(q *memQP, w *rdmapeer.WR) Fault {
+	in := f.hostile
+	if in == nil || in.qpn != q.qpn {
+		return NoFault
+	}
+	in.n++
+	if in.n-1 != in.k {
+		return NoFault
+	}
+	send := w.Op == verbs.OpSend || w.Op == verbs.OpSendWithImm
+	switch in.fault {
+	case Truncate:
+		if !send || w.N == 0 {
+			return NoFault
+		}
+		w.N--
+	case Duplicate:
+		if !send {
+			return NoFault
+		}
+	case BadKey, BadAddr:
+		if send {
+			return NoFault
+		}
+		if in.fault == BadKey {
+			w.RKey ^= 0x5a
+		} else {
+			w.RemoteAddr += 1 << 30
+		}
+	}
+	in.fired = true
+	return in.fault
 }
 
 // WithoutGRH makes f deliver UD messages without a GRH, as InfiniBand
@@ -290,6 +373,26 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 		dst = w.Dest.QPN
 	}
 	p := q.f.qps[dst]
+	fault := q.f.fault(q, &w)
+	switch fault {
+	case Drop:
+		op, n := verbs.WCSend, 0
+		switch w.Op {
+		case verbs.OpRDMAWrite:
+			op = verbs.WCRDMAWrite
+		case verbs.OpRDMARead:
+			op, n = verbs.WCRDMARead, w.N
+		}
+		done(verbs.WCSuccess, op, n)
+		return nil
+	case Disconnect:
+		q.toErr()
+		if p != nil && !q.ud {
+			p.toErr()
+		}
+		q.complete(verbs.WC{ID: w.ID, Status: verbs.WCWRFlushErr}, true)
+		return nil
+	}
 	if p == nil || p.closed || p.state != qpattr.RTR && p.state != qpattr.RTS {
 		if q.ud {
 			done(verbs.WCSuccess, verbs.WCSend, 0) // a UD send completes whatever becomes of it
@@ -312,6 +415,13 @@ func (q *memQP) PostSend(w rdmapeer.WR) error {
 	switch w.Op {
 	case verbs.OpSend, verbs.OpSendWithImm:
 		q.deliver(p, w, local, done)
+		if fault == Duplicate && q.state != qpattr.Err {
+			q.deliver(p, w, local, func(st verbs.WCStatus, _ verbs.WCOpcode, _ int) {
+				if st != verbs.WCSuccess {
+					q.toErr()
+				}
+			})
+		}
 	case verbs.OpRDMAWrite:
 		b, ok := remote(w.N)
 		if !ok || p.access&p.qpAcc&qpattr.RemoteWrite == 0 {
