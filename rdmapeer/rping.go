@@ -125,6 +125,9 @@ func (s *Session) rpingRecv(ctx context.Context) (rpingInfo, error) {
 	if err != nil {
 		return rpingInfo{}, err
 	}
+	if wc.ID > 1 {
+		return rpingInfo{}, peerErrorf("a receive completion for slot %d of 2", wc.ID)
+	}
 	s.st.Recv++
 	s.st.Bytes += int(wc.ByteLen)
 	off := rpingRecv0 + int(wc.ID)*rpingInfoSize

@@ -73,6 +73,9 @@ func ucmatoseServer(ctx context.Context, s *Session) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("reply %d of %d: %w", i+1, n, err)
 		}
+		if err := ucmatoseSlot(wc, n, size); err != nil {
+			return false, err
+		}
 		s.st.Recv++
 		s.st.Bytes += int(wc.ByteLen)
 		got := m[int(wc.ID)*size : int(wc.ID)*size+int(wc.ByteLen)]
@@ -98,6 +101,9 @@ func ucmatoseClient(ctx context.Context, s *Session) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("message %d of %d: %w", i+1, n, err)
 		}
+		if err := ucmatoseSlot(wc, n, size); err != nil {
+			return false, err
+		}
 		s.st.Recv++
 		s.st.Bytes += int(wc.ByteLen)
 		if int(wc.ByteLen) != size && s.st.Problem == "" {
@@ -117,4 +123,15 @@ func ucmatoseClient(ctx context.Context, s *Session) (bool, error) {
 	}
 	s.st.Verified = s.st.Problem == ""
 	return false, nil
+}
+
+// ucmatoseSlot checks a receive's completion names one of the n slots of
+// size bytes and fits it, before its bytes are read: a device never says
+// otherwise, and a completion that did would end the session, not the
+// process.
+func ucmatoseSlot(wc verbs.WC, n, size int) error {
+	if wc.ID >= uint64(n) || int64(wc.ByteLen) > int64(size) {
+		return peerErrorf("a receive completion for slot %d of %d with %d bytes, more than its %d", wc.ID, n, wc.ByteLen, size)
+	}
+	return nil
 }

@@ -220,6 +220,9 @@ func (s *Session) udRecv(ctx context.Context, i int, from *udPeer) (verbs.WC, er
 		if err != nil {
 			return wc, fmt.Errorf("message %d of %d: %w", i+1, msgCount(o, udaddyCount), err)
 		}
+		if wc.ID >= uint64(msgCount(o, udaddyCount)) || int64(wc.ByteLen) > int64(slot) {
+			return wc, peerErrorf("a receive completion for slot %d with %d bytes, more than its %d", wc.ID, wc.ByteLen, slot)
+		}
 		off := int(wc.ID) * slot // the ID is ours: the receive's slot
 		if !from.admit(s.qp.Mem()[off:off+GRHSize], wc, s.cfg.Port) {
 			s.st.Ignored++
