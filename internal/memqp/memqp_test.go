@@ -227,3 +227,17 @@ func TestUDDeliveryGRH(t *testing.T) {
 		require.Equal(t, byte(a.QPN()), ah.GRH.DGID[15], "the IPv4 source stands for the sender")
 	}
 }
+
+// A receive holds its slot of the receive queue until its completion is
+// polled, as on a device: a depth-1 queue whose one receive completed
+// unpolled takes no other.
+func TestRecvQueueDepth(t *testing.T) {
+	f := memqp.NewFabric()
+	a, b := rcPair(t, f, rdmapeer.QPConfig{MemSize: 64, SendDepth: 2, RecvDepth: 1, Access: rw})
+	require.NoError(t, b.PostRecv(1, 0, 16))
+	require.Error(t, b.PostRecv(2, 16, 16), "the queue is full")
+	require.NoError(t, a.PostSend(rdmapeer.WR{ID: 1, Op: verbs.OpSend, N: 8}))
+	require.ErrorIs(t, b.PostRecv(2, 16, 16), syscall.ENOMEM, "the receive completed, its completion not polled")
+	require.Equal(t, verbs.WCRecv, next(t, b).Opcode)
+	require.NoError(t, b.PostRecv(2, 16, 16), "polled: the slot is free")
+}
