@@ -7,8 +7,9 @@
 //   - RDMA needs the peer's key and access and stays inside its buffer,
 //     and a UD QP refuses it; a buffer without LOCAL_WRITE takes no
 //     receive or READ;
-//   - a QP sends only in RTS, and its send queue holds SendDepth work
-//     requests until their completions are polled;
+//   - a QP sends only in RTS, and its send and receive queues hold
+//     SendDepth and RecvDepth work requests until their completions are
+//     polled;
 //   - an error completion moves the QP to ERR, and ERR flushes what is
 //     posted and what is posted later.
 package memqp
@@ -239,6 +240,7 @@ type memQP struct {
 	// their slot as on a device.
 	maxSend int
 	sendOut int
+	recvOut int // receives posted whose completions have not been polled
 	// cq holds the completions not polled yet; ready is signalled when
 	// one is added. Adding one never waits: the queue depths bound them.
 	cq     []cqe
@@ -315,13 +317,15 @@ func (q *memQP) PostRecv(id uint64, off, n int) error {
 	switch {
 	case q.closed:
 		return verbs.ErrClosed
-	case off < 0 || off+n > len(q.buf):
+	case off < 0 || n < 0 || off > len(q.buf)-n:
 		return verbs.ErrInvalid
 	case q.state == qpattr.Reset:
 		return fmt.Errorf("mem QP %#x: receive posted in RESET: %w", q.qpn, verbs.ErrInvalid)
-	case len(q.recvs) >= q.maxRecv:
-		return fmt.Errorf("mem QP %#x: receive queue full (%d)", q.qpn, q.maxRecv)
-	case q.state == qpattr.Err:
+	case q.recvOut >= q.maxRecv:
+		return &verbs.Error{Op: fmt.Sprintf("ibv_post_recv (mem QP %#x, receive queue of %d full)", q.qpn, q.maxRecv), Errno: syscall.ENOMEM}
+	}
+	q.recvOut++
+	if q.state == qpattr.Err {
 		q.complete(verbs.WC{ID: id, Status: verbs.WCWRFlushErr}, false)
 		return nil
 	}
@@ -454,6 +458,8 @@ func (q *memQP) Next(ctx context.Context) (verbs.WC, error) {
 			q.cq = q.cq[1:]
 			if e.send {
 				q.sendOut--
+			} else {
+				q.recvOut--
 			}
 			q.f.mu.Unlock()
 			return e.wc, nil
