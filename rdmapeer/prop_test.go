@@ -127,9 +127,9 @@ func (h hostileRun) run(t *testing.T) (ours, peer outcome, fired bool, took time
 func TestHostilePeerProperty(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	params := gopter.DefaultTestParameters()
-	params.MinSuccessfulTests = 150
+	params.MinSuccessfulTests = 400
 	if testing.Short() {
-		params.MinSuccessfulTests = 30
+		params.MinSuccessfulTests = 80
 	}
 	params.Rng.Seed(7)
 	params.MaxShrinkCount = 20
@@ -162,7 +162,7 @@ func TestHostilePeerProperty(t *testing.T) {
 		gen.OneConstOf("rping", "ucmatose", "rdma", "udaddy"),
 		gen.IntRange(int(rdmapeer.Server), int(rdmapeer.Client)),
 		gen.IntRange(int(memqp.Drop), int(memqp.Disconnect)),
-		gen.IntRange(0, 5),
+		gen.IntRange(0, 3),
 		gen.IntRange(1, 3),
 	))
 	props.TestingRun(t)
