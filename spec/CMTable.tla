@@ -28,7 +28,7 @@ SIDRStates == {"SIDR_REQ_RCVD"}
 
 TimeWaitStates == {"TIMEWAIT"}
 
-TimerStates == {"REQ_SENT", "MRA_REQ_RCVD", "REP_SENT", "MRA_REP_RCVD", "ESTABLISHED", "DREQ_SENT", "SIDR_REQ_SENT"}
+TimerStates == {"REQ_SENT", "REQ_RCVD", "MRA_REQ_SENT", "MRA_REQ_RCVD", "REP_SENT", "MRA_REP_RCVD", "ESTABLISHED", "DREQ_SENT", "SIDR_REQ_SENT"}
 
 HoldStates == {"LISTEN", "REQ_SENT", "REQ_RCVD", "MRA_REQ_SENT", "MRA_REQ_RCVD", "REP_SENT", "REP_RCVD", "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD"}
 
@@ -73,7 +73,7 @@ QPRTSStates == {"REQ_RCVD", "MRA_REQ_SENT", "REP_SENT", "REP_RCVD", "MRA_REP_SEN
 
 Msgs == {"NONE", "ClassPortInfo", "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP", "LAP", "APR"}
 
-EffectNames == {"AdoptTID", "StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "Retry", "Resend", "EnterTimeWait", "ExitTimeWait", "ExitLAP", "EnterLAP", "LoadAlt", "Free"}
+EffectNames == {"AdoptTID", "StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "StartLapse", "Retry", "Resend", "EnterTimeWait", "ExitTimeWait", "ExitLAP", "EnterLAP", "LoadAlt", "Free"}
 
 Notices == {"None", "REQReceived", "REPReceived", "MRAReceived", "Established", "Rejected", "DREQReceived", "Disconnected", "TimeWaitExit", "LAPReceived", "APRReceived", "SIDRRequest", "SIDRReply", "TimedOut", "LAPTimedOut", "Stale"}
 
@@ -81,7 +81,7 @@ Kinds == {"Transition", "Drop", "Stateless", "Invalid", "Sub"}
 
 Table ==
   [IDLE |->
-    [RecvREQ |-> [next |-> "REQ_RCVD", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "REQReceived", effects |-> {"AdoptTID", "InsertRemoteID", "InsertRemoteQPN"}],
+    [RecvREQ |-> [next |-> "REQ_RCVD", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "REQReceived", effects |-> {"AdoptTID", "InsertRemoteID", "InsertRemoteQPN", "StartLapse"}],
      RecvREQStale |-> [next |-> "IDLE", kind |-> "Stateless", send |-> "REJ", about |-> "REQ", reason |-> 10, notice |-> "None", effects |-> {"StaleOther"}],
      RecvREQUnlisted |-> [next |-> "IDLE", kind |-> "Stateless", send |-> "REJ", about |-> "REQ", reason |-> 8, notice |-> "None", effects |-> {}],
      RecvREQRefused |-> [next |-> "IDLE", kind |-> "Stateless", send |-> "REJ", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {}],
@@ -214,8 +214,8 @@ Table ==
      RecvMRAForREQ |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvMRAForREP |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvMRAForLAP |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     RecvREJ |-> [next |-> "IDLE", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
-     RecvREJStale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
+     RecvREJ |-> [next |-> "IDLE", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
+     RecvREJStale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
      RecvREP |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvREPStale |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvRTU |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
@@ -231,10 +231,10 @@ Table ==
      RecvClassPortInfoGet |-> [next |-> "REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      Listen |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      Connect |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     SendMRA |-> [next |-> "MRA_REQ_SENT", kind |-> "Transition", send |-> "MRA", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {}],
+     SendMRA |-> [next |-> "MRA_REQ_SENT", kind |-> "Transition", send |-> "MRA", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {"StartLapse"}],
      Accept |-> [next |-> "REP_SENT", kind |-> "Transition", send |-> "REP", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {"StartTimer"}],
      SendRTU |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     Reject |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
+     Reject |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
      Disconnect |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      SendDREP |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      CommEst |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
@@ -243,10 +243,10 @@ Table ==
      RejectLAP |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      SIDRRequest |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      SIDRReply |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     Destroy |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 28, notice |-> "None", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
-     Stale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 10, notice |-> "Stale", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
+     Destroy |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 28, notice |-> "None", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
+     Stale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 10, notice |-> "Stale", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
      Timeout |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     TimeoutFinal |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
+     TimeoutFinal |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 4, notice |-> "TimedOut", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
      TimeWaitExpiry |-> [next |-> "REQ_RCVD", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}]],
    MRA_REQ_SENT |->
     [RecvREQ |-> [next |-> "MRA_REQ_SENT", kind |-> "Transition", send |-> "MRA", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {"Resend"}],
@@ -256,8 +256,8 @@ Table ==
      RecvMRAForREQ |-> [next |-> "MRA_REQ_SENT", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvMRAForREP |-> [next |-> "MRA_REQ_SENT", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvMRAForLAP |-> [next |-> "MRA_REQ_SENT", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     RecvREJ |-> [next |-> "IDLE", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
-     RecvREJStale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
+     RecvREJ |-> [next |-> "IDLE", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
+     RecvREJStale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "Rejected", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
      RecvREP |-> [next |-> "MRA_REQ_SENT", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvREPStale |-> [next |-> "MRA_REQ_SENT", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      RecvRTU |-> [next |-> "MRA_REQ_SENT", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
@@ -276,7 +276,7 @@ Table ==
      SendMRA |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      Accept |-> [next |-> "REP_SENT", kind |-> "Transition", send |-> "REP", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {"StartTimer"}],
      SendRTU |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     Reject |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
+     Reject |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 0, notice |-> "None", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
      Disconnect |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      SendDREP |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      CommEst |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
@@ -285,10 +285,10 @@ Table ==
      RejectLAP |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      SIDRRequest |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
      SIDRReply |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     Destroy |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 28, notice |-> "None", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
-     Stale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 10, notice |-> "Stale", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
+     Destroy |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 28, notice |-> "None", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
+     Stale |-> [next |-> "TIMEWAIT", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 10, notice |-> "Stale", effects |-> {"StopTimer", "RemoveRemoteID", "RemoveRemoteQPN", "EnterTimeWait"}],
      Timeout |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
-     TimeoutFinal |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],
+     TimeoutFinal |-> [next |-> "IDLE", kind |-> "Transition", send |-> "REJ", about |-> "REQ", reason |-> 4, notice |-> "TimedOut", effects |-> {"RemoveRemoteID", "RemoveRemoteQPN", "Free"}],
      TimeWaitExpiry |-> [next |-> "MRA_REQ_SENT", kind |-> "Invalid", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}]],
    MRA_REQ_RCVD |->
     [RecvREQ |-> [next |-> "MRA_REQ_RCVD", kind |-> "Drop", send |-> "NONE", about |-> "NONE", reason |-> 0, notice |-> "None", effects |-> {}],

@@ -541,6 +541,9 @@ func (e *Engine) timerEffects(c *conn, in *input, eff Effect) {
 	if eff&EffExtendTimer != 0 {
 		e.extend(c, in)
 	}
+	if eff&EffStartLapse != 0 {
+		e.lapse(c, in)
+	}
 	if eff&EffRetry != 0 {
 		e.retry(c)
 	}
@@ -556,6 +559,27 @@ func (e *Engine) extend(c *conn, in *input) {
 	}
 	c.curTO = e.capWait(wire.TimeoutDuration(svc) + wire.TimeoutDuration(c.ackTO))
 	e.arm(c, e.now.Add(c.curTO))
+}
+
+// lapse arms the timer of a passive id for as long as its peer waits for
+// our REP (StartLapse), after which the peer has given up and the id may
+// go: the REQ's tries (Max CM Retries + 1, capped by MaxRetries) of
+// REPWait, 2 × packet life time (the Local ACK Timeout stands in for it)
+// + Remote CM Response Timeout, from the REQ's arrival. After our MRA for
+// the REQ, a peer that has the MRA waits its service timeout + 2 × packet
+// life time for this try and each retry after it, while one that never
+// got it still waits its REQ's tries: the later of the two ends. MaxWait
+// caps every try, as it caps the peer's own, so (MaxRetries + 1) ×
+// MaxWait bounds how long a REQ nobody answers holds its half-open slot.
+// The retries stay 0: we resend nothing, the lapse is one wait.
+func (e *Engine) lapse(c *conn, in *input) {
+	tries := time.Duration(c.maxRetry) + 1
+	if in.ev == EvSendMRA {
+		wait := e.capWait(wire.TimeoutDuration(in.timeout) + wire.TimeoutDuration(c.ackTO))
+		e.arm(c, max(c.deadline, e.now.Add(tries*wait)))
+		return
+	}
+	e.arm(c, e.now.Add(tries*e.capWait(in.m.REQ.REPWait())))
 }
 
 // retry counts one retry of the outstanding message, which the step

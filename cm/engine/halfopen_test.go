@@ -105,7 +105,7 @@ func TestUnansweredREQLapsesAfterOurMRA(t *testing.T) {
 			id, req := silentPassive(t, b, at, 2)
 			mraAt := at.Add(req.REPWait() / 2)
 			require.NoError(t, b.e.SendMRA(mraAt, id, tc.timeout, nil))
-			b.e.Advance()
+			require.Equal(t, []wire.AttrID{wire.AttrMRA}, attrs(sent(t, b)))
 			require.Equal(t, StateMraReqSent, b.e.State(id))
 			// The peer that took the MRA waits its wait for this try and
 			// the retries after it; one that never got it still waits

@@ -92,6 +92,7 @@ func TestLinuxBug9ResponsesAreNotRetries(t *testing.T) {
 	}
 	require.NoError(t, b.e.SendMRA(0, id, 20, nil))
 	b.e.Advance()
+	lapse, _ := b.e.Info(id)
 	for range 3 { // duplicate REQs: the MRA goes again each time
 		require.NoError(t, b.e.Recv(0, a.addr, req.MAD[:]))
 	}
@@ -100,7 +101,8 @@ func TestLinuxBug9ResponsesAreNotRetries(t *testing.T) {
 	require.Zero(t, st.Retransmits)
 	info, _ := b.e.Info(id)
 	require.Equal(t, StateMraReqSent, info.State)
-	require.False(t, info.Timer, "answering a duplicate arms no retry timer")
+	require.True(t, info.Timer, "the lapse runs")
+	require.Equal(t, lapse.Deadline, info.Deadline, "answering a duplicate arms no retry timer, nor the lapse afresh")
 }
 
 func TestLinuxBug11ListenNoLeak(t *testing.T) {

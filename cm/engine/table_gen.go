@@ -461,6 +461,7 @@ const (
 	EffStaleOther
 	EffStartTimer
 	EffExtendTimer
+	EffStartLapse
 	EffRetry
 	EffResend
 	EffEnterTimeWait
@@ -472,9 +473,9 @@ const (
 )
 
 // NumEffects is the number of effect bits.
-const NumEffects = 21
+const NumEffects = 22
 
-var effectNames = [NumEffects]string{"AdoptTID", "StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "Retry", "Resend", "EnterTimeWait", "ExitTimeWait", "ExitLAP", "EnterLAP", "LoadAlt", "Free"}
+var effectNames = [NumEffects]string{"AdoptTID", "StopTimer", "InsertRemoteID", "RemoveRemoteID", "InsertRemoteQPN", "RemoveRemoteQPN", "InsertListen", "RemoveListen", "InsertSIDR", "RemoveSIDR", "StaleOther", "StartTimer", "ExtendTimer", "StartLapse", "Retry", "Resend", "EnterTimeWait", "ExitTimeWait", "ExitLAP", "EnterLAP", "LoadAlt", "Free"}
 
 // String lists the effects joined by '|'.
 func (x Effect) String() string {
@@ -506,14 +507,15 @@ func _() {
 	_ = x[EffStaleOther-1024]
 	_ = x[EffStartTimer-2048]
 	_ = x[EffExtendTimer-4096]
-	_ = x[EffRetry-8192]
-	_ = x[EffResend-16384]
-	_ = x[EffEnterTimeWait-32768]
-	_ = x[EffExitTimeWait-65536]
-	_ = x[EffExitLAP-131072]
-	_ = x[EffEnterLAP-262144]
-	_ = x[EffLoadAlt-524288]
-	_ = x[EffFree-1048576]
+	_ = x[EffStartLapse-8192]
+	_ = x[EffRetry-16384]
+	_ = x[EffResend-32768]
+	_ = x[EffEnterTimeWait-65536]
+	_ = x[EffExitTimeWait-131072]
+	_ = x[EffExitLAP-262144]
+	_ = x[EffEnterLAP-524288]
+	_ = x[EffLoadAlt-1048576]
+	_ = x[EffFree-2097152]
 }
 
 // StateAttr says which tables and timers a state is registered in, and the other state sets it belongs to.
@@ -556,6 +558,7 @@ var stateAttrs = [NumStates]StateAttr{StateIdle: {}, StateListen: {
 	QPRTS:       true,
 	RemoteID:    true,
 	Replies:     true,
+	Timer:       true,
 	Unannounced: true,
 }, StateMraReqSent: {
 	Attempt:   true,
@@ -567,6 +570,7 @@ var stateAttrs = [NumStates]StateAttr{StateIdle: {}, StateListen: {
 	QPRTS:     true,
 	RemoteID:  true,
 	Replies:   true,
+	Timer:     true,
 }, StateMraReqRcvd: {
 	Attempt:   true,
 	Holds:     true,
@@ -738,9 +742,9 @@ type LAPTransition struct {
 }
 
 // transitions is the dense connection table: every (state, event) pair has an entry.
-var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ that passed the duplicate, stale and listener checks
+var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ that passed the duplicate, stale and listener checks; the id waits as long as the REQ's sender waits for the REP
 	EvRecvREQ: {
-		Effects: EffAdoptTID | EffInsertRemoteID | EffInsertRemoteQPN,
+		Effects: EffAdoptTID | EffInsertRemoteID | EffInsertRemoteQPN | EffStartLapse,
 		Kind:    KindTransition,
 		Next:    StateReqRcvd,
 		Notice:  NoticeREQReceived,
@@ -1191,12 +1195,12 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	Kind: KindDrop,
 	Next: StateReqRcvd,
 }, EvRecvREJ: {
-	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+	Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 	Kind:    KindTransition,
 	Next:    StateIdle,
 	Notice:  NoticeRejected,
 }, EvRecvREJStale: {
-	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+	Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 	Kind:    KindTransition,
 	Next:    StateTimeWait,
 	Notice:  NoticeRejected,
@@ -1245,60 +1249,62 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 }, EvConnect: {
 	Kind: KindInvalid,
 	Next: StateReqRcvd,
-}, EvSendMRA: {
-	About: MsgREQ,
-	Kind:  KindTransition,
-	Next:  StateMraReqSent,
-	Send:  MsgMRA,
-}, EvAccept: {
-	Effects: EffStartTimer,
-	Kind:    KindTransition,
-	Next:    StateRepSent,
-	Send:    MsgREP,
-}, EvSendRTU: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvReject: {
-	About:   MsgREQ,
-	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
-	Kind:    KindTransition,
-	Next:    StateIdle,
-	Send:    MsgREJ,
-}, EvDisconnect: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvSendDREP: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvCommEst: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvLoadAltPath: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvAnswerLAP: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvRejectLAP: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvSIDRRequest: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvSIDRReply: {
-	Kind: KindInvalid,
-	Next: StateReqRcvd,
-}, EvDestroy: {
-	About:   MsgREQ,
-	Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
-	Kind:    KindTransition,
-	Next:    StateIdle,
-	Reason:  28,
-	Send:    MsgREJ,
-}, // not yet established: REJ(10) stands in for the DREQ
+}, // 12.6.6: the MRA lets the peer wait its service timeout for each try; a duplicate REQ resends the MRA but does not re-arm the lapse, so a peer that repeats its REQ holds the id no longer
+	EvSendMRA: {
+		About:   MsgREQ,
+		Effects: EffStartLapse,
+		Kind:    KindTransition,
+		Next:    StateMraReqSent,
+		Send:    MsgMRA,
+	}, EvAccept: {
+		Effects: EffStartTimer,
+		Kind:    KindTransition,
+		Next:    StateRepSent,
+		Send:    MsgREP,
+	}, EvSendRTU: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvReject: {
+		About:   MsgREQ,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Kind:    KindTransition,
+		Next:    StateIdle,
+		Send:    MsgREJ,
+	}, EvDisconnect: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvSendDREP: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvCommEst: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvLoadAltPath: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvAnswerLAP: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvRejectLAP: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvSIDRRequest: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvSIDRReply: {
+		Kind: KindInvalid,
+		Next: StateReqRcvd,
+	}, EvDestroy: {
+		About:   MsgREQ,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Kind:    KindTransition,
+		Next:    StateIdle,
+		Reason:  28,
+		Send:    MsgREJ,
+	}, // not yet established: REJ(10) stands in for the DREQ
 	EvStale: {
 		About:   MsgREQ,
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
 		Notice:  NoticeStale,
@@ -1307,9 +1313,15 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvTimeout: {
 		Kind: KindInvalid,
 		Next: StateReqRcvd,
-	}, EvTimeoutFinal: {
-		Kind: KindInvalid,
-		Next: StateReqRcvd,
+	}, // the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, and one that gave up drops it (the IDLE row); it is the one MAD a REJ 3 for a refused REQ would have been. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)
+	EvTimeoutFinal: {
+		About:   MsgREQ,
+		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Kind:    KindTransition,
+		Next:    StateIdle,
+		Notice:  NoticeTimedOut,
+		Reason:  4,
+		Send:    MsgREJ,
 	}, EvTimeWaitExpiry: {
 		Kind: KindInvalid,
 		Next: StateReqRcvd,
@@ -1339,12 +1351,12 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Kind: KindDrop,
 		Next: StateMraReqSent,
 	}, EvRecvREJ: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
 		Notice:  NoticeRejected,
 	}, EvRecvREJStale: {
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
 		Notice:  NoticeRejected,
@@ -1406,7 +1418,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next: StateMraReqSent,
 	}, EvReject: {
 		About:   MsgREQ,
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
 		Send:    MsgREJ,
@@ -1436,7 +1448,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 		Next: StateMraReqSent,
 	}, EvDestroy: {
 		About:   MsgREQ,
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
 		Kind:    KindTransition,
 		Next:    StateIdle,
 		Reason:  28,
@@ -1444,7 +1456,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, // not yet established: REJ(10) stands in for the DREQ
 	EvStale: {
 		About:   MsgREQ,
-		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
+		Effects: EffStopTimer | EffRemoveRemoteID | EffRemoveRemoteQPN | EffEnterTimeWait,
 		Kind:    KindTransition,
 		Next:    StateTimeWait,
 		Notice:  NoticeStale,
@@ -1453,9 +1465,15 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvTimeout: {
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
-	}, EvTimeoutFinal: {
-		Kind: KindInvalid,
-		Next: StateMraReqSent,
+	}, // the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, and one that gave up drops it (the IDLE row); it is the one MAD a REJ 3 for a refused REQ would have been. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)
+	EvTimeoutFinal: {
+		About:   MsgREQ,
+		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
+		Kind:    KindTransition,
+		Next:    StateIdle,
+		Notice:  NoticeTimedOut,
+		Reason:  4,
+		Send:    MsgREJ,
 	}, EvTimeWaitExpiry: {
 		Kind: KindInvalid,
 		Next: StateMraReqSent,

@@ -240,6 +240,9 @@ func (t *Table) check() error {
 			if st.Timer && !to.Timer && ev.Class != Timer && !e.Has(StopTimer) {
 				return fmt.Errorf("%s -> %s: leaves a state with a running timer without StopTimer", where, to.Name)
 			}
+			if e.Has(StartLapse) && (!to.Timer || to.LAP) {
+				return fmt.Errorf("%s -> %s: StartLapse into a state without a timer", where, to.Name)
+			}
 			// A message that awaits an answer, sent into a state that waits
 			// for it, must arm the timer; sent on the way out (a DREQ on
 			// destroy) it goes once.
@@ -295,6 +298,9 @@ func checkCommon(where, from string, e Entry) error {
 	}
 	if e.Has(StartTimer) && (e.Send == None || !expects[e.Send]) {
 		return fmt.Errorf("%s: StartTimer without a message that awaits an answer", where)
+	}
+	if e.Has(StartLapse) && (e.Has(StartTimer) || e.Has(Retry) || e.Has(ExtendTimer)) {
+		return fmt.Errorf("%s: StartLapse arms a timer of its own, with no retries", where)
 	}
 	if (e.Kind == Drop || e.Kind == Invalid) && (e.Send != None || len(e.Effects) > 0 || e.Notice != NoNotice || e.About != None) {
 		return fmt.Errorf("%s: a %s entry has no effects", where, KindNames[e.Kind])

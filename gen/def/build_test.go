@@ -106,7 +106,31 @@ func TestBuildChecksBite(t *testing.T) {
 		}},
 		{"a half-open id shown stale is freed", "StaleToTimeWait", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
 			i := rule(t, r, "REQ_RCVD", "Stale")
-			r[i].To, r[i].Effects = "IDLE", toIdle
+			r[i].To, r[i].Effects = "IDLE", stopToIdl
+			return r, l
+		}},
+		{"REQ_RCVD and MRA_REQ_SENT without a timer, as the seed had them", "HalfOpenEnds", func(t *testing.T, r, l []Rule, st []State) ([]Rule, []Rule) {
+			st[StateIndex("REQ_RCVD")].Timer, st[StateIndex("MRA_REQ_SENT")].Timer = false, false
+			i := rule(t, r, "REQ_RCVD", "TimeoutFinal")
+			r = append(r[:i:i], r[i+1:]...)
+			for _, c := range [][2]string{{"IDLE", "RecvREQ"}, {"REQ_RCVD", "SendMRA"}} {
+				i := rule(t, r, c[0], c[1])
+				r[i].Effects = slices.DeleteFunc(slices.Clone(r[i].Effects), func(f Effect) bool { return f == StartLapse })
+			}
+			return r, l
+		}},
+		{"a new REQ's lapse never armed", "HalfOpenEnds", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "IDLE", "RecvREQ")
+			r[i].Effects = e(AdoptTID, InsertRemoteID, InsertRemoteQPN)
+			return r, l
+		}},
+		{"a duplicate REQ after our MRA arms the lapse afresh", "HalfOpenEnds", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			r[rule(t, r, "MRA_REQ_SENT", "RecvREQ")].Effects = e(Resend, StartLapse)
+			return r, l
+		}},
+		{"the lapse keeps the id", "HalfOpenEnds", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {
+			i := rule(t, r, "REQ_RCVD", "TimeoutFinal")
+			r[i].To, r[i].Send, r[i].Reason, r[i].About, r[i].Effects, r[i].Notice = "", None, 0, None, nil, TimedOut
 			return r, l
 		}},
 		{"an id in REP_SENT shown stale tells its peer nothing", "StaleTellsPeer", func(t *testing.T, r, l []Rule, _ []State) ([]Rule, []Rule) {

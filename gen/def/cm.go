@@ -18,9 +18,12 @@ var States = []State{
 	{Name: "LISTEN", Go: "Listen", Holds: true, Listen: true, Doc: "waiting for REQs on a service ID (and mask)"},
 	{Name: "REQ_SENT", Go: "ReqSent", Holds: true, Timer: true, QPInit: true, Attempt: true, Replies: true, LearnsREP: true,
 		Doc: "active: REQ sent, awaiting REP, MRA or REJ"},
-	{Name: "REQ_RCVD", Go: "ReqRcvd", Holds: true, RemoteID: true, Connected: true, QPInit: true, QPRTR: true, QPRTS: true,
+	// REQ_RCVD and MRA_REQ_SENT run a lapse (Timer, StartLapse): the
+	// peer waits for our REP only so long, and an id nobody answers must
+	// not hold its half-open slot for ever (HalfOpenEnds).
+	{Name: "REQ_RCVD", Go: "ReqRcvd", Holds: true, RemoteID: true, Connected: true, Timer: true, QPInit: true, QPRTR: true, QPRTS: true,
 		HalfOpen: true, Attempt: true, Replies: true, Unannounced: true, Doc: "passive: REQ delivered to the listener"},
-	{Name: "MRA_REQ_SENT", Go: "MraReqSent", Holds: true, RemoteID: true, Connected: true, QPInit: true, QPRTR: true, QPRTS: true,
+	{Name: "MRA_REQ_SENT", Go: "MraReqSent", Holds: true, RemoteID: true, Connected: true, Timer: true, QPInit: true, QPRTR: true, QPRTS: true,
 		HalfOpen: true, Attempt: true, Replies: true, Doc: "passive: MRA sent for the REQ"},
 	{Name: "MRA_REQ_RCVD", Go: "MraReqRcvd", Holds: true, Timer: true, QPInit: true, Attempt: true, Replies: true, LearnsREP: true,
 		Doc: "active: the peer MRAed our REQ"},
@@ -133,8 +136,8 @@ var Rules = []Rule{
 	// ---- Stateless answers and the passive side's first steps (IDLE row).
 	{From: s("IDLE"), On: "RecvClassPortInfoGet", Kind: Stateless, Send: PortInfo,
 		Why: "12.11.1: the CM answers Get(ClassPortInfo); Linux does not (its MAD layer returns status 0x000C). A Get names no id, so only the IDLE row answers it"},
-	{From: s("IDLE"), On: "RecvREQ", To: "REQ_RCVD", Effects: e(AdoptTID, InsertRemoteID, InsertRemoteQPN), Notice: REQReceived,
-		Why: "a new REQ that passed the duplicate, stale and listener checks"},
+	{From: s("IDLE"), On: "RecvREQ", To: "REQ_RCVD", Effects: e(AdoptTID, InsertRemoteID, InsertRemoteQPN, StartLapse), Notice: REQReceived,
+		Why: "a new REQ that passed the duplicate, stale and listener checks; the id waits as long as the REQ's sender waits for the REP"},
 	{From: s("IDLE"), On: "RecvREQStale", Kind: Stateless, Send: REJ, Reason: RejStale, About: REQ, Effects: e(StaleOther),
 		Why: "12.9.8.3.1: REJ the REQ (stale connection, message REQ), then DREQ the old connection, which enters TimeWait"},
 	{From: s("IDLE"), On: "RecvREQUnlisted", Kind: Stateless, Send: REJ, Reason: RejInvalidService, About: REQ,
@@ -171,16 +174,21 @@ var Rules = []Rule{
 		Why: "REJ timeout (ARI = local CA GUID), as Linux does"},
 
 	// ---- Passive side, REQ delivered.
-	{From: s("REQ_RCVD"), On: "SendMRA", To: "MRA_REQ_SENT", Send: MRA, About: REQ},
+	{From: s("REQ_RCVD"), On: "SendMRA", To: "MRA_REQ_SENT", Send: MRA, About: REQ, Effects: e(StartLapse),
+		Why: "12.6.6: the MRA lets the peer wait its service timeout for each try; a duplicate REQ resends the MRA but does not re-arm the lapse, so a peer that repeats its REQ holds the id no longer"},
 	{From: s("MRA_REQ_SENT"), On: "RecvREQ", Send: MRA, About: REQ, Effects: e(Resend),
 		Why: "a duplicate REQ after our MRA: the MRA was lost, send it again"},
 	{From: passiveReq, On: "Accept", To: "REP_SENT", Send: REP, Effects: e(StartTimer)},
-	{From: passiveReq, On: "Reject", To: "IDLE", Send: REJ, About: REQ, Effects: toIdle},
-	{From: passiveReq, On: "RecvREJ", To: "IDLE", Effects: toIdle, Notice: Rejected},
-	{From: passiveReq, On: "RecvREJStale", To: "TIMEWAIT", Effects: toTW, Notice: Rejected},
-	{From: passiveReq, On: "Stale", To: "TIMEWAIT", Send: REJ, Reason: RejStale, About: REQ, Effects: toTW, Notice: StaleConnected,
+	{From: passiveReq, On: "Reject", To: "IDLE", Send: REJ, About: REQ, Effects: stopToIdl},
+	{From: passiveReq, On: "RecvREJ", To: "IDLE", Effects: stopToIdl, Notice: Rejected},
+	{From: passiveReq, On: "RecvREJStale", To: "TIMEWAIT", Effects: stopToTW, Notice: Rejected},
+	{From: passiveReq, On: "Stale", To: "TIMEWAIT", Send: REJ, Reason: RejStale, About: REQ, Effects: stopToTW, Notice: StaleConnected,
 		Why: "not yet established: REJ(10) stands in for the DREQ"},
-	{From: passiveReq, On: "Destroy", To: "IDLE", Send: REJ, Reason: RejConsumer, About: REQ, Effects: toIdle},
+	{From: passiveReq, On: "Destroy", To: "IDLE", Send: REJ, Reason: RejConsumer, About: REQ, Effects: stopToIdl},
+	{From: passiveReq, On: "TimeoutFinal", To: "IDLE", Send: REJ, Reason: RejTimeout, About: REQ, Effects: toIdle, Notice: TimedOut,
+		Why: "the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. " +
+			"A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, " +
+			"and one that gave up drops it (the IDLE row); it is the one MAD a REJ 3 for a refused REQ would have been. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)"},
 
 	// ---- Passive side, REP sent.
 	{From: passiveWait, On: "RecvREQ", Send: REP, Effects: e(Resend),

@@ -27,7 +27,12 @@ type State struct {
 	Listen    bool // listen table
 	SIDR      bool // SIDR table: (request ID, source) -> id (duplicate SIDR_REQ detection)
 	TimeWait  bool // TimeWait list
-	Timer     bool // a response timer may run (a message awaits its answer)
+	// Timer: a timer runs. A response timer: a message of ours awaits its
+	// answer, and is resent while retries are left. Or a lapse (REQ_RCVD,
+	// MRA_REQ_SENT, armed by StartLapse): the peer awaits our answer, and
+	// the timer runs for as long as the peer will wait, with no retries of
+	// ours; when it runs out the peer has given up (GiveUpEvent).
+	Timer bool
 	Holds     bool // the id holds its local comm ID (every state but IDLE)
 
 	// HalfOpen: a passive attempt not yet established, counted against the
@@ -169,6 +174,14 @@ const (
 	StaleOther      Effect = "StaleOther"  // raise Stale on the connected id whose remote QPN matched
 	StartTimer      Effect = "StartTimer"  // arm the response timer with the retry budget for Send
 	ExtendTimer     Effect = "ExtendTimer" // an MRA arrived: wait its service timeout longer
+	// StartLapse: arm the timer of a passive id for as long as its peer
+	// waits for our answer, with no retries left: the REQ's tries (its
+	// Max CM Retries + 1) of the wait it asks for its REP (2 × packet life
+	// time + Remote CM Response Timeout); after our MRA for the REQ, the
+	// later of that and the MRA's tries (its service timeout + 2 × packet
+	// life time, for as many tries), since the peer waits the MRA's wait
+	// only once it has the MRA. The engine computes it (lapse).
+	StartLapse Effect = "StartLapse"
 	Retry           Effect = "Retry"       // a try timed out with retries left: count one and wait again
 	// Resend: Send retransmits the id's stored copy of that message instead
 	// of building one. An id that stored none sends nothing (a REP reaching
@@ -184,7 +197,7 @@ const (
 
 // Effects lists every effect in application order.
 var Effects = []Effect{AdoptTID, StopTimer, InsertRemoteID, RemoveRemoteID, InsertRemoteQPN, RemoveRemoteQPN,
-	InsertListen, RemoveListen, InsertSIDR, RemoveSIDR, StaleOther, StartTimer, ExtendTimer, Retry, Resend,
+	InsertListen, RemoveListen, InsertSIDR, RemoveSIDR, StaleOther, StartTimer, ExtendTimer, StartLapse, Retry, Resend,
 	EnterTimeWait, ExitTimeWait, ExitLAP, EnterLAP, LoadAlt, Free}
 
 // Notice is what the application is told.

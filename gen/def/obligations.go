@@ -27,6 +27,7 @@ func (t *Table) Obligations() error {
 		{"RejectJustified", (*Table).rejectJustified},
 		{"AltPathAgreed", (*Table).altPathAgreed},
 		{"HalfOpenBounded", (*Table).halfOpenPassive},
+		{"HalfOpenEnds", (*Table).halfOpenEnds},
 		{"StaleToTimeWait", (*Table).staleToTimeWait},
 		{"StaleTellsPeer", (*Table).staleTellsPeer},
 		{"RecvREPStaleRejects", (*Table).recvREPStaleRejects},
@@ -258,6 +259,56 @@ func (t *Table) halfOpenPassive() error {
 	for _, st := range States {
 		if st.HalfOpen != seen[st.Name] {
 			return fmt.Errorf("%s: HalfOpen is %v, but it is %sa passive attempt", st.Name, st.HalfOpen, map[bool]string{true: "", false: "not "}[seen[st.Name]])
+		}
+	}
+	return nil
+}
+
+// halfOpenEnds: a half-open id leaves the half-open states on its own
+// timer when nothing else moves it, so a peer that never follows its REQ
+// up, or an application that never answers it, holds no slot (MaxHalfOpen)
+// for ever. Every half-open state runs a timer; whichever step enters it
+// from elsewhere arms it (StartTimer, StartLapse) or stretches the one
+// running (ExtendTimer); its give-up event takes the id out of the
+// half-open states, and its retry event only counts a retry down. No
+// message from the peer arms it afresh, and an MRA stretches it once (into
+// a state that takes no further MRA), so a peer that repeats itself holds
+// the slot no longer. How long the timer runs is the engine's (the REQ's
+// and the MRA's waits, MaxRetries and MaxWait), not a table's.
+func (t *Table) halfOpenEnds() error {
+	arms := func(e Entry) bool { return e.Has(StartTimer) || e.Has(StartLapse) || e.Has(ExtendTimer) }
+	for si, st := range States {
+		if !st.HalfOpen {
+			continue
+		}
+		if !st.Timer {
+			return fmt.Errorf("%s runs no timer", st.Name)
+		}
+		if e := t.Main[si][EventIndex(GiveUpEvent)]; e.Kind != Transition || States[StateIndex(e.Next)].HalfOpen {
+			return fmt.Errorf("(%s, %s) must leave the half-open states", st.Name, GiveUpEvent)
+		}
+		if e := t.Main[si][EventIndex(RetryEvent)]; e.Kind == Transition && (!e.Has(Retry) || e.Next != st.Name) {
+			return fmt.Errorf("(%s, %s) may only count a retry", st.Name, RetryEvent)
+		}
+		for fi, from := range States {
+			for ei, ev := range Events {
+				e := t.Main[fi][ei]
+				if e.Kind != Transition || e.Next != st.Name {
+					continue
+				}
+				if from.Name != st.Name && !arms(e) {
+					return fmt.Errorf("(%s, %s) enters %s without arming its timer", from.Name, ev.Name, st.Name)
+				}
+				if ev.Class != Recv || !from.HalfOpen {
+					continue
+				}
+				if e.Has(StartTimer) || e.Has(StartLapse) {
+					return fmt.Errorf("(%s, %s): a message from the peer arms the timer afresh", from.Name, ev.Name)
+				}
+				if e.Has(ExtendTimer) && t.Main[si][ei].Kind == Transition && t.Main[si][ei].Has(ExtendTimer) {
+					return fmt.Errorf("(%s, %s): an MRA stretches the timer more than once", st.Name, ev.Name)
+				}
+			}
 		}
 	}
 	return nil
