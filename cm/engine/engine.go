@@ -86,6 +86,16 @@ type Config struct {
 	// MinTimeWait is a lower bound on the TimeWait length, which is
 	// otherwise 4.096 µs × 2^(primary path Local ACK Timeout).
 	MinTimeWait time.Duration
+	// MaxTimeWait is an upper bound on the TimeWait length. The peer's REQ
+	// sets the Local ACK Timeout, up to 31 (4.096 µs × 2^31, about 2.4
+	// hours), and an id in TimeWait counts against MaxIDs: without a bound
+	// a peer holds an id that long for two MADs (a REQ, then a REJ 10),
+	// whether or not the listener answers. Default DefaultMaxTimeWait (1
+	// minute), above the TimeWait of every Local ACK Timeout up to 23 (34
+	// s); fabrics use 14 to 20 (67 ms to 4.3 s). A fabric whose packets
+	// live longer than the bound may deliver a stray packet to a QP reused
+	// after it. MinTimeWait wins when it is the larger.
+	MaxTimeWait time.Duration
 	// TIDHigh is the high half of the TIDs this engine originates; the low
 	// half is the local comm ID.
 	TIDHigh uint32
@@ -102,6 +112,9 @@ const (
 	// DefaultRespTimeValue is the ClassPortInfo RespTimeValue when the
 	// Config leaves it zero (about 4.3 s, rdma_cm's CM response timeout).
 	DefaultRespTimeValue = 20
+	// DefaultMaxTimeWait is Config.MaxTimeWait when the Config leaves it
+	// zero.
+	DefaultMaxTimeWait = time.Minute
 )
 
 // Stats counts what an Engine did. Counters only grow.
@@ -228,6 +241,9 @@ func NewEngine(cfg Config) *Engine {
 	}
 	if cfg.RespTimeValue == 0 {
 		cfg.RespTimeValue = DefaultRespTimeValue
+	}
+	if cfg.MaxTimeWait <= 0 {
+		cfg.MaxTimeWait = DefaultMaxTimeWait
 	}
 	e := &Engine{
 		cfg:       cfg,
@@ -601,9 +617,15 @@ func (e *Engine) capWait(d time.Duration) time.Duration {
 
 // TimeWait is the TimeWait length of a connection whose primary path has
 // the Local ACK Timeout ackTimeout (≈ 2 × packet life time + ACK delay):
-// 4.096 µs × 2^ackTimeout, at least MinTimeWait.
+// 4.096 µs × 2^ackTimeout, at most MaxTimeWait (DefaultMaxTimeWait when
+// it is 0) and at least MinTimeWait. It depends on ackTimeout alone, which
+// keeps each TimeWait lane in deadline order.
 func (cfg *Config) TimeWait(ackTimeout uint8) time.Duration {
-	return max(wire.TimeoutDuration(ackTimeout), cfg.MinTimeWait)
+	limit := cfg.MaxTimeWait
+	if limit <= 0 {
+		limit = DefaultMaxTimeWait
+	}
+	return max(min(wire.TimeoutDuration(ackTimeout), limit), cfg.MinTimeWait)
 }
 
 // timeWait is the TimeWait length of c.

@@ -59,3 +59,36 @@ func TestPeerCannotHoldTimeWaitForHours(t *testing.T) {
 	_, err = b.e.Connect(b.now.Add(time.Minute), p)
 	require.NoError(t, err)
 }
+
+// MaxTimeWait bounds the TimeWait length, its default is
+// DefaultMaxTimeWait, and MinTimeWait wins when the two cross.
+func TestMaxTimeWait(t *testing.T) {
+	require.Equal(t, DefaultMaxTimeWait, NewEngine(Config{}).Config().MaxTimeWait)
+	for _, c := range []struct {
+		min, max time.Duration
+		ack      uint8
+		want     time.Duration
+	}{
+		{0, 0, 31, DefaultMaxTimeWait},
+		{0, 0, 14, wire.TimeoutDuration(14)},
+		{0, time.Second, 31, time.Second},
+		{0, time.Second, 16, wire.TimeoutDuration(16)},
+		{time.Second, 0, 10, time.Second},
+		{2 * time.Second, time.Second, 31, 2 * time.Second},
+	} {
+		cfg := Config{MinTimeWait: c.min, MaxTimeWait: c.max}
+		require.Equal(t, c.want, cfg.TimeWait(c.ack), "%+v", c)
+		e := NewEngine(cfg)
+		require.Equal(t, c.want, e.cfg.TimeWait(c.ack), "%+v, defaults filled in", c)
+	}
+
+	// The bound is what an id's TimeWait timer runs for.
+	a := newTestNode(t, 0xa, 1, Config{})
+	b := newTestNode(t, 0xb, 2, Config{MaxTimeWait: 3 * time.Second})
+	_, err := b.e.Listen(0, 0x1000, ExactMask)
+	require.NoError(t, err)
+	id := hostileTimeWait(t, a, b, 0x10)
+	info, ok := b.e.Info(id)
+	require.True(t, ok)
+	require.Equal(t, b.now.Add(3*time.Second), info.Deadline)
+}
