@@ -33,7 +33,7 @@ type State struct {
 	// the timer runs for as long as the peer will wait, with no retries of
 	// ours; when it runs out the peer has given up (GiveUpEvent).
 	Timer bool
-	Holds     bool // the id holds its local comm ID (every state but IDLE)
+	Holds bool // the id holds its local comm ID (every state but IDLE)
 
 	// HalfOpen: a passive attempt not yet established, counted against the
 	// engine's MaxHalfOpen and MaxHalfOpenPerPeer (the REQ-flood backlog).
@@ -182,7 +182,7 @@ const (
 	// life time, for as many tries), since the peer waits the MRA's wait
 	// only once it has the MRA. The engine computes it (lapse).
 	StartLapse Effect = "StartLapse"
-	Retry           Effect = "Retry"       // a try timed out with retries left: count one and wait again
+	Retry      Effect = "Retry" // a try timed out with retries left: count one and wait again
 	// Resend: Send retransmits the id's stored copy of that message instead
 	// of building one. An id that stored none sends nothing (a REP reaching
 	// the passive end of a connection: it sent no RTU to resend).
