@@ -86,6 +86,17 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("LearnsREPStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.LearnsREP })))
 	w("UnannouncedStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Unannounced })))
 	w("LAPHostStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.LAP })))
+	w("\\* The states whose timer is a lapse: a step that enters them has StartLapse.\n")
+	w("LapseStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool {
+		for _, row := range t.Main {
+			for _, e := range row {
+				if e.Kind == def.Transition && e.Next == s.Name && e.Has(def.StartLapse) {
+					return true
+				}
+			}
+		}
+		return false
+	})))
 	w("\\* The event an id's timer raises in state s: the state's expiry, or for a\n")
 	w("\\* response timer %q while retries are left and %q after.\n", def.RetryEvent, def.GiveUpEvent)
 	w("TimerEvent(s, retriesLeft) ==\n    CASE ")

@@ -45,6 +45,9 @@ UnannouncedStates == {"REQ_RCVD"}
 
 LAPHostStates == {"ESTABLISHED"}
 
+\* The states whose timer is a lapse: a step that enters them has StartLapse.
+LapseStates == {"REQ_RCVD", "MRA_REQ_SENT"}
+
 \* The event an id's timer raises in state s: the state's expiry, or for a
 \* response timer "Timeout" while retries are left and "TimeoutFinal" after.
 TimerEvent(s, retriesLeft) ==

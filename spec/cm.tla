@@ -538,8 +538,18 @@ Destroy(n, h)     == /\ conn[n][h].state # "IDLE"
 (* Timers: nondeterministic, as the network's delay is. Which event a      *)
 (* timer raises is the definition's TimerEvent.                            *)
 TimerIs(n, h, ev) == TimerEvent(conn[n][h].state, conn[n][h].retries > 0) = ev
+\* A lapse (LapseStates) runs for as long as the REQ's sender waits for the
+\* REP, so it runs out only once the sender has given up on that REQ: no id
+\* of the sender still awaits its REP (LearnsREPStates). The one timer
+\* whose order against another node's the model fixes; the engine keeps it
+\* by timing the lapse from the REQ's arrival for the REQ's whole wait.
+SenderGaveUp(n, h) ==
+    \A k \in Handles : ~(conn[conn[n][h].rnode][k].state \in LearnsREPStates
+                         /\ conn[conn[n][h].rnode][k].lid = conn[n][h].rid)
 Timeout(n, h)        == TimerIs(n, h, "Timeout") /\ AppCall(n, h, "Timeout", 0)
-TimeoutFinal(n, h)   == TimerIs(n, h, "TimeoutFinal") /\ AppCall(n, h, "TimeoutFinal", 0)
+TimeoutFinal(n, h)   == /\ TimerIs(n, h, "TimeoutFinal")
+                        /\ conn[n][h].state \in LapseStates => SenderGaveUp(n, h)
+                        /\ AppCall(n, h, "TimeoutFinal", 0)
 TimeWaitExpiry(n, h) == TimerIs(n, h, "TimeWaitExpiry") /\ AppCall(n, h, "TimeWaitExpiry", 0)
 
 -----------------------------------------------------------------------------

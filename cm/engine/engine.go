@@ -581,18 +581,22 @@ func (e *Engine) extend(c *conn, in *input) {
 // our REP (StartLapse), after which the peer has given up and the id may
 // go: the REQ's tries (Max CM Retries + 1, capped by MaxRetries) of
 // REPWait, 2 × packet life time (the Local ACK Timeout stands in for it)
-// + Remote CM Response Timeout, from the REQ's arrival. After our MRA for
-// the REQ, a peer that has the MRA waits its service timeout + 2 × packet
-// life time for this try and each retry after it, while one that never
-// got it still waits its REQ's tries: the later of the two ends. MaxWait
-// caps every try, as it caps the peer's own, so (MaxRetries + 1) ×
-// MaxWait bounds how long a REQ nobody answers holds its half-open slot.
-// The retries stay 0: we resend nothing, the lapse is one wait.
+// + Remote CM Response Timeout, from the REQ's arrival, which is after the
+// sender's first try began. After our MRA for the REQ, a peer that has the
+// MRA waits its service timeout + 2 × packet life time for the try under
+// way and each retry after it, from the MRA's arrival, up to one packet
+// life time after we sent it (one more Local ACK Timeout covers that); one
+// that never got it still waits its REQ's tries: the later of the two
+// ends. MaxWait caps every try, as it caps the peer's own, so (MaxRetries
+// + 1) × MaxWait bounds how long a REQ nobody answers holds its half-open
+// slot (one MaxWait more once the application MRAed it). The retries stay
+// 0: we resend nothing, the lapse is one wait.
 func (e *Engine) lapse(c *conn, in *input) {
 	tries := time.Duration(c.maxRetry) + 1
 	if in.ev == EvSendMRA {
-		wait := e.capWait(wire.TimeoutDuration(in.timeout) + wire.TimeoutDuration(c.ackTO))
-		e.arm(c, max(c.deadline, e.now.Add(tries*wait)))
+		rtt := wire.TimeoutDuration(c.ackTO)
+		wait := tries*e.capWait(wire.TimeoutDuration(in.timeout)+rtt) + e.capWait(rtt)
+		e.arm(c, max(c.deadline, e.now.Add(wait)))
 		return
 	}
 	e.arm(c, e.now.Add(tries*e.capWait(in.m.REQ.REPWait())))

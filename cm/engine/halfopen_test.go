@@ -108,10 +108,12 @@ func TestUnansweredREQLapsesAfterOurMRA(t *testing.T) {
 			require.Equal(t, []wire.AttrID{wire.AttrMRA}, attrs(sent(t, b)))
 			require.Equal(t, StateMraReqSent, b.e.State(id))
 			// The peer that took the MRA waits its wait for this try and
-			// the retries after it; one that never got it still waits
-			// its REQ's tries.
-			mraWait := wire.TimeoutDuration(tc.timeout) + wire.TimeoutDuration(req.PrimaryLocalAckTimeout)
-			deadline := max(at.Add(3*req.REPWait()), mraAt.Add(3*mraWait))
+			// the retries after it, from the MRA's arrival (a packet life
+			// time after we sent it, which one more Local ACK Timeout
+			// covers); one that never got it still waits its REQ's tries.
+			rtt := wire.TimeoutDuration(req.PrimaryLocalAckTimeout)
+			mraWait := wire.TimeoutDuration(tc.timeout) + rtt
+			deadline := max(at.Add(3*req.REPWait()), mraAt.Add(3*mraWait+rtt))
 			requireLapsed(t, b, id, deadline)
 		})
 	}

@@ -1313,7 +1313,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvTimeout: {
 		Kind: KindInvalid,
 		Next: StateReqRcvd,
-	}, // the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, and one that gave up drops it (the IDLE row); it is the one MAD a REJ 3 for a refused REQ would have been. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)
+	}, // the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, and one that gave up drops it (the IDLE row); a flood of REQs gets one REJ each from it, as refused ones get a REJ 3. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)
 	EvTimeoutFinal: {
 		About:   MsgREQ,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,
@@ -1465,7 +1465,7 @@ var transitions = [NumStates][NumEvents]Transition{StateIdle: { // a new REQ tha
 	}, EvTimeout: {
 		Kind: KindInvalid,
 		Next: StateMraReqSent,
-	}, // the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, and one that gave up drops it (the IDLE row); it is the one MAD a REJ 3 for a refused REQ would have been. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)
+	}, // the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, and one that gave up drops it (the IDLE row); a flood of REQs gets one REJ each from it, as refused ones get a REJ 3. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)
 	EvTimeoutFinal: {
 		About:   MsgREQ,
 		Effects: EffRemoveRemoteID | EffRemoveRemoteQPN | EffFree,

@@ -188,7 +188,7 @@ var Rules = []Rule{
 	{From: passiveReq, On: "TimeoutFinal", To: "IDLE", Send: REJ, Reason: RejTimeout, About: REQ, Effects: toIdle, Notice: TimedOut,
 		Why: "the lapse ran out: the REQ's sender has given up waiting for our REP (it REJected with reason timeout, or sent nothing, as Linux does), so the id and its half-open slot go. " +
 			"A REJ timeout, as every other give-up of the table sends: a sender still waiting (its MRA came late, or its clock runs slow) ends its attempt at once instead of at its own last try, " +
-			"and one that gave up drops it (the IDLE row); it is the one MAD a REJ 3 for a refused REQ would have been. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)"},
+			"and one that gave up drops it (the IDLE row); a flood of REQs gets one REJ each from it, as refused ones get a REJ 3. No TimeWait: no REP went out, so the peer's QP never took our QPN (RejectToTimeWait)"},
 
 	// ---- Passive side, REP sent.
 	{From: passiveWait, On: "RecvREQ", Send: REP, Effects: e(Resend),

@@ -179,8 +179,10 @@ const (
 	// Max CM Retries + 1) of the wait it asks for its REP (2 × packet life
 	// time + Remote CM Response Timeout); after our MRA for the REQ, the
 	// later of that and the MRA's tries (its service timeout + 2 × packet
-	// life time, for as many tries), since the peer waits the MRA's wait
-	// only once it has the MRA. The engine computes it (lapse).
+	// life time, for as many tries, and the MRA's flight), since the peer
+	// waits the MRA's wait only once it has the MRA. The lapse so runs out
+	// only after the peer has given up (the model's guard SenderGaveUp);
+	// the engine computes it (lapse).
 	StartLapse Effect = "StartLapse"
 	Retry      Effect = "Retry" // a try timed out with retries left: count one and wait again
 	// Resend: Send retransmits the id's stored copy of that message instead
