@@ -87,7 +87,7 @@ func replayGraphFile(t *testing.T, dot, cfgPath string) *GraphReport {
 		t.Fatal(err)
 	}
 	parsed := time.Since(start)
-	rep := ReplayGraph(g, cfg, 400)
+	rep := ReplayGraph(g, cfg, 4000)
 	t.Logf("graph %s: %d states, %d edges in the dump (parsed in %v)", dot, len(g.States), len(g.Edges), parsed.Round(time.Millisecond))
 	t.Logf("replayed %d states and %d edges (depth %d) with %d engine steps in %d path replays (%d searching timeouts) in %v",
 		rep.States, rep.Edges, rep.MaxDepth, rep.Steps, rep.Replays, rep.TimingSearchReplay, time.Since(start).Round(time.Millisecond))

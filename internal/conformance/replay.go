@@ -177,6 +177,13 @@ var connectProfiles = func() [][3]uint8 {
 
 var mraProfiles = []uint8{10, 4, 16}
 
+// A REQ may arrive at once or, the search's other choice, as late as the
+// receiver's timers allow (just before the next one falls due). A passive
+// id's lapse runs from its REQ's arrival for the REQ's wait, so its order
+// against the sender's timers, which the model leaves free, can need the
+// REQ to arrive late.
+const reqLate = 1
+
 var sidrProfiles = []time.Duration{4 * time.Millisecond, 64 * time.Microsecond, 256 * time.Millisecond}
 
 func absd(a, b uint8) uint8 {
@@ -327,6 +334,20 @@ func (w *World) tick(n int) {
 	}
 	e.Tick(t)
 	w.clock[n] = t
+}
+
+// late moves node n's clock on to just before its next timer falls due,
+// as a message that took that long on the fabric finds it (and by a
+// second when no timer runs).
+func (w *World) late(n int) {
+	t := w.clock[n].Add(time.Second)
+	if d, ok := w.nodes[n].Engine.Deadline(); ok {
+		t = d - 1
+	}
+	if t > w.clock[n] {
+		w.nodes[n].Engine.Tick(t)
+		w.clock[n] = t
+	}
 }
 
 func (w *World) nextChoice(nopts int) int {
@@ -504,7 +525,11 @@ func (w *World) apply(s Step) error {
 				w.Sim.Drop(i)
 			}
 		}
-		w.tick(int(s.Msg.Get("dst").Int))
+		dst := int(s.Msg.Get("dst").Int)
+		if s.Msg.Get("type").Str == "REQ" && w.nextChoice(2) == reqLate {
+			w.late(dst)
+		}
+		w.tick(dst)
 		w.last = s.Msg
 		w.Sim.Deliver(copies[0])
 		return nil
