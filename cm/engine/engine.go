@@ -133,7 +133,7 @@ type Stats struct {
 	Responses       uint64 // resends answering a duplicate (not counted as retries: Linux bug 9)
 	StaleRejects    uint64 // REJ 10 sent
 	RefusedREQs     uint64 // REQs refused for resources (REJ 3 or dropped)
-	Timeouts        uint64 // retries exhausted
+	Timeouts        uint64 // retries exhausted, or a REQ nobody answered lapsed
 	TimeWaitPeak    int    // the longest the TimeWait list has been
 }
 
