@@ -3,6 +3,7 @@ package cm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -21,8 +22,9 @@ type CommID = engine.CommID
 // can arrive; ERR when the connection ends). hw/verbs's QP implements it.
 //
 // Modify to INIT, RTR and RTS runs on the goroutine of Connect or Accept;
-// Modify to ERR runs on the Manager's goroutine when the peer disconnects,
-// before the DREP goes out, and must not block.
+// Modify to ERR runs under the Manager's lock (when the peer disconnects,
+// before the DREP goes out) and must not block. One goroutine at a time
+// moves a QP.
 type QP interface {
 	QPN() uint32
 	Modify(a qpattr.Attr) error
@@ -42,11 +44,12 @@ type Conn struct {
 	rtuPD      []byte
 	qp         QP
 
-	// Loop-owned.
+	// Under the Manager's lock.
 	lap        *wire.LAP // the alternate path loaded by a LAP/APR
 	lapSent    bool      // we proposed it
 	inTimeWait bool
-	qpErr      bool // the QP was moved to ERR
+	qpErr      bool // the QP was moved to ERR (or is owed the move: moving)
+	moving     bool // the caller of Connect or Accept is moving the QP
 	estab      chan error
 	repReady   chan repOutcome // active with a QP: the REP arrived or the attempt ended
 	lapWait    chan lapResult
@@ -70,7 +73,7 @@ func newConn(m *Manager, id CommID) *Conn {
 	return &Conn{m: m, id: id, done: make(chan struct{}), released: make(chan struct{}), estab: make(chan error, 1)}
 }
 
-// established runs on the loop goroutine.
+// established runs under the Manager's lock.
 func (c *Conn) established() {
 	c.mu.Lock()
 	c.isEstab = true
@@ -78,9 +81,9 @@ func (c *Conn) established() {
 	offer(&c.estab, nil)
 }
 
-// offer hands err to the one waiter of *ch, whose buffer of one holds it,
+// offer hands v to the one waiter of *ch, whose buffer of one holds it,
 // and lets go of the channel: each of these channels carries one outcome,
-// so the loop never waits on a caller that has stopped listening.
+// so the Manager never waits on a caller that has stopped listening.
 func offer[T any](ch *chan T, v T) {
 	if *ch != nil {
 		select {
@@ -93,7 +96,7 @@ func offer[T any](ch *chan T, v T) {
 
 // end records why the connection (or attempt) ended and moves its QP to
 // ERR, however it ended (a QP left in RTS would take the peer's traffic
-// for a connection that no longer exists); loop goroutine.
+// for a connection that no longer exists); under the lock.
 func (c *Conn) end(err error) {
 	c.moveQP(errAttr())
 	c.mu.Lock()
@@ -108,11 +111,16 @@ func (c *Conn) end(err error) {
 	if first {
 		close(c.done)
 	}
-	offer(&c.discWait, nil) // after Done: Disconnect returns with Done closed
+	// After Done: Disconnect returns with Done closed. It asked for the
+	// end, so an end by disconnection is its success.
+	if errors.Is(err, ErrDisconnected) {
+		err = nil
+	}
+	offer(&c.discWait, err)
 }
 
 // remember keeps the private data of a message the peer sent on this
-// connection; loop goroutine.
+// connection; under the lock.
 func (c *Conn) remember(msg *wire.MAD) {
 	if msg == nil {
 		return
@@ -144,14 +152,18 @@ func (c *Conn) PeerPrivateData(a wire.AttrID) []byte {
 // specification names it (REQ_SENT, ESTABLISHED, TIMEWAIT, ...): IDLE once
 // its comm ID is free or the Manager has stopped.
 func (c *Conn) State() State {
-	s := StateIdle
-	if c.m.do(context.Background(), func() { s = c.m.eng.State(c.id) }) != nil {
+	if c.m == nil || !c.m.started() {
 		return StateIdle
 	}
-	return s
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if c.m.closed || c.id == 0 {
+		return StateIdle
+	}
+	return c.m.eng.State(c.id)
 }
 
-// release closes TimeWaitExit; loop goroutine.
+// release closes TimeWaitExit; under the lock.
 func (c *Conn) release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -165,40 +177,42 @@ func (c *Conn) lapDone(apr *wire.APR, err error) {
 	offer(&c.lapWait, lapResult{apr, err})
 }
 
-// moveQP moves the connection's QP to ERR once; loop goroutine.
+// moveQP moves the connection's QP to ERR once; under the lock. While the
+// caller of Connect or Accept moves the QP, the move is left to it: it
+// makes it once its own moves are done (callerMovedQP).
 func (c *Conn) moveQP(a qpattr.Attr) {
 	if c.qp == nil || c.qpErr {
 		return
 	}
 	c.qpErr = true
+	if c.moving {
+		return
+	}
 	if err := c.qp.Modify(a); err != nil {
 		c.m.stats.QPErrors++
 	}
 }
 
-// callerMovedQP runs on the loop once the caller of Connect or Accept has
-// moved the QP on its own goroutine: if the connection ended meanwhile, the
-// loop's move to ERR may have come before the caller's last move, so it is
-// made again.
+// callerMovedQP runs under the lock once the caller of Connect or Accept
+// has moved the QP: the QP is the Manager's to move again, and if the
+// connection ended meanwhile it goes to ERR now.
 func (c *Conn) callerMovedQP() {
+	if !c.moving {
+		return
+	}
+	c.moving = false
 	if c.qpErr {
 		c.qpErr = false
 		c.moveQP(errAttr())
 	}
 }
 
-// afterMoves runs f on the loop once the caller has moved the QP on its own
-// goroutine, after callerMovedQP. If the Manager has stopped, no loop runs
-// f: its shutdown may have moved the QP to ERR before the caller's last
-// move, and nothing else will, so the caller does (the loop is gone, so the
-// QP is the caller's alone).
-//
-// hand is how f goes to the loop (f finishes an exchange, so as an answer):
-// Manager.doAnswer, to wait until it ran, or Manager.postAnswer, for a
-// caller that waits for what f leads to anyway.
-func (c *Conn) afterMoves(ctx context.Context, hand func(context.Context, func()) error, f func()) error {
-	err := hand(ctx, func() { c.callerMovedQP(); f() })
-	if err != nil && c.qp != nil && c.m.stopped() {
+// afterMoves runs f under the lock once the caller has moved the QP, after
+// callerMovedQP. If the Manager has stopped, f does not run: its shutdown
+// left the QP to the caller, who moves it to ERR.
+func (c *Conn) afterMoves(f func()) error {
+	err := c.m.step(func() { c.callerMovedQP(); f() })
+	if err != nil {
 		_ = c.qp.Modify(errAttr())
 	}
 	return err
@@ -257,14 +271,16 @@ func (c *Conn) Err() error {
 // (ErrInvalidState) in a CM state in which the kernel refuses (gen/def's
 // QPInit, QPRTR and QPRTS state attributes).
 func (c *Conn) QPAttr(ctx context.Context, s qpattr.State) (a qpattr.Attr, err error) {
-	if e := c.m.do(ctx, func() { a, err = c.attr(s) }); e != nil {
+	if err := ctx.Err(); err != nil {
+		return a, err
+	}
+	if e := c.m.step(func() { a, err = c.attr(s) }); e != nil {
 		return a, e
 	}
 	return a, err
 }
 
-// attr derives the attributes; loop goroutine (or before the connection is
-// shared).
+// attr derives the attributes; under the lock.
 func (c *Conn) attr(s qpattr.State) (qpattr.Attr, error) { return c.attrWith(&c.rep, s) }
 
 // attrWith is attr with the REP rep (the passive side's, before it is
@@ -295,17 +311,15 @@ func (c *Conn) attrWith(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
 // ends before the DREP, Disconnect returns ctx's error but the disconnect
 // goes on: the DREQ is resent until answered or out of retries.
 func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
-	// One hand-off and one wake: the call's refusal or the connection's
-	// end, whichever the loop has first, comes on res.
 	res := make(chan error, 1)
-	if err := c.m.post(ctx, func() {
-		if err := c.m.call(func() error { return c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData) }); err != nil {
-			res <- err
-			return
+	if err := c.m.do(func() error {
+		if err := c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData); err != nil {
+			return err
 		}
 		c.discWait = res
 		c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
 		c.m.settleNow(c)
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -314,8 +328,6 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.m.done:
-		return c.m.closedErr()
 	}
 }
 
@@ -325,15 +337,22 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 // Close does not wait: Done is closed at once, TimeWaitExit when the
 // comm ID is free.
 func (c *Conn) Close() error {
-	return c.m.do(context.Background(), func() {
+	return c.m.step(func() {
 		now := c.m.clock.Now()
+		if r := c.m.requests[c.id]; r != nil && r.conn == c {
+			_ = r.reject(now, wire.RejectConsumerDefined, nil, nil)
+			return
+		}
+		if !c.m.attempting(c) {
+			return
+		}
 		// Where the table allows a disconnect, Close is one, so that its
 		// DREQ has a timer: it reaches the peer even if it is lost, on the
 		// wire or at a full send queue. Elsewhere the id is destroyed.
-		if c.m.reply(func() error { return c.m.eng.Disconnect(now, c.id, nil) }) == nil {
+		if c.m.eng.Disconnect(now, c.id, nil) == nil {
 			c.m.emit(Event{Kind: EventDREQSent, Conn: c, ID: c.id})
 		} else {
-			_ = c.m.reply(func() error { return c.m.eng.Destroy(now, c.id) })
+			_ = c.m.eng.Destroy(now, c.id)
 		}
 		c.m.settleWith(c, ErrDisconnected)
 	})
@@ -342,11 +361,10 @@ func (c *Conn) Close() error {
 // CommEst reports traffic on the QP before the RTU (passive side, the QP's
 // COMM_EST event): the connection is established as if the RTU had come.
 func (c *Conn) CommEst(ctx context.Context) error {
-	var err error
-	if e := c.m.do(ctx, func() { err = c.m.call(func() error { return c.m.eng.CommEst(c.m.clock.Now(), c.id) }) }); e != nil {
-		return e
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return err
+	return c.m.do(func() error { return c.m.eng.CommEst(c.m.clock.Now(), c.id) })
 }
 
 // LoadAltPath proposes the alternate path in lap with a LAP and waits for
@@ -357,16 +375,14 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 		return badParam("LoadAltPath", "lap", "nil")
 	}
 	ch := make(chan lapResult, 1)
-	var err error
-	if e := c.m.do(ctx, func() {
-		if err = c.m.call(func() error { return c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap) }); err == nil {
-			c.lapWait = ch
-			c.m.emit(Event{Kind: EventLAPSent, Conn: c, ID: c.id})
+	if err := c.m.do(func() error {
+		if err := c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap); err != nil {
+			return err
 		}
-	}); e != nil {
-		return e
-	}
-	if err != nil {
+		c.lapWait = ch
+		c.m.emit(Event{Kind: EventLAPSent, Conn: c, ID: c.id})
+		return nil
+	}); err != nil {
 		return err
 	}
 	select {
@@ -378,16 +394,16 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 			return &APRError{Status: r.apr.ARStatus,
 				Info: append([]byte(nil), r.apr.Info()...)}
 		}
-		_ = c.m.do(context.Background(), func() {
-			l := *lap
-			c.lap, c.lapSent = &l, true
-		})
+		l := *lap
+		_ = c.m.step(func() { c.lap, c.lapSent = &l, true })
 		return nil
 	case <-ctx.Done():
-		_ = c.m.do(context.Background(), func() { c.lapWait = nil })
+		_ = c.m.step(func() {
+			if c.lapWait == ch {
+				c.lapWait = nil
+			}
+		})
 		return ctx.Err()
-	case <-c.m.done:
-		return c.m.closedErr()
 	}
 }
 
@@ -404,14 +420,12 @@ func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
 		}
 		c.abandon(ctx.Err())
 		return ctx.Err()
-	case <-c.m.done:
-		return c.m.closedErr()
 	}
 }
 
 // attempting reports whether c's comm ID is still c's: an attempt the
-// Manager tracks, as a connection or as a request not yet accepted; loop
-// goroutine.
+// Manager tracks, as a connection or as a request not yet accepted; under
+// the lock.
 func (m *Manager) attempting(c *Conn) bool {
 	if r := m.requests[c.id]; r != nil && r.conn == c {
 		return true
@@ -423,12 +437,15 @@ func (m *Manager) attempting(c *Conn) bool {
 // ended): the id is destroyed, what that sends goes out as the Manager's
 // own, and the QP, if it got as far as RTS, goes to ERR.
 func (c *Conn) abandon(err error) {
-	_ = c.afterMoves(context.Background(), c.m.doAnswer, func() {
+	_ = c.m.step(func() {
 		if !c.m.attempting(c) {
-			return // the call failed, or the attempt ended: its id is no longer c's
+			return // the attempt ended: its id is no longer c's
 		}
 		c.estab, c.repReady = nil, nil
-		_ = c.m.reply(func() error { return c.m.eng.Destroy(c.m.clock.Now(), c.id) })
+		if r := c.m.requests[c.id]; r != nil {
+			c.m.forgetRequest(r)
+		}
+		_ = c.m.eng.Destroy(c.m.clock.Now(), c.id)
 		c.m.settleWith(c, err)
 	})
 }

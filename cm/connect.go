@@ -100,11 +100,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		return nil, badParam("Connect", "REQ.LocalQPN", "zero (and no QP): QP 0 is the SMI's, never an RC or UC QP")
 	}
 	m.fillREQ(r, &q.To)
-	// The caller is woken once per outcome (the REP, then ESTABLISHED),
-	// not also when the loop has taken the call: each wake-up the loop
-	// makes before it waits again puts the MAD it just queued for sending
-	// behind every goroutine ready to run.
-	c := newConn(m, 0) // the loop gives it its comm ID
+	c := newConn(m, 0) // the engine gives it its comm ID
 	c.active = true
 	c.localQPN = r.LocalQPN
 	c.req = *r
@@ -115,27 +111,20 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		c.repReady = make(chan repOutcome, 1)
 	}
 	repReady := c.repReady
-	if e := m.post(ctx, func() {
-		var id CommID
-		err := m.callNew(func() error {
-			var err error
-			id, err = m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
-			return err
-		})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := m.do(func() error {
+		id, err := m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
 		if err != nil {
-			if id != 0 {
-				_ = m.eng.Destroy(m.clock.Now(), id) // the REQ never left
-				m.flush()
-			}
-			offer(&c.estab, err)
-			offer(&c.repReady, repOutcome{err: err})
-			return
+			return err
 		}
 		c.id = id
 		m.conns[id] = c
 		m.emit(Event{Kind: EventREQSent, Conn: c, ID: id})
-	}); e != nil {
-		return nil, e
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if c.qp != nil {
 		if err := c.completeActive(ctx, repReady); err != nil {
@@ -143,12 +132,6 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		}
 	}
 	if err := c.waitEstab(ctx, estab); err != nil {
-		if c.qp != nil {
-			// The attempt ended while the QP moved: the loop has taken the
-			// step that follows the moves (completeActive posted it), and
-			// once it ran the QP is in ERR, whatever order the moves came in.
-			_ = m.doAnswer(context.Background(), func() {})
-		}
 		return nil, err
 	}
 	return c, nil
@@ -163,8 +146,8 @@ type repOutcome struct {
 	err     error
 }
 
-// repArrived hands the caller of Connect the REP's QP attributes; loop
-// goroutine.
+// repArrived hands the caller of Connect the REP's QP attributes, and the
+// QP with them until it is done moving it; under the lock.
 func (c *Conn) repArrived() {
 	var o repOutcome
 	for i, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
@@ -172,11 +155,14 @@ func (c *Conn) repArrived() {
 			break
 		}
 	}
+	if o.attrErr == nil {
+		c.moving = true
+	}
 	offer(&c.repReady, o)
 }
 
 // completeActive waits for the REP, moves the QP to RTS on the caller's
-// goroutine and then lets the RTU go: the peer may send as soon as it has
+// goroutine and then sends the RTU: the peer may send as soon as it has
 // the RTU, so the QP must be ready first.
 func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) error {
 	var o repOutcome
@@ -185,8 +171,6 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) e
 	case <-ctx.Done():
 		c.abandon(ctx.Err())
 		return ctx.Err()
-	case <-c.m.done:
-		return c.m.closedErr()
 	}
 	if o.err != nil {
 		return o.err
@@ -196,20 +180,21 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) e
 		err = applyQP(c.qp, o.attrs[:])
 	}
 	if err != nil {
-		_ = c.afterMoves(context.Background(), c.m.doAnswer, func() {
-			_ = c.m.reply(func() error { return c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) })
-			c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
+		_ = c.afterMoves(func() {
+			if c.m.attempting(c) && c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) == nil {
+				c.m.emit(Event{Kind: EventRejectSent, Conn: c, ID: c.id, Reason: wire.RejectConsumerDefined})
+			}
 			c.m.settleWith(c, err)
 		})
 		return err
 	}
-	// A REJ or a timeout that ended the attempt meanwhile makes the
-	// table refuse the RTU; waitEstab reports why it ended.
-	if err := c.afterMoves(ctx, c.m.postAnswer, func() { c.m.sendRTU(c, c.m.clock.Now()) }); err != nil {
-		if ctx.Err() != nil {
-			c.abandon(err) // the RTU never went: the id would wait in REP_RCVD
+	// A REJ or a timeout that ended the attempt meanwhile makes the table
+	// refuse the RTU; waitEstab reports why it ended. The RTU goes even if
+	// ctx ended during the moves: the QP is ready, and waitEstab gives the
+	// attempt up if ctx has ended.
+	return c.afterMoves(func() {
+		if c.m.attempting(c) {
+			c.m.sendRTU(c, c.m.clock.Now())
 		}
-		return err
-	}
-	return nil
+	})
 }

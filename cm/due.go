@@ -2,53 +2,57 @@ package cm
 
 import (
 	"container/heap"
+	"time"
 
 	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
 )
 
-// dueSet holds one deadline per id, for the deadlines the Manager keeps
-// beside the engine's timers (an MRA on the application's behalf, a SIDR_REQ
-// nobody answered); loop goroutine. Setting or cancelling an id's deadline
-// leaves its old heap entry behind, skipped when it comes up.
-type dueSet struct {
-	h   dueHeap
-	due map[engine.CommID]clock.Time // the live entry of each id
-}
+// The deadlines the Manager keeps beside the engine's timers: an MRA on the
+// application's behalf, and a SIDR_REQ nobody answered. Each id has at
+// most one entry, so that they are bounded by the ids held (MaxIDs),
+// however many requests come and go.
 
-func newDueSet() dueSet { return dueSet{due: map[engine.CommID]clock.Time{}} }
+// dueSet holds one deadline per id, earliest first; under the Manager's
+// lock.
+type dueSet struct{ h dueHeap }
 
-// set gives id the deadline due.
+func newDueSet() dueSet { return dueSet{dueHeap{pos: map[engine.CommID]int{}}} }
+
+// set gives id the deadline due, replacing the one it had.
 func (s *dueSet) set(id engine.CommID, due clock.Time) {
-	s.due[id] = due
+	if i, ok := s.h.pos[id]; ok {
+		s.h.items[i].due = due
+		heap.Fix(&s.h, i)
+		return
+	}
 	heap.Push(&s.h, dueEntry{due: due, id: id})
 }
 
 // cancel drops id's deadline.
-func (s *dueSet) cancel(id engine.CommID) { delete(s.due, id) }
-
-// next returns the earliest live deadline.
-func (s *dueSet) next() (clock.Time, bool) {
-	for s.h.Len() > 0 {
-		top := s.h[0]
-		if due, live := s.due[top.id]; live && due == top.due {
-			return top.due, true
-		}
-		heap.Pop(&s.h) // superseded
+func (s *dueSet) cancel(id engine.CommID) {
+	if i, ok := s.h.pos[id]; ok {
+		heap.Remove(&s.h, i)
 	}
-	return 0, false
+}
+
+func (s *dueSet) len() int { return len(s.h.items) }
+
+// next returns the earliest deadline.
+func (s *dueSet) next() (clock.Time, bool) {
+	if len(s.h.items) == 0 {
+		return 0, false
+	}
+	return s.h.items[0].due, true
 }
 
 // expired removes and returns the next id whose deadline is at or before
 // now.
 func (s *dueSet) expired(now clock.Time) (engine.CommID, bool) {
-	due, ok := s.next()
-	if !ok || due > now {
+	if due, ok := s.next(); !ok || due > now {
 		return 0, false
 	}
-	e := heap.Pop(&s.h).(dueEntry)
-	delete(s.due, e.id)
-	return e.id, true
+	return heap.Pop(&s.h).(dueEntry).id, true
 }
 
 type dueEntry struct {
@@ -56,15 +60,91 @@ type dueEntry struct {
 	id  engine.CommID
 }
 
-type dueHeap []dueEntry
+// dueHeap is a heap of entries that keeps each id's index in pos.
+type dueHeap struct {
+	items []dueEntry
+	pos   map[engine.CommID]int
+}
 
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Len() int           { return len(h.items) }
+func (h *dueHeap) Less(i, j int) bool { return h.items[i].due < h.items[j].due }
+func (h *dueHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.pos[h.items[i].id], h.pos[h.items[j].id] = i, j
+}
+func (h *dueHeap) Push(x any) {
+	e := x.(dueEntry)
+	h.pos[e.id] = len(h.items)
+	h.items = append(h.items, e)
+}
 func (h *dueHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	e := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	delete(h.pos, e.id)
+	return e
+}
+
+// ---- MRAs on the application's behalf.
+
+// awaitApp starts the MRA clock of an id that now waits for the
+// application (a REQ for Accept, a REP for the RTU). peerWait is how long
+// the peer waits for the message we owe it before it retries.
+func (m *Manager) awaitApp(id engine.CommID, peerWait time.Duration) {
+	d := m.cfg.MRADelay
+	if d < 0 {
+		return
+	}
+	if d == 0 {
+		d = peerWait / 2
+	}
+	m.mra.set(id, m.clock.Now().Add(d))
+}
+
+// notWaiting stops the MRA clock of an id.
+func (m *Manager) notWaiting(id engine.CommID) { m.mra.cancel(id) }
+
+// mraExpired sends an MRA for every id whose application took too long.
+func (m *Manager) mraExpired(now clock.Time) {
+	for id, ok := m.mra.expired(now); ok; id, ok = m.mra.expired(now) {
+		if m.sendq.behind() {
+			// The transport is behind: the MRA would leave late, behind
+			// the answers it stands in for, and take their place. The
+			// peer's retry of a REQ costs us a read, an MRA a write.
+			m.stats.MRAsSkipped++
+			continue
+		}
+		if m.eng.SendMRA(now, id, m.cfg.MRAServiceTimeout, nil) == nil {
+			m.stats.MRAsSent++
+			var c *Conn
+			if c = m.conns[id]; c == nil {
+				if r := m.requests[id]; r != nil {
+					c = r.conn
+				}
+			}
+			m.emit(Event{Kind: EventMRASent, Conn: c, ID: id})
+		}
+	}
+}
+
+// sidrLapsed lets go of the SIDR_REQs that waited SIDRWait unanswered.
+func (m *Manager) sidrLapsed(now clock.Time) {
+	for id, ok := m.sidrDue.expired(now); ok; id, ok = m.sidrDue.expired(now) {
+		if r := m.sidrReqs[id]; r != nil {
+			delete(m.sidrReqs, id)
+			r.lapsed = true
+			_ = m.eng.Destroy(now, id)
+		}
+	}
+}
+
+// deadline is the earliest of the engine's timers and the Manager's own
+// deadlines.
+func (m *Manager) deadline() (clock.Time, bool) {
+	d, ok := m.eng.Deadline()
+	for _, s := range []*dueSet{&m.mra, &m.sidrDue} {
+		if due, live := s.next(); live && (!ok || due < d) {
+			d, ok = due, true
+		}
+	}
+	return d, ok
 }

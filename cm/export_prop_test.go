@@ -2,46 +2,57 @@ package cm
 
 import (
 	"context"
-	"errors"
+	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
 )
 
 // The hooks of the API property test and FuzzManager. Each is bounded by
-// its context: a Manager whose loop is stuck makes the hook fail (the test
-// reports it) instead of hanging the test.
+// its context: a Manager whose lock is never let go makes the hook fail
+// (the test reports it) instead of hanging the test.
 
 // HeldIDsWithin is HeldIDs bounded by ctx.
 func HeldIDsWithin(ctx context.Context, m *Manager) ([]engine.IDInfo, error) {
-	var out []engine.IDInfo
-	collect := func() {
-		out = out[:0]
-		for in := range m.eng.IDs() {
-			out = append(out, in)
-		}
+	if err := lockWithin(ctx, m); err != nil {
+		return nil, err
 	}
-	if err := m.do(ctx, collect); err != nil {
-		if !errors.Is(err, ErrClosed) {
-			return nil, err
-		}
-		select {
-		case <-m.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		collect()
+	defer m.mu.Unlock()
+	var out []engine.IDInfo
+	for in := range m.eng.IDs() {
+		out = append(out, in)
 	}
 	return out, nil
 }
 
 // Quiet reports whether the Manager has nothing left to do until a MAD
-// arrives or a timer fires: no received MAD waiting, nothing queued for the
-// sender, no engine output not yet handled. A closed Manager is quiet.
+// arrives or a timer fires: no received MAD waiting or being handled,
+// nothing queued for the sender or being sent, no engine output or
+// callback not yet handled. A closed Manager is quiet.
 func Quiet(ctx context.Context, m *Manager) (bool, error) {
-	var q bool
-	err := m.do(ctx, func() { q = len(m.recv) == 0 && len(m.out) == 0 && !m.eng.HasReady() })
-	if errors.Is(err, ErrClosed) {
+	if err := lockWithin(ctx, m); err != nil {
+		return false, err
+	}
+	defer m.mu.Unlock()
+	if m.closed {
 		return true, nil
 	}
-	return q, err
+	return len(m.incoming) == 0 && !m.receiving.Load() && m.sendq.quiet() && !m.eng.HasReady() &&
+		len(m.effects) == 0, nil
+}
+
+// lockWithin takes the Manager's lock, or fails when ctx ends first.
+func lockWithin(ctx context.Context, m *Manager) error {
+	for !m.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Microsecond):
+		}
+	}
+	return nil
 }

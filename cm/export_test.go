@@ -1,25 +1,46 @@
 package cm
 
 import (
-	"context"
-
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/transport"
 )
 
 // HeldIDs returns every id the Manager's engine holds (listens included),
-// read on the loop goroutine, or directly once the loop has stopped. Tests
-// use it to check that no call or MAD leaves an id behind.
+// read under the Manager's lock, also once it has stopped. Tests use it to
+// check that no call or MAD leaves an id behind.
 func HeldIDs(m *Manager) []engine.IDInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []engine.IDInfo
-	collect := func() {
-		for in := range m.eng.IDs() {
-			out = append(out, in)
-		}
-	}
-	if m.do(context.Background(), collect) != nil {
-		<-m.done
-		out = out[:0]
-		collect()
+	for in := range m.eng.IDs() {
+		out = append(out, in)
 	}
 	return out
+}
+
+// inject hands ps to the engine as the receiving goroutine would, whatever
+// the send queue holds.
+func (m *Manager) inject(ps ...*transport.Packet) {
+	m.mu.Lock()
+	for _, p := range ps {
+		m.recv(p)
+	}
+	m.flush()
+	m.unlock()
+}
+
+// fillSendQueue fills the send queue with empty MADs, each its own.
+func (m *Manager) fillSendQueue() {
+	q := m.sendq
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := uint64(0); q.len() < q.limit; i++ {
+		p := transport.Packet{}
+		p.MAD[0] = byte(i)
+		q.lanes[laneAnswers].push(&p)
+	}
+	select {
+	case q.work <- struct{}{}:
+	default:
+	}
 }

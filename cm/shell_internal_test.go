@@ -129,7 +129,7 @@ func (r *rawRig) send(tid uint64, msg wire.Message) {
 func (r *rawRig) inject(tid uint64, msg wire.Message) {
 	r.t.Helper()
 	pk := r.packet(tid, msg)
-	require.NoError(r.t, r.m.do(r.ctx, func() { r.m.deliver(&pk); r.m.flush() }))
+	r.m.inject(&pk)
 }
 
 // fill holds the valve and fills the send queue: one MAD in Send, the
@@ -137,16 +137,9 @@ func (r *rawRig) inject(tid uint64, msg wire.Message) {
 func (r *rawRig) fill() {
 	r.t.Helper()
 	r.v.hold()
-	push := func() {
-		require.NoError(r.t, r.m.do(r.ctx, func() {
-			for len(r.m.out) < cap(r.m.out) {
-				r.m.out <- transport.Packet{}
-			}
-		}))
-	}
-	push()
+	r.m.fillSendQueue()
 	require.Eventually(r.t, func() bool { return r.v.waiting.Load() == 1 }, 5*time.Second, time.Millisecond)
-	push()
+	r.m.fillSendQueue()
 }
 
 // state is the engine state of id (IDLE once it is freed).
@@ -398,7 +391,7 @@ func TestConnectGivesUpBetweenREPAndREJ(t *testing.T) {
 		RemoteCommID: req.REQ.LocalCommID, MessageRejected: wire.MsgRespREP, Reason: wire.RejectConsumerDefined})
 	flushed := make(chan struct{})
 	go func() {
-		_ = r.m.do(context.Background(), func() { r.m.deliver(&rp); r.m.deliver(&rj); r.m.flush() })
+		r.m.inject(&rp, &rj)
 		close(flushed)
 	}()
 	r.within("the flush", flushed)
@@ -518,7 +511,6 @@ func TestPauseEndsWhenTheQueueDrains(t *testing.T) {
 	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
 	r.fill()
-	require.NoError(t, r.m.do(r.ctx, func() {})) // the loop has seen the queue full
 	r.send(1, r.peerREQ(0))
 	time.Sleep(10 * time.Millisecond) // the REQ waits in the receive queue
 	r.v.release()

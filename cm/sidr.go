@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -40,7 +39,7 @@ type SIDRRequest struct {
 	id     CommID
 	req    wire.SIDRReq
 	from   transport.Addr
-	lapsed bool // loop-owned: SIDRWait passed unanswered
+	lapsed bool // under the lock: SIDRWait passed unanswered
 }
 
 // Request returns the SIDR_REQ.
@@ -57,22 +56,22 @@ func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 	if p == nil {
 		return badParam("SIDRRequest.Reply", "p", "nil")
 	}
-	var err error
-	if e := r.m.doAnswer(ctx, func() { err = r.answer(r.m.call, p) }); e != nil {
-		return e
+	if r.m == nil {
+		return errNotStarted
 	}
-	return err
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return r.m.do(func() error { return r.answer(p) })
 }
 
-// answer sends the SIDR_REP and lets go of the request; loop goroutine.
-// run is m.call for the application's Reply, m.reply for the Manager's
-// own.
-func (r *SIDRRequest) answer(run func(func() error) error, p *SIDRReplyParams) error {
+// answer sends the SIDR_REP and lets go of the request; under the lock.
+func (r *SIDRRequest) answer(p *SIDRReplyParams) error {
 	m := r.m
 	if r.lapsed {
 		return ErrTimeout
 	}
-	err := run(func() error { return m.eng.SIDRReply(m.clock.Now(), r.id, p) })
+	err := m.eng.SIDRReply(m.clock.Now(), r.id, p)
 	if err == nil {
 		delete(m.sidrReqs, r.id)
 		m.sidrDue.cancel(r.id)
@@ -80,18 +79,7 @@ func (r *SIDRRequest) answer(run func(func() error) error, p *SIDRReplyParams) e
 	return err
 }
 
-// sidrLapsed lets go of the SIDR_REQs that waited SIDRWait unanswered.
-func (m *Manager) sidrLapsed(now clock.Time) {
-	for id, ok := m.sidrDue.expired(now); ok; id, ok = m.sidrDue.expired(now) {
-		if r := m.sidrReqs[id]; r != nil {
-			delete(m.sidrReqs, id)
-			r.lapsed = true
-			_ = m.reply(func() error { return m.eng.Destroy(now, id) })
-		}
-	}
-}
-
-// sidrRequestReceived hands a SIDR_REQ to its listener; loop goroutine.
+// sidrRequestReceived hands a SIDR_REQ to its listener; under the lock.
 //
 // A SIDR_REQ holds an id until the application answers it, and the
 // protocol gives that id no timer. So the SIDR_REQs waiting for an answer
@@ -110,7 +98,7 @@ func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 		}
 		m.stats.BacklogFull++
 	}
-	_ = r.answer(m.reply, &SIDRReplyParams{Status: wire.SIDRReject})
+	_ = r.answer(&SIDRReplyParams{Status: wire.SIDRReject})
 }
 
 type sidrResult struct {
@@ -147,26 +135,19 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 			q.MaxRetries = defaultSIDRRetries
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	ch := make(chan sidrResult, 1)
 	var id CommID
-	var err error
-	if e := m.do(ctx, func() {
-		err = m.callNew(func() error {
-			var err error
-			id, err = m.eng.SIDRRequest(m.clock.Now(), &q)
+	if err := m.do(func() error {
+		var err error
+		if id, err = m.eng.SIDRRequest(m.clock.Now(), &q); err != nil {
 			return err
-		})
-		switch {
-		case err == nil:
-			m.sidrs[id] = ch
-		case id != 0:
-			_ = m.eng.Destroy(m.clock.Now(), id) // the SIDR_REQ never left
-			m.flush()
 		}
-	}); e != nil {
-		return nil, e
-	}
-	if err != nil {
+		m.sidrs[id] = ch
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	select {
@@ -179,12 +160,12 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 		}
 		return &r.rep, nil
 	case <-ctx.Done():
-		_ = m.do(context.Background(), func() {
-			delete(m.sidrs, id)
-			_ = m.reply(func() error { return m.eng.Destroy(m.clock.Now(), id) })
+		_ = m.step(func() {
+			if m.sidrs[id] == ch {
+				delete(m.sidrs, id)
+				_ = m.eng.Destroy(m.clock.Now(), id)
+			}
 		})
 		return nil, ctx.Err()
-	case <-m.done:
-		return nil, m.closedErr()
 	}
 }
