@@ -116,7 +116,14 @@ func TestAcceptOnAFullSendQueueChangesNothing(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, untouched(qp), "Accept failed (%v) but moved the QP: %v", err, moves(qp))
 	gb.release()
-	_, err = r.Accept(ctx, &cm.AcceptParams{QP: qp, REP: wire.REP{StartingPSN: 7, RNRRetryCount: 7}})
+	// Tried again, as ibcm listen does, until the sender has made room.
+	for {
+		_, err = r.Accept(ctx, &cm.AcceptParams{QP: qp, REP: wire.REP{StartingPSN: 7, RNRRetryCount: 7}})
+		if !errors.Is(err, cm.ErrSendQueueFull) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	require.NoError(t, err, "Accept tried again once the send queue had room")
 	require.Equal(t, qpattr.RTS, qp.State())
 	require.NoError(t, <-connected)

@@ -179,6 +179,9 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) e
 	if err == nil {
 		err = applyQP(c.qp, o.attrs[:])
 	}
+	if err == nil {
+		err = ctx.Err() // given up while the QP moved: no RTU
+	}
 	if err != nil {
 		_ = c.afterMoves(func() {
 			if c.m.attempting(c) && c.m.eng.Reject(c.m.clock.Now(), c.id, wire.RejectConsumerDefined, nil, nil) == nil {
@@ -189,9 +192,7 @@ func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) e
 		return err
 	}
 	// A REJ or a timeout that ended the attempt meanwhile makes the table
-	// refuse the RTU; waitEstab reports why it ended. The RTU goes even if
-	// ctx ended during the moves: the QP is ready, and waitEstab gives the
-	// attempt up if ctx has ended.
+	// refuse the RTU; waitEstab reports why it ended.
 	return c.afterMoves(func() {
 		if c.m.attempting(c) {
 			c.m.sendRTU(c, c.m.clock.Now())

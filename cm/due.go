@@ -114,6 +114,7 @@ func (m *Manager) mraExpired(now clock.Time) {
 			continue
 		}
 		if m.eng.SendMRA(now, id, m.cfg.MRAServiceTimeout, nil) == nil {
+			m.flush() // queued now, so that the next one sees it
 			m.stats.MRAsSent++
 			var c *Conn
 			if c = m.conns[id]; c == nil {

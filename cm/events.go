@@ -86,7 +86,7 @@ type Stats struct {
 	BacklogFull      uint64 // REQs and SIDR_REQs refused because a listener's backlog was full
 	MRAsSent         uint64 // MRAs sent because the application took longer than MRADelay
 	MRAsSkipped      uint64 // such MRAs not sent because the send queue was more than an eighth full
-	Paused           uint64 // times the Manager stopped taking received MADs while the send queue was three quarters full
+	Paused           uint64 // times the send queue became three quarters full, and the Manager stopped taking received MADs until it drained
 	Coalesced        uint64 // MADs not queued because a copy of them was still queued (retransmissions, resent answers)
 	QPErrors         uint64 // QP.Modify calls to ERR that failed
 }

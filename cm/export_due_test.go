@@ -1,17 +1,10 @@
 package cm
 
-import "context"
-
 // DueLen is the number of deadline entries the Manager holds beside the
 // engine's timers (MRAs on the application's behalf, SIDR_REQs that lapse
-// unanswered), every entry it keeps counted, read on the loop goroutine (or
-// directly once the Manager has stopped).
+// unanswered), every entry it keeps counted, read under the lock.
 func DueLen(m *Manager) int {
-	n := 0
-	count := func() { n = len(m.mra.h) + len(m.sidrDue.h) }
-	if m.do(context.Background(), count) != nil {
-		<-m.done
-		count()
-	}
-	return n
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mra.len() + m.sidrDue.len()
 }

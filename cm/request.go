@@ -174,7 +174,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 			return r.sendREP(&rep, ch)
 		})
 	} else {
-		err = r.acceptQP(&rep, p.QP, ch)
+		err = r.acceptQP(ctx, &rep, p.QP, ch)
 	}
 	if err != nil {
 		return nil, err
@@ -188,7 +188,9 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 // acceptQP takes the request, moves qp to RTS with the attributes it
 // gives, and sends the REP: the REP's room in the send queue is reserved
 // before the QP moves, so that the REP, once the QP is in RTS, always goes.
-func (r *Request) acceptQP(rep *wire.REP, qp QP, ch chan error) error {
+// If the moves fail, or ctx ends while they run, the request is rejected
+// and the QP goes to ERR instead.
+func (r *Request) acceptQP(ctx context.Context, rep *wire.REP, qp QP, ch chan error) error {
 	c := r.conn
 	var as [3]qpattr.Attr
 	if err := r.m.do(func() error {
@@ -211,6 +213,9 @@ func (r *Request) acceptQP(rep *wire.REP, qp QP, ch chan error) error {
 		return err
 	}
 	moved := applyQP(qp, as[:])
+	if moved == nil {
+		moved = ctx.Err()
+	}
 	var err error
 	if e := c.afterMoves(func() {
 		r.m.sendq.release()
@@ -220,6 +225,7 @@ func (r *Request) acceptQP(rep *wire.REP, qp QP, ch chan error) error {
 			if r.pending() {
 				_ = r.reject(r.m.clock.Now(), wire.RejectConsumerDefined, nil, nil)
 			}
+			c.moveQP(errAttr())
 		case !r.pending():
 			err = r.refused(rep) // ended while the QP moved
 			c.moveQP(errAttr())

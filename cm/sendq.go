@@ -47,9 +47,10 @@ func newSendQueue(limit int) *sendQueue {
 type pushResult uint8
 
 const (
-	pushed    pushResult = iota
-	coalesced            // a copy was still queued
-	dropped              // the queue was full
+	pushed     pushResult = iota
+	pushedBusy            // pushed, and the queue is busy now: the Manager pauses
+	coalesced             // a copy was still queued
+	dropped               // the queue was full
 )
 
 // push queues p, unless a copy of it is still in the queue: sent right
@@ -76,6 +77,9 @@ func (q *sendQueue) push(p *transport.Packet) pushResult {
 	select {
 	case q.work <- struct{}{}:
 	default:
+	}
+	if q.len() == busyAt(q.limit) {
+		return pushedBusy
 	}
 	return pushed
 }

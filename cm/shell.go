@@ -124,6 +124,8 @@ func (m *Manager) flush() {
 	}
 	for i := range m.outbox {
 		switch m.sendq.push(&m.outbox[i]) {
+		case pushedBusy:
+			m.stats.Paused++
 		case coalesced:
 			m.stats.Coalesced++
 		case dropped:
@@ -208,12 +210,7 @@ func (m *Manager) receive() {
 	defer m.wg.Done()
 	in := m.incoming
 	for {
-		if m.sendq.busy() {
-			m.mu.Lock()
-			m.stats.Paused++
-			m.mu.Unlock()
-			m.sendq.waitRoom(m.quit)
-		}
+		m.pause()
 		var p transport.Packet
 		if in != nil {
 			var ok bool
@@ -235,6 +232,7 @@ func (m *Manager) receive() {
 			}
 		}
 		m.receiving.Store(true)
+		m.pause() // the queue may have filled while Recv waited
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
@@ -247,6 +245,10 @@ func (m *Manager) receive() {
 		m.receiving.Store(false)
 	}
 }
+
+// pause waits while the send queue is busy (flush counted the pause when
+// the queue became so).
+func (m *Manager) pause() { m.sendq.waitRoom(m.quit) }
 
 // recvWaiting takes the MADs already waiting on in, up to a batch, flushed
 // every few MADs so that their answers meet the back-pressure check; under
