@@ -66,7 +66,7 @@ sim: build
 # order, which the race detector shuffles (built without it only).
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -run '^(TestBurstsDoNotHoldBackAnswers|TestSlowBurstDoesNotHoldBackAnswers)$$' ./cm/
+	$(GO) test -count=1 -run '^(TestBurstsDoNotHoldBackAnswers|TestSlowBurstDoesNotHoldBackAnswers|TestCallsDoNotHoldBackAnswers)$$' ./cm/
 
 # ibcm against the Linux kernel CM in two QEMU VMs (tools/interop/README.md):
 # each check a subtest of TestInterop.

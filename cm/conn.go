@@ -311,6 +311,9 @@ func (c *Conn) attrWith(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
 // ends before the DREP, Disconnect returns ctx's error but the disconnect
 // goes on: the DREQ is resent until answered or out of retries.
 func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
+	if err := c.m.admit(ctx); err != nil {
+		return err
+	}
 	res := make(chan error, 1)
 	if err := c.m.do(func() error {
 		if err := c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData); err != nil {
@@ -373,6 +376,9 @@ func (c *Conn) CommEst(ctx context.Context) error {
 func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 	if lap == nil {
 		return badParam("LoadAltPath", "lap", "nil")
+	}
+	if err := c.m.admit(ctx); err != nil {
+		return err
 	}
 	ch := make(chan lapResult, 1)
 	if err := c.m.do(func() error {

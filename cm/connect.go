@@ -111,7 +111,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		c.repReady = make(chan repOutcome, 1)
 	}
 	repReady := c.repReady
-	if err := ctx.Err(); err != nil {
+	if err := m.admit(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.do(func() error {

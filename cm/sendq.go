@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,7 +32,18 @@ type sendQueue struct {
 	room    chan struct{} // a token when the queue has drained below busyAt
 	ended   chan struct{} // closed when the sender has ended
 	sending bool          // the sender holds a MAD it has not finished writing
+	// admitted are the callers waiting to start an exchange (admit), in
+	// order; each is woken by a token once the requests lane has room.
+	admitted []chan struct{}
 }
+
+// fairDepth is how many requests may wait in their lane before a call that
+// starts another exchange waits for the sender (admit). A burst of calls
+// (a thousand Disconnects) then goes out as fast as the transport takes
+// it, and the answers to its first requests are taken while the rest
+// still wait to begin: the first DREP is not handled behind the last
+// Disconnect.
+const fairDepth = 16
 
 const (
 	laneAnswers = iota
@@ -163,10 +175,58 @@ func (q *sendQueue) waitRoom(stop <-chan struct{}) {
 func (q *sendQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	q.wakeAdmitted()
 	q.mu.Unlock()
 	select {
 	case q.work <- struct{}{}:
 	default:
+	}
+}
+
+// admit waits until a call may start an exchange: the requests lane holds
+// fewer than fairDepth MADs and no earlier caller waits. It fails when ctx
+// ends first; a closed queue admits (the call then finds the Manager
+// closed).
+func (q *sendQueue) admit(ctx context.Context) error {
+	q.mu.Lock()
+	if q.closed || q.lanes[laneRequests].len() < fairDepth && len(q.admitted) == 0 {
+		q.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	q.admitted = append(q.admitted, ch)
+	q.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.admitted, ch); i >= 0 {
+		q.admitted = slices.Delete(q.admitted, i, i+1)
+	} else if len(q.admitted) > 0 {
+		q.admitted[0] <- struct{}{} // the token came after all: it is the next caller's
+		q.admitted = q.admitted[1:]
+	}
+	return ctx.Err()
+}
+
+// wakeAdmitted lets waiting callers in: once the sender has emptied the
+// queue, up to fairDepth of them; once it is closed, every one; under q.mu.
+// Let in a batch at a time, while the sender waits for work, they queue
+// behind the goroutines already waiting to run (the receiving one with
+// the answers to the last batch); let in one by one as each MAD leaves,
+// the sender and each caller in turn would wake the other next, and keep
+// the CPU from everyone else for a whole time slice.
+func (q *sendQueue) wakeAdmitted() {
+	n := fairDepth
+	if q.closed {
+		n = len(q.admitted)
+	}
+	for ; n > 0 && len(q.admitted) > 0; n-- {
+		q.admitted[0] <- struct{}{}
+		q.admitted = q.admitted[1:]
 	}
 }
 
@@ -196,6 +256,7 @@ func (q *sendQueue) pop(p *transport.Packet) bool {
 			}
 		}
 		closed := q.closed
+		q.wakeAdmitted()
 		q.mu.Unlock()
 		if closed {
 			return false

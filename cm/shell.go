@@ -42,6 +42,8 @@ package cm
 // lock is held for one step at a time.
 
 import (
+	"context"
+
 	"github.com/ibcm/ibcm/cm/transport"
 )
 
@@ -70,6 +72,15 @@ func (m *Manager) do(f func() error) error {
 	}
 	m.unlock()
 	return err
+}
+
+// admit waits, before a call that starts an exchange, until the send
+// queue's requests lane has room for it (sendQueue.admit).
+func (m *Manager) admit(ctx context.Context) error {
+	if !m.started() {
+		return errNotStarted
+	}
+	return m.sendq.admit(ctx)
 }
 
 // step runs f under the lock, and handles what it produced: a read, or a

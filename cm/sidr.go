@@ -135,7 +135,7 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 			q.MaxRetries = defaultSIDRRetries
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.admit(ctx); err != nil {
 		return nil, err
 	}
 	ch := make(chan sidrResult, 1)
