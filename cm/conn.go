@@ -78,19 +78,22 @@ func (c *Conn) established() {
 	c.mu.Lock()
 	c.isEstab = true
 	c.mu.Unlock()
-	offer(&c.estab, nil)
+	offer(c.m, &c.estab, nil)
 }
 
 // offer hands v to the one waiter of *ch, whose buffer of one holds it,
 // and lets go of the channel: each of these channels carries one outcome,
-// so the Manager never waits on a caller that has stopped listening.
-func offer[T any](ch *chan T, v T) {
-	if *ch != nil {
-		select {
-		case *ch <- v:
-		default:
-		}
+// so the Manager never waits on a caller that has stopped listening. The
+// waiter is woken after the events of the step are told (Manager.signal).
+func offer[T any](m *Manager, ch *chan T, v T) {
+	if c := *ch; c != nil {
 		*ch = nil
+		m.signal(func() {
+			select {
+			case c <- v:
+			default:
+			}
+		})
 	}
 }
 
@@ -105,18 +108,18 @@ func (c *Conn) end(err error) {
 		c.err = err
 	}
 	c.mu.Unlock()
-	offer(&c.estab, err)
-	offer(&c.repReady, repOutcome{err: err})
+	offer(c.m, &c.estab, err)
+	offer(c.m, &c.repReady, repOutcome{err: err})
 	c.lapDone(nil, err)
 	if first {
-		close(c.done)
+		c.m.signal(func() { close(c.done) })
 	}
 	// After Done: Disconnect returns with Done closed. It asked for the
 	// end, so an end by disconnection is its success.
 	if errors.Is(err, ErrDisconnected) {
 		err = nil
 	}
-	offer(&c.discWait, err)
+	offer(c.m, &c.discWait, err)
 }
 
 // remember keeps the private data of a message the peer sent on this
@@ -169,12 +172,12 @@ func (c *Conn) release() {
 	defer c.mu.Unlock()
 	if !c.freed {
 		c.freed = true
-		close(c.released)
+		c.m.signal(func() { close(c.released) })
 	}
 }
 
 func (c *Conn) lapDone(apr *wire.APR, err error) {
-	offer(&c.lapWait, lapResult{apr, err})
+	offer(c.m, &c.lapWait, lapResult{apr, err})
 }
 
 // moveQP moves the connection's QP to ERR once; under the lock. While the

@@ -158,7 +158,7 @@ func (c *Conn) repArrived() {
 	if o.attrErr == nil {
 		c.moving = true
 	}
-	offer(&c.repReady, o)
+	offer(c.m, &c.repReady, o)
 }
 
 // completeActive waits for the REP, moves the QP to RTS on the caller's

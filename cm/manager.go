@@ -356,8 +356,7 @@ func (m *Manager) shutdown() {
 	for _, l := range m.listeners {
 		l.shut()
 	}
-	for id, ch := range m.sidrs {
-		ch <- sidrResult{err: cause}
-		delete(m.sidrs, id)
+	for id := range m.sidrs {
+		m.sidrDone(id, sidrResult{err: cause})
 	}
 }

@@ -22,13 +22,12 @@ func (m *Manager) handle(nt *engine.Notification) {
 		m.sidrRequestReceived(nt)
 		return
 	case engine.NoticeSIDRReply, engine.NoticeTimedOut:
-		if ch, ok := m.sidrs[nt.ID]; ok {
-			delete(m.sidrs, nt.ID)
-			if nt.Notice == engine.NoticeTimedOut {
-				ch <- sidrResult{err: ErrTimeout}
-			} else {
-				ch <- sidrResult{rep: nt.Msg.SIDRRep}
+		if _, ok := m.sidrs[nt.ID]; ok {
+			r := sidrResult{err: ErrTimeout}
+			if nt.Notice == engine.NoticeSIDRReply {
+				r = sidrResult{rep: nt.Msg.SIDRRep}
 			}
+			m.sidrDone(nt.ID, r)
 			return
 		}
 	}

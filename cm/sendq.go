@@ -45,6 +45,9 @@ type sendQueue struct {
 // Disconnect.
 const fairDepth = 16
 
+// fairHold is the longest a call waits in admit.
+const fairHold = time.Millisecond
+
 const (
 	laneAnswers = iota
 	laneRequests
@@ -184,9 +187,10 @@ func (q *sendQueue) close() {
 }
 
 // admit waits until a call may start an exchange: the requests lane holds
-// fewer than fairDepth MADs and no earlier caller waits. It fails when ctx
-// ends first; a closed queue admits (the call then finds the Manager
-// closed).
+// fewer than fairDepth MADs and no earlier caller waits, or fairHold has
+// passed (a transport whose Send blocks slows calls down, never stops
+// them). It fails when ctx ends first; a closed queue admits (the call
+// then finds the Manager closed).
 func (q *sendQueue) admit(ctx context.Context) error {
 	q.mu.Lock()
 	if q.closed || q.lanes[laneRequests].len() < fairDepth && len(q.admitted) == 0 {
@@ -196,10 +200,13 @@ func (q *sendQueue) admit(ctx context.Context) error {
 	ch := make(chan struct{}, 1)
 	q.admitted = append(q.admitted, ch)
 	q.mu.Unlock()
+	hold := time.NewTimer(fairHold)
+	defer hold.Stop()
 	select {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
+	case <-hold.C:
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -209,7 +216,8 @@ func (q *sendQueue) admit(ctx context.Context) error {
 		q.admitted[0] <- struct{}{} // the token came after all: it is the next caller's
 		q.admitted = q.admitted[1:]
 	}
-	return ctx.Err()
+	return ctx.Err() // nil after fairHold: the call goes ahead
+
 }
 
 // wakeAdmitted lets waiting callers in: once the sender has emptied the

@@ -193,6 +193,18 @@ func (m *Manager) deliver() {
 // later queues a callback for deliver; under the lock.
 func (m *Manager) later(f func()) { m.effects = append(m.effects, f) }
 
+// signal wakes a waiting caller (f sends on a channel with room, or
+// closes one); under the lock. With OnEvent set, the wake-up waits behind
+// the events of the step, so that a caller woken by an outcome has heard
+// the events that led to it; without, it is immediate.
+func (m *Manager) signal(f func()) {
+	if m.cfg.OnEvent == nil {
+		f()
+		return
+	}
+	m.later(f)
+}
+
 // emit tells OnEvent, after the lock is let go. The message behind the
 // event is copied: the engine's is reused once the step is handled.
 func (m *Manager) emit(ev Event) {

@@ -101,6 +101,13 @@ func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 	_ = r.answer(&SIDRReplyParams{Status: wire.SIDRReject})
 }
 
+// sidrDone hands the caller of ResolveSIDR its outcome; under the lock.
+func (m *Manager) sidrDone(id CommID, r sidrResult) {
+	ch := m.sidrs[id]
+	delete(m.sidrs, id)
+	m.signal(func() { ch <- r })
+}
+
 type sidrResult struct {
 	rep wire.SIDRRep
 	err error
