@@ -318,6 +318,7 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 		return err
 	}
 	res := make(chan error, 1)
+	defer c.m.caughtUp()
 	if err := c.m.do(func() error {
 		if err := c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData); err != nil {
 			return err
@@ -384,6 +385,7 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 		return err
 	}
 	ch := make(chan lapResult, 1)
+	defer c.m.caughtUp()
 	if err := c.m.do(func() error {
 		if err := c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap); err != nil {
 			return err
@@ -418,6 +420,7 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 
 // waitEstab waits for the outcome of Connect or Accept.
 func (c *Conn) waitEstab(ctx context.Context, ch chan error) error {
+	defer c.m.caughtUp()
 	select {
 	case err := <-ch:
 		return err

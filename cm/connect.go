@@ -166,6 +166,7 @@ func (c *Conn) repArrived() {
 // the RTU, so the QP must be ready first.
 func (c *Conn) completeActive(ctx context.Context, repReady <-chan repOutcome) error {
 	var o repOutcome
+	defer c.m.caughtUp()
 	select {
 	case o = <-repReady:
 	case <-ctx.Done():

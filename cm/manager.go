@@ -127,8 +127,12 @@ type Manager struct {
 	once      sync.Once
 	causeMu   sync.Mutex
 	cause     error // why the Manager stopped (Err)
-	// delivering is held by the goroutine running the callbacks (deliver).
+	// delivering is held by the goroutine running the callbacks (deliver);
+	// told counts the callbacks run, for caughtUp.
 	delivering sync.Mutex
+	tellMu     sync.Mutex
+	tellCond   *sync.Cond
+	told       uint64
 
 	// mu guards the engine and everything below.
 	mu        sync.Mutex
@@ -139,6 +143,7 @@ type Manager struct {
 	armedAt   clock.Time
 	outbox    []transport.Packet // the MADs of the step being handled (flush)
 	effects   []func()           // callbacks to run once the lock is let go (deliver)
+	queued    uint64             // callbacks queued in all
 	conns     map[engine.CommID]*Conn
 	byQPN     map[uint32]*Conn // passive connections by local QPN (CommEst)
 	requests  map[engine.CommID]*Request
@@ -170,6 +175,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
 		sidrReqs: map[engine.CommID]*SIDRRequest{}, mra: newDueSet(), sidrDue: newDueSet()}
+	m.tellCond = sync.NewCond(&m.tellMu)
 	if in, ok := tr.(transport.Incoming); ok {
 		m.incoming = in.Incoming()
 	}

@@ -177,6 +177,10 @@ func (m *Manager) deliver() {
 			for _, f := range fx {
 				f()
 			}
+			m.tellMu.Lock()
+			m.told += uint64(len(fx))
+			m.tellCond.Broadcast()
+			m.tellMu.Unlock()
 		}
 		m.delivering.Unlock()
 		// A callback queued after the last look but before Unlock found
@@ -191,18 +195,31 @@ func (m *Manager) deliver() {
 }
 
 // later queues a callback for deliver; under the lock.
-func (m *Manager) later(f func()) { m.effects = append(m.effects, f) }
+func (m *Manager) later(f func()) {
+	m.effects = append(m.effects, f)
+	m.queued++
+}
 
-// signal wakes a waiting caller (f sends on a channel with room, or
-// closes one); under the lock. With OnEvent set, the wake-up waits behind
-// the events of the step, so that a caller woken by an outcome has heard
-// the events that led to it; without, it is immediate.
-func (m *Manager) signal(f func()) {
+// signal wakes a waiting caller: f sends on a channel with room, or
+// closes one; under the lock.
+func (m *Manager) signal(f func()) { f() }
+
+// caughtUp returns once OnEvent has been told every event queued so far:
+// a call that waited for an outcome returns after the events that led to
+// it. (A callback must not make such a call: it would wait for itself.)
+func (m *Manager) caughtUp() {
 	if m.cfg.OnEvent == nil {
-		f()
 		return
 	}
-	m.later(f)
+	m.mu.Lock()
+	seq := m.queued
+	m.mu.Unlock()
+	m.deliver()
+	m.tellMu.Lock()
+	for m.told < seq {
+		m.tellCond.Wait()
+	}
+	m.tellMu.Unlock()
 }
 
 // emit tells OnEvent, after the lock is let go. The message behind the

@@ -146,6 +146,7 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 		return nil, err
 	}
 	ch := make(chan sidrResult, 1)
+	defer m.caughtUp()
 	var id CommID
 	if err := m.do(func() error {
 		var err error
