@@ -344,6 +344,7 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 // Close does not wait: Done is closed at once, TimeWaitExit when the
 // comm ID is free.
 func (c *Conn) Close() error {
+	defer c.m.caughtUp()
 	return c.m.step(func() {
 		now := c.m.clock.Now()
 		if r := c.m.requests[c.id]; r != nil && r.conn == c {

@@ -177,6 +177,7 @@ func (l *Listener) Close() error {
 	if l.m == nil {
 		return errNotStarted
 	}
+	defer l.m.caughtUp()
 	return l.m.step(func() {
 		now := l.m.clock.Now()
 		_ = l.m.eng.Destroy(now, l.id)

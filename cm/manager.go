@@ -54,15 +54,18 @@ type ManagerConfig struct {
 	// Clock defaults to clock.Real().
 	Clock clock.Clock
 	// OnEvent, when set, is told every step of every connection (Event),
-	// in order, once the step is done: it may call the methods of the
-	// event's Conn (State, Err, PeerPrivateData, QPAttr, even Close).
-	// Events are told one at a time, so a callback that blocks holds back
-	// the events after it (never the CM itself): a logger should queue,
-	// not write.
+	// in order, once the step is done and the Manager's lock let go: it
+	// may read the event's Conn (State, Err, PeerPrivateData, QPAttr, REQ,
+	// REP). It must not call a method that acts (Connect, Accept, Reject,
+	// Close, Disconnect...): each returns once the events it caused are
+	// told, so from a callback it would wait for itself. Events are told
+	// one at a time, so a callback that blocks holds back the events after
+	// it and the calls waiting for them (never the CM's own answers): a
+	// logger should queue, not write.
 	OnEvent func(Event)
 	// LAPPolicy answers a LAP the peer sent on an established connection
 	// with an APR status. It is called as OnEvent is, in order with the
-	// events, and may call c's methods; the APR goes once it returns.
+	// events, and may read c as OnEvent may; the APR goes once it returns.
 	// Default: accept (status 0).
 	LAPPolicy func(c *Conn, lap *wire.LAP) wire.APRStatus
 	// MRADelay is how long a REQ may wait for Accept or Reject, and a REP
@@ -246,6 +249,7 @@ func (m *Manager) Close() error {
 	}
 	m.stopWith(ErrClosed)
 	m.wg.Wait()
+	m.caughtUp()
 	t := time.NewTimer(min(m.cfg.SendTimeout, maxCloseWait))
 	defer t.Stop()
 	select {

@@ -48,7 +48,8 @@ import (
 )
 
 // do runs an application call: f steps the engine, and what the step
-// produced is handled, all under the lock. With the send queue full it
+// produced is handled, all under the lock, and returns once OnEvent has
+// been told the events of the step (caughtUp). With the send queue full it
 // changes nothing and fails with ErrSendQueueFull: the caller may try
 // again once the transport has caught up. (A call that finds room for its
 // first MAD but not for a second loses that one like any MAD; the engine's
@@ -71,6 +72,7 @@ func (m *Manager) do(f func() error) error {
 		m.flush()
 	}
 	m.unlock()
+	m.caughtUp()
 	return err
 }
 
@@ -200,15 +202,24 @@ func (m *Manager) later(f func()) {
 	m.queued++
 }
 
-// signal wakes a waiting caller: f sends on a channel with room, or
-// closes one; under the lock.
-func (m *Manager) signal(f func()) { f() }
+// signal wakes a waiting caller (f sends on a channel with room, or
+// closes one: Done, TimeWaitExit); under the lock. With OnEvent set, the
+// wake-up is queued behind the events of the step, so that whoever it
+// wakes has heard of them; without, it is immediate.
+func (m *Manager) signal(f func()) {
+	if m.cfg.OnEvent == nil {
+		f()
+		return
+	}
+	m.later(f)
+}
 
 // caughtUp returns once OnEvent has been told every event queued so far:
-// a call that waited for an outcome returns after the events that led to
-// it. (A callback must not make such a call: it would wait for itself.)
+// an application call returns after the events it caused, and after those
+// that led to the outcome it waited for. (So a callback must not make
+// such a call: it would wait for itself.)
 func (m *Manager) caughtUp() {
-	if m.cfg.OnEvent == nil {
+	if !m.started() || m.cfg.OnEvent == nil {
 		return
 	}
 	m.mu.Lock()
