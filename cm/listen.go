@@ -41,26 +41,36 @@ type Listener struct {
 // costs nothing until requests wait in it. The Manager pushes under its
 // lock; the application's Accept calls pop.
 type backlog[T any] struct {
-	mu    sync.Mutex
-	items []T
-	limit int
-	ready chan struct{} // holds a token while items is not empty
+	mu       sync.Mutex
+	items    []T
+	reserved int // places promised to items on their way (reserve, fill)
+	limit    int
+	ready    chan struct{} // holds a token while items is not empty
 }
 
 func newBacklog[T any](limit int) backlog[T] {
 	return backlog[T]{limit: limit, ready: make(chan struct{}, 1)}
 }
 
-// push queues v, or reports false when the backlog is full.
-func (b *backlog[T]) push(v T) bool {
+// reserve promises a place to an item that fill brings later, or reports
+// false when the backlog is full.
+func (b *backlog[T]) reserve() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.items) >= b.limit {
+	if len(b.items)+b.reserved >= b.limit {
 		return false
 	}
+	b.reserved++
+	return true
+}
+
+// fill queues v in the place reserve promised it.
+func (b *backlog[T]) fill(v T) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reserved--
 	b.items = append(b.items, v)
 	b.signal()
-	return true
 }
 
 // signal leaves a token for a waiting pop; b.mu held.
@@ -178,18 +188,30 @@ func (l *Listener) Close() error {
 		return errNotStarted
 	}
 	defer l.m.caughtUp()
-	return l.m.step(func() {
-		now := l.m.clock.Now()
-		_ = l.m.eng.Destroy(now, l.id)
+	err := l.m.step(func() {
+		_ = l.m.eng.Destroy(l.m.clock.Now(), l.id)
 		delete(l.m.listeners, l.id)
 		l.shut()
-		for r, ok := l.reqs.take(); ok; r, ok = l.reqs.take() {
-			if l.m.requests[r.id] == r {
-				_ = r.reject(now, wire.RejectConsumerDefined, nil, nil)
-			}
-		}
-		for r, ok := l.sidrs.take(); ok; r, ok = l.sidrs.take() {
-			_ = r.answer(&engine.SIDRReplyParams{Status: wire.SIDRReject})
-		}
+		l.sweep()
 	})
+	if err == nil && l.m.cfg.OnEvent != nil {
+		// Requests whose events were still to be told reach the backlog
+		// once they are.
+		l.m.caughtUp()
+		err = l.m.step(l.sweep)
+	}
+	return err
+}
+
+// sweep rejects the requests left in the backlog; under the lock.
+func (l *Listener) sweep() {
+	now := l.m.clock.Now()
+	for r, ok := l.reqs.take(); ok; r, ok = l.reqs.take() {
+		if l.m.requests[r.id] == r {
+			_ = r.reject(now, wire.RejectConsumerDefined, nil, nil)
+		}
+	}
+	for r, ok := l.sidrs.take(); ok; r, ok = l.sidrs.take() {
+		_ = r.answer(&engine.SIDRReplyParams{Status: wire.SIDRReject})
+	}
 }

@@ -39,12 +39,13 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 		_ = r.reject(now, wire.RejectInvalidServiceID, nil, nil)
 		return
 	}
-	if !l.reqs.push(r) {
+	if !l.reqs.reserve() {
 		// The backlog is full: reject rather than drop (Linux bug 2).
 		m.stats.BacklogFull++
 		_ = r.reject(now, wire.RejectNoResources, nil, nil)
 		return
 	}
+	m.signal(func() { l.reqs.fill(r) }) // Accept returns it once its event is told
 	m.awaitApp(nt.ID, c.req.REPWait()) // the active peer's wait for our REP
 }
 

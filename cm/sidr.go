@@ -91,7 +91,8 @@ func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 	r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
 	m.emit(Event{Kind: EventSIDRRequest, ID: nt.ID, Msg: nt.Msg, From: nt.From})
 	if l != nil {
-		if len(m.sidrReqs) < m.eng.Config().MaxHalfOpen && l.sidrs.push(r) {
+		if len(m.sidrReqs) < m.eng.Config().MaxHalfOpen && l.sidrs.reserve() {
+			m.signal(func() { l.sidrs.fill(r) })
 			m.sidrReqs[nt.ID] = r
 			m.sidrDue.set(nt.ID, m.clock.Now().Add(m.cfg.SIDRWait))
 			return
