@@ -319,7 +319,7 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 	}
 	res := make(chan error, 1)
 	defer c.m.caughtUp()
-	if err := c.m.do(func() error {
+	if err := c.m.do("Conn.Disconnect", func() error {
 		if err := c.m.eng.Disconnect(c.m.clock.Now(), c.id, privateData); err != nil {
 			return err
 		}
@@ -372,7 +372,7 @@ func (c *Conn) CommEst(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return c.m.do(func() error { return c.m.eng.CommEst(c.m.clock.Now(), c.id) })
+	return c.m.do("Conn.CommEst", func() error { return c.m.eng.CommEst(c.m.clock.Now(), c.id) })
 }
 
 // LoadAltPath proposes the alternate path in lap with a LAP and waits for
@@ -387,7 +387,7 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 	}
 	ch := make(chan lapResult, 1)
 	defer c.m.caughtUp()
-	if err := c.m.do(func() error {
+	if err := c.m.do("Conn.LoadAltPath", func() error {
 		if err := c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap); err != nil {
 			return err
 		}

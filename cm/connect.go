@@ -114,7 +114,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	if err := m.admit(ctx); err != nil {
 		return nil, err
 	}
-	if err := m.do(func() error {
+	if err := m.do("Manager.Connect", func() error {
 		id, err := m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
 		if err != nil {
 			return err

@@ -45,8 +45,11 @@ type ManagerConfig struct {
 	MaxRetries         uint8
 	MaxWait            time.Duration
 	// MinTimeWait is a lower bound on every connection's TimeWait, which
-	// is otherwise 4.096 µs × 2^(Local ACK Timeout).
+	// is otherwise 4.096 µs × 2^(Local ACK Timeout); MaxTimeWait an upper
+	// bound (default engine.DefaultMaxTimeWait, 1 minute), so that a peer
+	// cannot hold an id for hours with the Local ACK Timeout it asks for.
 	MinTimeWait time.Duration
+	MaxTimeWait time.Duration
 	// Port describes the local port to the REQ and REP builders and to the
 	// QP-attribute derivation. Zero fields come from the transport (its
 	// LocalAddr, and PortInfo when it implements PortInfoer) or defaults.
@@ -224,7 +227,7 @@ func (cfg *ManagerConfig) defaults(tr transport.Transport) error {
 func engineConfig(cfg *ManagerConfig, sw cmswitch.Switches) engine.Config {
 	return engine.Config{LocalGUID: cfg.LocalGUID, LocalGID: cfg.LocalGID, Seed: cfg.Seed,
 		MaxIDs: cfg.MaxIDs, MaxHalfOpen: cfg.MaxHalfOpen, MaxHalfOpenPerPeer: cfg.MaxHalfOpenPerPeer,
-		DropExcessREQ: cfg.DropExcessREQ, MaxRetries: cfg.MaxRetries, MaxWait: cfg.MaxWait, MinTimeWait: cfg.MinTimeWait,
+		DropExcessREQ: cfg.DropExcessREQ, MaxRetries: cfg.MaxRetries, MaxWait: cfg.MaxWait, MinTimeWait: cfg.MinTimeWait, MaxTimeWait: cfg.MaxTimeWait,
 		Trace: sw.Trace, LegacyTimeWaitQPN: sw.LegacyTimeWaitQPN, DisableStaleCheck: sw.DisableStaleCheck}
 }
 

@@ -46,7 +46,7 @@ func (m *Manager) requestReceived(nt *engine.Notification) {
 		return
 	}
 	m.signal(func() { l.reqs.fill(r) }) // Accept returns it once its event is told
-	m.awaitApp(nt.ID, c.req.REPWait()) // the active peer's wait for our REP
+	m.awaitApp(nt.ID, c.req.REPWait())  // the active peer's wait for our REP
 }
 
 // requestEnded: a request still waiting for the application ended (the
@@ -167,7 +167,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	ch := make(chan error, 1) // the outcome: established (nil) or why not
 	var err error
 	if p.QP == nil {
-		err = r.m.do(func() error {
+		err = r.m.do("Request.Accept", func() error {
 			if err := r.claim(&rep); err != nil {
 				return err
 			}
@@ -194,7 +194,7 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 func (r *Request) acceptQP(ctx context.Context, rep *wire.REP, qp QP, ch chan error) error {
 	c := r.conn
 	var as [3]qpattr.Attr
-	if err := r.m.do(func() error {
+	if err := r.m.do("Request.Accept", func() error {
 		if err := r.claim(rep); err != nil {
 			return err
 		}
@@ -289,7 +289,7 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return r.m.do(func() error {
+	return r.m.do("Request.Reject", func() error {
 		now := r.m.clock.Now()
 		if r.pending() {
 			return r.reject(now, reason, ari, privateData)
@@ -351,12 +351,12 @@ func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData [
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return r.m.do(func() error {
+	return r.m.do("Request.Delay", func() error {
 		if !r.pending() {
 			return r.refusedDelay()
 		}
 		if err := r.m.eng.SendMRA(r.m.clock.Now(), r.id, serviceTimeout, privateData); err != nil {
-			return fmt.Errorf("Delay: %w", err)
+			return err
 		}
 		r.m.notWaiting(r.id)
 		r.m.emit(Event{Kind: EventMRASent, Conn: r.conn, ID: r.id})
@@ -405,7 +405,7 @@ func (m *Manager) CommEst(ctx context.Context, qpn uint32) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return m.do(func() error {
+	return m.do("Manager.CommEst", func() error {
 		c := m.byQPN[qpn]
 		if c == nil {
 			return ErrInvalidState

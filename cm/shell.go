@@ -43,18 +43,19 @@ package cm
 
 import (
 	"context"
+	"errors"
 
 	"github.com/ibcm/ibcm/cm/transport"
 )
 
-// do runs an application call: f steps the engine, and what the step
+// do runs the application call named call: f steps the engine, and what the step
 // produced is handled, all under the lock, and returns once OnEvent has
 // been told the events of the step (caughtUp). With the send queue full it
 // changes nothing and fails with ErrSendQueueFull: the caller may try
 // again once the transport has caught up. (A call that finds room for its
 // first MAD but not for a second loses that one like any MAD; the engine's
 // timers resend what needs an answer.)
-func (m *Manager) do(f func() error) error {
+func (m *Manager) do(call string, f func() error) error {
 	if !m.started() {
 		return errNotStarted
 	}
@@ -73,6 +74,18 @@ func (m *Manager) do(f func() error) error {
 	}
 	m.unlock()
 	m.caughtUp()
+	return named(call, err)
+}
+
+// named is err with the refusal of the engine's event named as the
+// application's call that asked for it.
+func named(call string, err error) error {
+	var se *StateError
+	if errors.As(err, &se) && se.Call == "" {
+		e := *se
+		e.Call = call
+		return &e
+	}
 	return err
 }
 

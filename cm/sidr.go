@@ -62,7 +62,7 @@ func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return r.m.do(func() error { return r.answer(p) })
+	return r.m.do("SIDRRequest.Reply", func() error { return r.answer(p) })
 }
 
 // answer sends the SIDR_REP and lets go of the request; under the lock.
@@ -149,7 +149,7 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 	ch := make(chan sidrResult, 1)
 	defer m.caughtUp()
 	var id CommID
-	if err := m.do(func() error {
+	if err := m.do("Manager.ResolveSIDR", func() error {
 		var err error
 		if id, err = m.eng.SIDRRequest(m.clock.Now(), &q); err != nil {
 			return err

@@ -36,13 +36,20 @@ type StateError struct {
 	LAP   LAPState // meaningful when Sub is true
 	Sub   bool     // the alternate-path sub-table refused it
 	Event Event
+	// Call, when set, is the application's call that asked for Event
+	// (cm.Request.Delay for SendMRA, say): the error names it instead.
+	Call string
 }
 
 func (e *StateError) Error() string {
-	if e.Sub {
-		return fmt.Sprintf("cm: %s not allowed for id %s in %s/%s", e.Event, e.ID, e.State, e.LAP)
+	what := e.Event.String()
+	if e.Call != "" {
+		what = e.Call
 	}
-	return fmt.Sprintf("cm: %s not allowed for id %s in %s", e.Event, e.ID, e.State)
+	if e.Sub {
+		return fmt.Sprintf("cm: %s not allowed for id %s in %s/%s", what, e.ID, e.State, e.LAP)
+	}
+	return fmt.Sprintf("cm: %s not allowed for id %s in %s", what, e.ID, e.State)
 }
 
 func (e *StateError) Unwrap() error { return ErrInvalidState }
