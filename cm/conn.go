@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/qpattr"
@@ -239,6 +240,11 @@ func (c *Conn) RemoteGUID() uint64 { return c.remoteGUID }
 // REQ and REP are the messages that made the connection.
 func (c *Conn) REQ() *wire.REQ { return &c.req }
 func (c *Conn) REP() *wire.REP { return &c.rep }
+
+// TimeWait is how long the connection waits in TimeWait once it ends,
+// before TimeWaitExit: 4.096 µs × 2^(its REQ's Local ACK Timeout), within
+// ManagerConfig.MinTimeWait and MaxTimeWait.
+func (c *Conn) TimeWait() time.Duration { return c.m.cfg.TimeWait(c.req.PrimaryLocalAckTimeout) }
 
 // Done is closed when the connection ends: either side disconnected, it
 // was rejected or found stale, or the Manager closed. Err says why.

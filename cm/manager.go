@@ -231,6 +231,13 @@ func engineConfig(cfg *ManagerConfig, sw cmswitch.Switches) engine.Config {
 		Trace: sw.Trace, LegacyTimeWaitQPN: sw.LegacyTimeWaitQPN, DisableStaleCheck: sw.DisableStaleCheck}
 }
 
+// TimeWait is how long a connection whose REQ gives the Local ACK Timeout
+// ackTimeout waits in TimeWait under this configuration (Conn.TimeWait).
+func (cfg *ManagerConfig) TimeWait(ackTimeout uint8) time.Duration {
+	ec := engineConfig(cfg, cmswitch.Switches{})
+	return ec.TimeWait(ackTimeout)
+}
+
 // LocalAddr is the transport's address: where peers send their REQs.
 func (m *Manager) LocalAddr() transport.Addr { return m.tr.LocalAddr() }
 

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/internal/session"
 )
 
@@ -73,7 +73,7 @@ func connectMain(ctx context.Context, o *netOpts, ca *session.ConnectConfig, std
 			return 1
 		}
 		o.To = &a
-		defer stop((&engine.Config{}).TimeWait(uint8(o.AckTimeout)) + 3*time.Second)
+		defer stop((&cm.ManagerConfig{}).TimeWait(uint8(o.AckTimeout)) + 3*time.Second)
 	}
 	return session.Connect(ctx, &o.Options, ca, stdout)
 }

@@ -171,11 +171,8 @@ func (r *Run) printDisconnected(c *connRec, id string) {
 	}
 }
 
-// timeWait is the TimeWait length of connection c, as the engine computes
-// it from the Local ACK Timeout of its REQ.
-func (r *Run) timeWait(c *connRec) time.Duration {
-	return r.engine.TimeWait(c.conn.REQ().PrimaryLocalAckTimeout)
-}
+// timeWait is the TimeWait length of connection c, as its Manager has it.
+func (r *Run) timeWait(c *connRec) time.Duration { return c.conn.TimeWait() }
 
 // reasonFields are a REJ reason's fields: its number and name.
 func reasonFields(reason wire.RejectReason) []report.Field {

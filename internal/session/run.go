@@ -30,7 +30,6 @@ type Run struct {
 	out     *report.Queue
 	ep      *Endpoint
 	mgr     *cm.Manager
-	engine  engine.Config // the Manager's
 	start   time.Time
 	mu      sync.Mutex
 	made    int           // connection records made (the last one's number)
@@ -199,7 +198,6 @@ func (r *Run) startManager() error {
 	if r.data != nil {
 		cfg.Port = r.data.portInfo()
 	}
-	r.engine = engine.Config{MinTimeWait: cfg.MinTimeWait} // what the Manager's engine computes TimeWait from
 	m, err := cm.NewManager(cmswitch.Wrap(r.ep.Transport, sw), cfg)
 	if err != nil {
 		return err
