@@ -53,6 +53,51 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	if !m.started() {
 		return nil, errNotStarted
 	}
+	q, err := m.connectParams(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &q.REQ
+	c := newConn(m, 0) // the engine gives it its comm ID
+	c.active = true
+	c.localQPN = r.LocalQPN
+	c.req = *r
+	c.rtuPD = p.RTUPrivateData
+	c.qp = q.QP
+	estab := c.estab
+	if c.qp != nil {
+		c.repReady = make(chan repOutcome, 1)
+	}
+	repReady := c.repReady
+	if err := m.admit(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.do("Manager.Connect", func() error {
+		id, err := m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
+		if err != nil {
+			return err
+		}
+		c.id = id
+		m.conns[id] = c
+		m.emit(Event{Kind: EventREQSent, Conn: c, ID: id})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if c.qp != nil {
+		if err := c.completeActive(ctx, repReady); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.waitEstab(ctx, estab); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// connectParams checks p and returns the copy Connect sends: the REQ
+// built or completed, and where it goes.
+func (m *Manager) connectParams(p *ConnectParams) (*ConnectParams, error) {
 	if p == nil {
 		return nil, badParam("Connect", "p", "nil")
 	}
@@ -100,41 +145,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		return nil, badParam("Connect", "REQ.LocalQPN", "zero (and no QP): QP 0 is the SMI's, never an RC or UC QP")
 	}
 	m.fillREQ(r, &q.To)
-	c := newConn(m, 0) // the engine gives it its comm ID
-	c.active = true
-	c.localQPN = r.LocalQPN
-	c.req = *r
-	c.rtuPD = p.RTUPrivateData
-	c.qp = q.QP
-	estab := c.estab
-	if c.qp != nil {
-		c.repReady = make(chan repOutcome, 1)
-	}
-	repReady := c.repReady
-	if err := m.admit(ctx); err != nil {
-		return nil, err
-	}
-	if err := m.do("Manager.Connect", func() error {
-		id, err := m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
-		if err != nil {
-			return err
-		}
-		c.id = id
-		m.conns[id] = c
-		m.emit(Event{Kind: EventREQSent, Conn: c, ID: id})
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if c.qp != nil {
-		if err := c.completeActive(ctx, repReady); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.waitEstab(ctx, estab); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return &q, nil
 }
 
 // repOutcome is what the caller of Connect with a QP waits for: the QP's

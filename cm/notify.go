@@ -13,14 +13,71 @@ import (
 
 // handle reacts to one notification on the loop goroutine.
 func (m *Manager) handle(nt *engine.Notification) {
-	now := m.clock.Now()
+	if m.handleUnowned(nt) {
+		return
+	}
+	c := m.conns[nt.ID]
+	kind, ok := noticeEvents[nt.Notice]
+	if c == nil || !ok {
+		return
+	}
+	c.remember(nt.Msg)
+	if nt.Notice == engine.NoticeDREQReceived {
+		m.dreqReceived(c, nt)
+		return
+	}
+	ev := Event{Kind: kind, Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From, Sent: nt.Sent}
+	if nt.Notice == engine.NoticeStale {
+		ev.Reason = wire.RejectStaleConn
+	}
+	m.emit(ev)
+	var ended error // why the connection ended, if it did: settle ends it
+	switch nt.Notice {
+	case engine.NoticeREPReceived:
+		m.repReceived(c, &nt.Msg.REP)
+	case engine.NoticeEstablished:
+		c.established()
+	case engine.NoticeRejected:
+		ended = rejectError(nt)
+	case engine.NoticeTimedOut:
+		ended = ErrTimeout
+	case engine.NoticeLAPTimedOut:
+		c.lapDone(nil, ErrTimeout)
+	case engine.NoticeStale:
+		ended = ErrStale
+	case engine.NoticeDisconnected:
+		ended = ErrDisconnected
+	case engine.NoticeLAPReceived:
+		m.lapReceived(c, nt.Msg.LAP)
+	case engine.NoticeAPRReceived:
+		a := nt.Msg.APR
+		c.lapDone(&a, nil)
+	}
+	m.settle(c, nt.State, ended)
+}
+
+// noticeEvents is the event each notification about a connection is told
+// as.
+var noticeEvents = map[engine.Notice]EventKind{
+	engine.NoticeREPReceived: EventREPReceived, engine.NoticeMRAReceived: EventMRAReceived,
+	engine.NoticeEstablished: EventEstablished, engine.NoticeRejected: EventRejected,
+	engine.NoticeTimedOut: EventTimedOut, engine.NoticeLAPTimedOut: EventTimedOut,
+	engine.NoticeStale: EventStale, engine.NoticeDREQReceived: EventDREQReceived,
+	engine.NoticeDisconnected: EventDisconnected, engine.NoticeTimeWaitExit: EventTimeWaitExit,
+	engine.NoticeLAPReceived: EventLAPReceived, engine.NoticeAPRReceived: EventAPRReceived,
+}
+
+// handleUnowned handles the notifications that are not about a
+// connection: a new REQ or SIDR_REQ, a SIDR exchange's end, a request
+// still waiting for the application. It reports whether nt was one.
+func (m *Manager) handleUnowned(nt *engine.Notification) bool {
 	switch nt.Notice {
 	case engine.NoticeREQReceived:
 		m.requestReceived(nt)
-		return
+		return true
 	case engine.NoticeSIDRRequest:
 		m.sidrRequestReceived(nt)
-		return
+		return true
 	case engine.NoticeSIDRReply, engine.NoticeTimedOut:
 		if _, ok := m.sidrs[nt.ID]; ok {
 			r := sidrResult{err: ErrTimeout}
@@ -28,106 +85,62 @@ func (m *Manager) handle(nt *engine.Notification) {
 				r = sidrResult{rep: nt.Msg.SIDRRep}
 			}
 			m.sidrDone(nt.ID, r)
-			return
+			return true
 		}
 	}
 	if r := m.requests[nt.ID]; r != nil {
 		// A request the application has not answered yet: the peer gave up
-		// (REJ, timeout) or it was found stale.
+		// (REJ, timeout), it lapsed, or it was found stale.
 		m.requestEnded(r, nt)
+		return true
+	}
+	return false
+}
+
+// repReceived takes the REP of an active connection: the RTU goes at once
+// without a QP; with one, the caller of Connect moves it first.
+func (m *Manager) repReceived(c *Conn, rep *wire.REP) {
+	c.rep = *rep
+	c.remoteQPN = rep.LocalQPN
+	c.remoteGUID = rep.LocalCAGUID
+	if c.qp == nil {
+		m.sendRTU(c, m.clock.Now())
 		return
 	}
-	c := m.conns[nt.ID]
-	if c == nil {
-		return
-	}
-	c.remember(nt.Msg)
-	ev := Event{Conn: c, ID: c.id, Reason: nt.Reason, Msg: nt.Msg, From: nt.From, Sent: nt.Sent}
-	var ended error // why the connection ended, if it did: settle ends it
-	switch nt.Notice {
-	case engine.NoticeREPReceived:
-		c.rep = nt.Msg.REP
-		c.remoteQPN = nt.Msg.REP.LocalQPN
-		c.remoteGUID = nt.Msg.REP.LocalCAGUID
-		ev.Kind = EventREPReceived
-		m.emit(ev)
-		if c.qp == nil {
-			// Nothing to move: the RTU goes at once, on this goroutine.
-			m.sendRTU(c, now)
-		} else {
-			// The passive peer waits the REQ's Local CM Response Timeout
-			// for our RTU.
-			m.awaitApp(c.id, c.req.RTUWait())
-			c.repArrived()
-		}
-	case engine.NoticeMRAReceived:
-		ev.Kind = EventMRAReceived
-		m.emit(ev)
-	case engine.NoticeEstablished:
-		ev.Kind = EventEstablished
-		m.emit(ev)
+	// The passive peer waits the REQ's Local CM Response Timeout for our
+	// RTU.
+	m.awaitApp(c.id, c.req.RTUWait())
+	c.repArrived()
+}
+
+// dreqReceived answers the peer's DREQ: the QP goes to ERR before the DREP
+// says we are done (12.9.7), and the DREP takes the id into TimeWait.
+func (m *Manager) dreqReceived(c *Conn, nt *engine.Notification) {
+	if c.estab != nil {
+		// REP_SENT: the RTU was lost or overtaken, and the DREQ both
+		// establishes and ends the connection.
+		m.emit(Event{Kind: EventEstablished, Conn: c, ID: c.id})
 		c.established()
-	case engine.NoticeRejected:
-		ev.Kind = EventRejected
-		m.emit(ev)
-		ended = rejectError(nt)
-	case engine.NoticeTimedOut:
-		ev.Kind = EventTimedOut
-		m.emit(ev)
-		ended = ErrTimeout
-	case engine.NoticeLAPTimedOut:
-		ev.Kind = EventTimedOut
-		m.emit(ev)
-		c.lapDone(nil, ErrTimeout)
-	case engine.NoticeStale:
-		ev.Kind = EventStale
-		ev.Reason = wire.RejectStaleConn
-		m.emit(ev)
-		ended = ErrStale
-	case engine.NoticeDREQReceived:
-		if c.estab != nil {
-			// REP_SENT: the RTU was lost or overtaken, and the DREQ
-			// both establishes and ends the connection.
-			m.emit(Event{Kind: EventEstablished, Conn: c, ID: c.id})
-			c.established()
-		}
-		ev.Kind = EventDREQReceived
-		m.emit(ev)
-		// 12.9.7: the QP goes to ERR before the DREP says we are done.
-		c.moveQP(errAttr())
-		_ = m.eng.SendDREP(now, c.id, nil)
-		m.emit(Event{Kind: EventDREPSent, Conn: c, ID: c.id})
-		m.settle(c, m.eng.State(c.id), ErrDisconnected) // the DREP took it into TimeWait
-		return
-	case engine.NoticeDisconnected:
-		ev.Kind = EventDisconnected
-		m.emit(ev)
-		ended = ErrDisconnected
-	case engine.NoticeTimeWaitExit:
-		ev.Kind = EventTimeWaitExit
-		m.emit(ev)
-	case engine.NoticeLAPReceived:
-		ev.Kind = EventLAPReceived
-		m.emit(ev)
-		lap := nt.Msg.LAP
-		if m.cfg.LAPPolicy == nil {
-			m.answerLAP(c, &lap, wire.APRSuccess)
-			break
-		}
-		// The policy runs as a callback, after the lock is let go; the
-		// id waits in LAP_RCVD meanwhile, where the peer's retry of the
-		// LAP finds it.
-		m.later(func() {
-			status := m.cfg.LAPPolicy(c, &lap)
-			_ = m.step(func() { m.answerLAP(c, &lap, status) })
-		})
-	case engine.NoticeAPRReceived:
-		ev.Kind = EventAPRReceived
-		m.emit(ev)
-		a := nt.Msg.APR
-		c.lapDone(&a, nil)
 	}
-	m.settle(c, nt.State, ended)
+	m.emit(Event{Kind: EventDREQReceived, Conn: c, ID: c.id, Msg: nt.Msg, From: nt.From})
+	c.moveQP(errAttr())
+	_ = m.eng.SendDREP(m.clock.Now(), c.id, nil)
+	m.emit(Event{Kind: EventDREPSent, Conn: c, ID: c.id})
+	m.settle(c, m.eng.State(c.id), ErrDisconnected)
+}
+
+// lapReceived answers the peer's LAP: at once without a LAPPolicy; with
+// one, the policy runs as a callback, after the lock is let go, and the id
+// waits in LAP_RCVD meanwhile, where the peer's retry of the LAP finds it.
+func (m *Manager) lapReceived(c *Conn, lap wire.LAP) {
+	if m.cfg.LAPPolicy == nil {
+		m.answerLAP(c, &lap, wire.APRSuccess)
+		return
+	}
+	m.later(func() {
+		status := m.cfg.LAPPolicy(c, &lap)
+		_ = m.step(func() { m.answerLAP(c, &lap, status) })
+	})
 }
 
 // settle reports a connection's entry into TimeWait, ends it if it ended
