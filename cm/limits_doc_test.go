@@ -38,6 +38,9 @@ func TestLimitsDocManager(t *testing.T) {
 		"SendTimeout":       fmt.Sprintf("%g s", m.cfg.SendTimeout.Seconds()),
 		"MRADelay":          mra,
 		"calls":             "none",
+		"fair depth":        fmt.Sprintf("%d MADs", fairDepth),
+		"fair hold":         fmt.Sprintf("%d ms", fairHold.Milliseconds()),
+		"Close's wait":      fmt.Sprintf("`SendTimeout`, at most %d s", int(maxCloseWait.Seconds())),
 		"send lanes":        map[bool]string{true: "answers first"}[laneOf(wire.AttrRTU) < laneOf(wire.AttrREQ)],
 		"per-id state":      "one entry per id",
 	})
