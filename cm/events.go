@@ -20,10 +20,11 @@ type Event struct {
 	// Reason: Rejected and RejectSent, the REJ's reason; TimedOut, the
 	// reason of the REJ sent with it (4), if one was; Stale, 10.
 	Reason wire.RejectReason
-	// Sent is the message the Manager sent on its own in the step the
-	// event reports, which no call of the application's announced: the
-	// REJ 4 of a TimedOut, the REJ 10, DREQ or DREP of a Stale, the REJ 10
-	// of a Rejected for a stale REP. 0 otherwise.
+	// Sent is the message the step the event reports sent, where no call
+	// of the application's sent it: the REJ 4 of a TimedOut, the REJ 10,
+	// DREQ or DREP of a Stale, the REJ 10 of a Rejected for a stale REP,
+	// and the RTU of the active side's Established (the Manager sends it
+	// once the REP is in and the QP, if any, moved). 0 otherwise.
 	Sent wire.AttrID
 	// Msg is the received message behind the event, or nil, and From its
 	// sender. Msg is valid during the OnEvent call only.

@@ -21,8 +21,9 @@ import (
 // here, so that no application can turn them on.
 type ManagerConfig struct {
 	// LocalGUID is the CA GUID the CM gives as its Local CA GUID. Zero:
-	// the transport's, when it knows it (transport.LocalGUIDer, as a umad
-	// port does); a transport that does not (simnet) needs one here.
+	// the transport's, when it knows it (transport.LocalGUIDer: a umad
+	// port gives its node GUID, a simnet endpoint one made from its LID);
+	// a transport that does not needs one here.
 	LocalGUID uint64
 	// LocalGID, when non-zero, is the port's GID: a REQ whose primary path
 	// names another port GID is refused with REJ 12 (invalid GID) before
@@ -52,7 +53,9 @@ type ManagerConfig struct {
 	MaxTimeWait time.Duration
 	// Port describes the local port to the REQ and REP builders and to the
 	// QP-attribute derivation. Zero fields come from the transport (its
-	// LocalAddr, and PortInfo when it implements PortInfoer) or defaults.
+	// LocalAddr, and PortInfo when it implements PortInfoer; neither the
+	// umad transport nor simnet does: give hw/verbs' PortSnapshot.PortInfo
+	// here for a real port's attributes) or defaults.
 	Port PortInfo
 	// Clock defaults to clock.Real().
 	Clock clock.Clock
