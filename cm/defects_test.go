@@ -202,9 +202,9 @@ func TestSendNeverStallsTheLoop(t *testing.T) {
 	// A connect whose REQ cannot leave: the Send blocks.
 	go func() { _, _ = m.Connect(ctx, fastREQ(peer, 0x1000, 0x100)) }()
 	<-bt.blocked
-	// The loop still answers.
+	// The Manager still answers.
 	l, err := m.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
-	require.NoError(t, err, "a blocked Send stalled the Manager's loop")
+	require.NoError(t, err, "a blocked Send stalled the Manager")
 	require.NoError(t, l.Close())
 	// Fill the outbound queue: a REQ beyond it must fail fast with
 	// ErrNoResources, and be counted.
@@ -693,10 +693,10 @@ func TestDuplicateAfterTheREPLeftGetsAREP(t *testing.T) {
 	require.Zero(t, srv.Stats().Engine.Retransmits, "a timer resent the REP: the test proves nothing")
 }
 
-// While MADs wait to be sent, the loop holds application calls back for
-// the sender after serving them for a while (fair service); a transport
-// whose Send blocks must not make that hold last: calls that queue
-// nothing (Stats) keep being served, one hold after another.
+// While requests wait to be sent, a call that starts another exchange
+// waits for the sender (fair service); a transport whose Send blocks must
+// not make that wait last: calls keep being served, each after the fair
+// hold at most.
 func TestBlockedSendHoldsNoCallForGood(t *testing.T) {
 	reqs := make(chan struct{}, 2)
 	m, bt, peer, ctx := blockedManager(t, cm.ManagerConfig{OnEvent: func(ev cm.Event) {

@@ -75,8 +75,8 @@ func (t *incomingTransport) Recv(ctx context.Context) (transport.Packet, error) 
 	return transport.Packet{}, t.err
 }
 
-// A transport with a channel of its own feeds the Manager's loop directly,
-// with no goroutine of the Manager's calling Recv; when the channel closes,
+// A transport with a channel of its own feeds the Manager's receiving
+// goroutine directly, with no call of Recv; when the channel closes,
 // the Manager ends with the reason Recv gives.
 func TestIncomingTransport(t *testing.T) {
 	defer goleak.VerifyNone(t)

@@ -11,7 +11,7 @@ import (
 // where the protocol leaves no choice (the RTU without a QP to move, the
 // DREP, the APR). Everything here runs under the Manager's lock, in flush.
 
-// handle reacts to one notification on the loop goroutine.
+// handle reacts to one notification; under the lock.
 func (m *Manager) handle(nt *engine.Notification) {
 	if m.handleUnowned(nt) {
 		return

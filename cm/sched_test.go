@@ -28,15 +28,14 @@ import (
 
 // Bursts of Connects and of Disconnects, on one CPU from the Managers'
 // start, over the umad transport on its fake device (a reader goroutine
-// between the device and the loop, as on a real port): the quickest call
-// of a burst returns while few others of it begin or return. Each
-// hand-off that wakes a goroutine before the loop waits again (a caller
-// told that its call was taken, an Accept's that its REP was queued)
-// sends the MAD just queued to the back of the scheduler's queue, behind
-// every caller of the burst; so did a loop that yielded with
-// runtime.Gosched, and a Manager or transport whose goroutines had not yet
-// run when it was handed out. (simnet, which delivers each MAD from a
-// timer's goroutine, adds its own queueing, and is left out.)
+// between the device and the Manager, as on a real port): the quickest
+// call of a burst returns while few others of it begin or return. A
+// goroutine woken after the sender (a caller told of its outcome) takes
+// the scheduler's next slot and sends the MAD just queued to the back of
+// the queue, behind every caller of the burst: so the Manager queues MADs
+// for the sender after every wake-up of a step (flush). (simnet, which
+// delivers each MAD from a timer's goroutine, adds its own queueing, and
+// is left out.)
 //
 // With QPs, the RTU waits for the caller to move its QP: that step, which
 // finishes an exchange the peer is timing, must not queue behind the
@@ -98,11 +97,11 @@ func burst(t *testing.T, n int, call func(i int) error) int64 {
 
 // The same on a slow machine, as in a VM without hardware acceleration:
 // each Send and each QP modify costs CPU time (spun here), and so does
-// each REQ the active Manager sends (its event handler spins). The loop
-// then holds the burst's Connects back for the sender, slice after
-// slice; the RTU that follows a QP's moves finishes an exchange the peer
-// is timing and must not queue behind those Connects, or even the first
-// connection waits for most of the burst to be taken.
+// each REQ the active Manager sends (its event handler spins). The
+// burst's REQs wait for the slow sender; the RTU that follows a QP's moves
+// finishes an exchange the peer is timing and must not queue behind them
+// (the send queue's answers lane), or even the first connection waits for
+// most of the burst to be sent.
 func TestSlowBurstDoesNotHoldBackAnswers(t *testing.T) {
 	const n = 200
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -191,10 +190,10 @@ func umadPairWith(t *testing.T, sendCost time.Duration, ca cm.ManagerConfig) (a,
 }
 
 // A burst of application calls does not hold back the answers to the
-// MADs those calls sent. On one CPU a thousand callers waiting in the
-// Manager never let its loop block, so the sending and receiving
-// goroutines waited for the loop's time slice to end: the first DREQ's
-// DREP was taken only after the last Disconnect had been served.
+// MADs those calls sent. On one CPU a thousand callers, each taking its
+// turn, would leave the receiving goroutine behind all of them: the first
+// DREQ's DREP taken only after the last Disconnect had been served. The
+// fair depth lets callers in a batch at a time behind it.
 func TestCallsDoNotHoldBackAnswers(t *testing.T) {
 	const n = 1000
 	var dreqs, atFirst atomic.Int64

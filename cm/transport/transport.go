@@ -1,8 +1,8 @@
 // Package transport defines how a CM engine's MADs reach the fabric.
 //
-// It is a leaf package so that the engine (package cm), the simulated fabric
-// (cm/simnet) and the Linux user_mad device (hw/umad) can all depend on it
-// without depending on each other.
+// It is a leaf package so that the engine (cm/engine), the Manager (cm),
+// the simulated fabric (cm/simnet) and the Linux user_mad device (hw/umad)
+// can all depend on it without depending on each other.
 package transport
 
 import (
@@ -64,12 +64,11 @@ type Transport interface {
 }
 
 // An Incoming transport also hands out what it receives on a channel, for
-// a consumer that selects on it beside other work, as the Manager's loop
-// does: no goroutine stands between the transport and that consumer, so a
-// MAD waits for one goroutine to be scheduled fewer on its way in. The
-// channel carries what Recv would return, and is closed when the transport
-// can deliver nothing more; Recv then says why. A transport's packets go
-// either to Recv or to the channel's one consumer, never to both.
+// a consumer that takes several MADs at once when they wait, as the
+// Manager's receiving goroutine does (a batch under one hold of its lock).
+// The channel carries what Recv would return, and is closed when the
+// transport can deliver no more; Recv then says why. A transport's packets
+// go either to Recv or to the channel's one consumer, never to both.
 type Incoming interface {
 	Incoming() <-chan Packet
 }
