@@ -8,8 +8,9 @@ import (
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
-// Regression tests of engine defects found while moving the protocol's
-// rules into gen/def. Each was committed failing, before its fix.
+// What the engine keeps of an exchange between its messages: the DREQ's
+// transaction ID across a lost DREQ, and the passive end's place in the
+// REQ/REP/RTU exchange.
 
 // sent decodes what a node has queued and acknowledges it.
 func sent(t *testing.T, n *testNode) []wire.MAD {

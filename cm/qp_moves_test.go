@@ -169,7 +169,7 @@ func (r *rawPeer) wait(ch <-chan struct{}, what string) {
 // rejected. The peer is a raw port that answers the REQ with a REP and
 // then falls silent; once the clock has run past every timer, the Manager
 // must hold no id.
-func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
+func TestConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
 	r := newRawPeer(t, cm.ManagerConfig{})
 	for try := range 20 {
 		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
@@ -204,7 +204,7 @@ func TestFoundConnectWithQPContextEndsBeforeTheRTU(t *testing.T) {
 // (AcceptParams.QP): also when the attempt ends in REP_SENT, by a REJ from
 // the peer or by the RTU's retries running out. The peer is a raw port
 // that sends a REQ and then a REJ for the REP, or nothing.
-func TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
+func TestAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
 	for _, how := range []string{"REJ", "timeout"} {
 		t.Run(how, func(t *testing.T) {
 			r := newRawPeer(t, cm.ManagerConfig{MRADelay: -1})
@@ -238,7 +238,7 @@ func TestFoundAcceptQPLeftInRTSWhenTheAttemptEnds(t *testing.T) {
 // back to RTS after that: Connect returns the *RejectError, and the QP
 // must be in ERR. The peer is a raw port: it answers the REQ with a REP,
 // and sends a REJ while the QP's move to INIT is held.
-func TestFoundConnectQPMovedToRTSAfterTheREJ(t *testing.T) {
+func TestConnectQPMovedToRTSAfterTheREJ(t *testing.T) {
 	r := newRawPeer(t, cm.ManagerConfig{})
 	qp := newGateQP(0x100)
 	done := r.connect(r.ctx, qp)
@@ -259,7 +259,7 @@ func TestFoundConnectQPMovedToRTSAfterTheREJ(t *testing.T) {
 // The same for Accept: it moves the QP on its own goroutine before the REP
 // goes out; a REJ from the peer (it gave up) that ends the request while
 // it does must leave the QP in ERR, not RTS.
-func TestFoundAcceptQPMovedToRTSAfterTheREJ(t *testing.T) {
+func TestAcceptQPMovedToRTSAfterTheREJ(t *testing.T) {
 	r := newRawPeer(t, cm.ManagerConfig{MRADelay: -1})
 	req := r.request()
 	qp := newGateQP(0x100)
@@ -276,7 +276,7 @@ func TestFoundAcceptQPMovedToRTSAfterTheREJ(t *testing.T) {
 // The Manager stopping (Close, or a transport that fails) while a Connect
 // or an Accept moves its QP ends the attempt as a REJ would: the moves
 // still under way must not leave the QP in RTS once the call returns.
-func TestFoundQPMovedToRTSAfterTheManagerStopped(t *testing.T) {
+func TestQPMovedToRTSAfterTheManagerStopped(t *testing.T) {
 	for _, side := range []string{"Connect", "Accept"} {
 		t.Run(side, func(t *testing.T) {
 			r := newRawPeer(t, cm.ManagerConfig{MRADelay: -1})
