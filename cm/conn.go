@@ -48,6 +48,7 @@ type Conn struct {
 	// Under the Manager's lock.
 	lap        *wire.LAP // the alternate path loaded by a LAP/APR
 	lapSent    bool      // we proposed it
+	lapAsked   *wire.LAP // the path LoadAltPath proposed, until the APR
 	inTimeWait bool
 	qpErr      bool // the QP was moved to ERR (or is owed the move: moving)
 	moving     bool // the caller of Connect or Accept is moving the QP
@@ -382,8 +383,13 @@ func (c *Conn) CommEst(ctx context.Context) error {
 }
 
 // LoadAltPath proposes the alternate path in lap with a LAP and waits for
-// the APR. A status other than success returns an *APRError; success makes
-// the path the one QPAttr(qpattr.RTS) loads.
+// the APR. A status other than success returns an *APRError. On success
+// the Manager has loaded the path into the QP of each side that has one
+// (ConnectParams.QP, AcceptParams.QP), and it is the one QPAttr(qpattr.RTS)
+// gives. The peer takes a LAP only once established: one sent before our
+// RTU reached it is dropped and sent again after the LAP's timeout (the
+// REQ's Remote CM Response Timeout), so LoadAltPath right after Connect
+// may take that long.
 func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 	if lap == nil {
 		return badParam("LoadAltPath", "lap", "nil")
@@ -397,7 +403,8 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 		if err := c.m.eng.LoadAltPath(c.m.clock.Now(), c.id, lap); err != nil {
 			return err
 		}
-		c.lapWait = ch
+		l := *lap
+		c.lapWait, c.lapAsked = ch, &l
 		c.m.emit(Event{Kind: EventLAPSent, Conn: c, ID: c.id})
 		return nil
 	}); err != nil {
@@ -412,8 +419,6 @@ func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 			return &APRError{Status: r.apr.ARStatus,
 				Info: append([]byte(nil), r.apr.Info()...)}
 		}
-		l := *lap
-		_ = c.m.step(func() { c.lap, c.lapSent = &l, true })
 		return nil
 	case <-ctx.Done():
 		_ = c.m.step(func() {

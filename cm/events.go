@@ -89,5 +89,5 @@ type Stats struct {
 	MRAsSkipped      uint64 // such MRAs not sent because the send queue was more than an eighth full
 	Paused           uint64 // times the send queue became three quarters full, and the Manager stopped taking received MADs until it drained
 	Coalesced        uint64 // MADs not queued because a copy of them was still queued (retransmissions, resent answers)
-	QPErrors         uint64 // QP.Modify calls to ERR that failed
+	QPErrors         uint64 // QP.Modify calls the Manager made on its own (to ERR, or loading an alternate path) that failed
 }

@@ -3,6 +3,7 @@ package cm
 import (
 	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -51,6 +52,11 @@ func (m *Manager) handle(nt *engine.Notification) {
 		m.lapReceived(c, nt.Msg.LAP)
 	case engine.NoticeAPRReceived:
 		a := nt.Msg.APR
+		if a.ARStatus == wire.APRSuccess && c.lapAsked != nil {
+			c.lap, c.lapSent = c.lapAsked, true
+			m.loadAltPath(c)
+		}
+		c.lapAsked = nil
 		c.lapDone(&a, nil)
 	}
 	m.settle(c, nt.State, ended)
@@ -189,6 +195,22 @@ func (m *Manager) forget(c *Conn) {
 func (m *Manager) answerLAP(c *Conn, lap *wire.LAP, status wire.APRStatus) {
 	if m.eng.AnswerLAP(m.clock.Now(), c.id, status, nil, nil) == nil && status == wire.APRSuccess {
 		c.lap, c.lapSent = lap, false
+		m.loadAltPath(c)
+	}
+}
+
+// loadAltPath loads the connection's agreed alternate path into its QP, in
+// RTS, as it makes every other move of the QP; under the lock.
+func (m *Manager) loadAltPath(c *Conn) {
+	if c.qp == nil || c.moving || c.qpErr {
+		return
+	}
+	a, err := c.attr(qpattr.RTS)
+	if err == nil {
+		err = c.qp.Modify(a)
+	}
+	if err != nil {
+		m.stats.QPErrors++
 	}
 }
 
