@@ -460,6 +460,12 @@ func (e *apEvents) check(ev cm.Event) {
 	if ev.Conn.ID() != ev.ID {
 		e.s.fail("Manager %d: event %s of id %v names Conn %v", e.m, ev.Kind, ev.ID, ev.Conn.ID())
 	}
+	// A callback may read its Conn (a read that waited for the Manager
+	// would hang the sequence, which the calls' bounds report).
+	_, _ = ev.Conn.State(), ev.Conn.PeerPrivateData(wire.AttrREQ)
+	if ev.Kind == cm.EventTimeWaitExit && ev.Conn.Err() == nil {
+		e.s.fail("Manager %d: TIMEWAIT-EXIT of id %v while its Conn says it has not ended", e.m, ev.ID)
+	}
 	if e.seen == nil {
 		e.seen = map[*cm.Conn]uint32{}
 	}
@@ -523,7 +529,8 @@ func apNewSys(m apModel, fuzz bool) *apSys {
 			MRADelay: m.MRADelay, Seed: m.Seed + uint64(i) + 1, MaxIDs: m.MaxIDs, MaxHalfOpen: m.MaxHalfOpen,
 			OnEvent: s.events[i].check}
 		if m.LAPRefuse {
-			cfg.LAPPolicy = func(_ *cm.Conn, lap *wire.LAP) wire.APRStatus {
+			cfg.LAPPolicy = func(c *cm.Conn, lap *wire.LAP) wire.APRStatus {
+				_, _ = c.State(), c.Err() // a policy may read its Conn
 				return wire.APRStatus(lap.AlternateSL % 4)
 			}
 		}
