@@ -6,7 +6,6 @@ package interop
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -167,23 +166,4 @@ func (c *Console) HasNote(msg string) bool {
 		}
 	}
 	return false
-}
-
-// testEvent is one line of go tool test2json's output.
-type testEvent struct {
-	Action string
-	Test   string
-}
-
-func testEvents(js []byte) ([]testEvent, error) {
-	var out []testEvent
-	dec := json.NewDecoder(bytes.NewReader(js))
-	for dec.More() {
-		var e testEvent
-		if err := dec.Decode(&e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
 }
