@@ -155,7 +155,8 @@ func TestStaleREPRejectReason(t *testing.T) {
 }
 
 // Disconnect outside ESTABLISHED is refused by the table like every other
-// call in a state that does not allow it.
+// call in a state that does not allow it, and the refusal names the call
+// the application made, not the engine's event behind it.
 func TestDisconnectOutsideEstablished(t *testing.T) {
 	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -172,6 +173,10 @@ func TestDisconnectOutsideEstablished(t *testing.T) {
 	require.ErrorAs(t, err, &se, "a second Disconnect must be refused")
 	require.ErrorIs(t, err, cm.ErrInvalidState)
 	require.Equal(t, engine.EvDisconnect, se.Event)
+	require.Contains(t, err.Error(), "Conn.Disconnect not allowed")
+	err = c.CommEst(ctx)
+	require.ErrorIs(t, err, cm.ErrInvalidState)
+	require.Contains(t, err.Error(), "Conn.CommEst not allowed")
 	l.Close()
 }
 
