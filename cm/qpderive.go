@@ -28,11 +28,6 @@ func (c *Conn) derive(rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
 			q.Recv.HopLimit = 0xff
 		}
 	}
-	port := p.qp()
+	port := p.Port()
 	return q.Attr(&port, s)
-}
-
-// qp is the port as the QP-attribute derivation sees it.
-func (p *PortInfo) qp() qpattr.Port {
-	return qpattr.Port{Num: p.Num, RoCE: p.RoCE, LMC: p.LMC, PKeys: p.PKeys, GIDs: p.GIDs}
 }

@@ -3,14 +3,13 @@ package verbs
 import (
 	"slices"
 
-	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
 )
 
 // PortSnapshot is what the device reports of one port, as a CM needs it:
 // the port's and the device's attributes and the port's GID and P_Key
 // tables. Device.PortSnapshot queries it; PortInfo turns it into the
-// cm.PortInfo a Manager builds its messages and QP attributes from, so
+// qpattr.PortInfo (cm.PortInfo) a Manager builds its messages and QP attributes from, so
 // that they use the port's real MTU, tables and limits rather than
 // defaults:
 //
@@ -23,8 +22,6 @@ type PortSnapshot struct {
 	GIDs   []GIDEntry // the valid entries of the GID table
 	PKeys  []uint16   // the P_Key table by index
 }
-
-var _ cm.PortInfoer = PortSnapshot{}
 
 // PortSnapshot queries a port's attributes and tables and the device's
 // attributes, as PortInfo needs them.
@@ -56,7 +53,7 @@ func (d *Device) PortSnapshot(port uint8) (PortSnapshot, error) {
 // GID and GIDIndex stay zero: which entry is the CM's source GID is the
 // transport's choice (a umad port's LocalAddr), and the Manager takes it
 // from there. PacketLifeTime stays zero too: it is a path's, not a port's.
-func (s PortSnapshot) PortInfo() cm.PortInfo {
+func (s PortSnapshot) PortInfo() qpattr.PortInfo {
 	roce := s.Port.LinkLayer == LinkEthernet
 	n := s.Port.GIDTableLen
 	for _, g := range s.GIDs {
@@ -71,7 +68,7 @@ func (s PortSnapshot) PortInfo() cm.PortInfo {
 			table[g.Index] = g.GID
 		}
 	}
-	return cm.PortInfo{
+	return qpattr.PortInfo{
 		Num:         s.Num,
 		RoCE:        roce,
 		LID:         s.Port.LID,

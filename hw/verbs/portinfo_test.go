@@ -113,3 +113,6 @@ func TestManagerUsesPortSnapshot(t *testing.T) {
 	require.Equal(t, uint8(16), req.ResponderResources)
 	require.Equal(t, uint8(16), req.InitiatorDepth)
 }
+
+// A snapshot is what a Manager's PortInfoer gives.
+var _ cm.PortInfoer = verbs.PortSnapshot{}
