@@ -27,7 +27,7 @@ func HeldIDsWithin(ctx context.Context, m *Manager) ([]engine.IDInfo, error) {
 // Quiet reports whether the Manager has nothing left to do until a MAD
 // arrives or a timer fires: no received MAD waiting or being handled,
 // nothing queued for the sender or being sent, no engine output or
-// callback not yet handled. A closed Manager is quiet.
+// callback not yet handled, no deadline due. A closed Manager is quiet.
 func Quiet(ctx context.Context, m *Manager) (bool, error) {
 	if err := lockWithin(ctx, m); err != nil {
 		return false, err
@@ -35,6 +35,9 @@ func Quiet(ctx context.Context, m *Manager) (bool, error) {
 	defer m.mu.Unlock()
 	if m.closed {
 		return true, nil
+	}
+	if d, ok := m.deadline(); ok && d <= m.clock.Now() {
+		return false, nil // a deadline is due: its tick has yet to run
 	}
 	return len(m.incoming) == 0 && !m.receiving.Load() && m.sendq.quiet() && !m.eng.HasReady() &&
 		len(m.effects) == 0, nil
