@@ -143,10 +143,13 @@ func (c *Conn) remember(msg *wire.MAD) {
 }
 
 // PeerPrivateData returns the private data of the last message of kind a
-// the peer sent on this connection (wire.AttrREQ, AttrREP, AttrRTU,
-// AttrDREQ, AttrDREP, AttrREJ, AttrMRA, AttrLAP, AttrAPR), or nil if none
-// came. It is the whole field: the wire carries no length, so a protocol
-// over it says how much is meaningful (as the RDMA IP CM header does).
+// the peer sent on this connection, or nil if none came. Every message
+// comes this one way: wire.AttrREQ (92 bytes), AttrREP (196), AttrRTU
+// (224), AttrMRA (222), AttrREJ (148), AttrDREQ (220), AttrDREP (224),
+// AttrLAP (168), AttrAPR (148), the field sizes of wire's
+// ...PrivateDataSize constants. It is the whole field: the wire carries no
+// length, so a protocol over it says how much is meaningful (as the RDMA
+// IP CM header does).
 func (c *Conn) PeerPrivateData(a wire.AttrID) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
