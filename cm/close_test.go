@@ -145,15 +145,22 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 }
 
 // Close disconnects every connection and sends what that produces, even
-// when the transport is in the middle of a slow Send as Close is called:
-// the peer sees every one of its connections end.
+// when the transport is in the middle of a slow Send as Close is called,
+// and however small the send queue (nothing retries a DREQ of a Manager
+// that has stopped): the peer sees every one of its connections end.
 func TestCloseDeliversItsDREQs(t *testing.T) {
+	for _, q := range []int{0, 4} {
+		t.Run(fmt.Sprintf("SendQueue=%d", q), func(t *testing.T) { closeDelivers(t, q) })
+	}
+}
+
+func closeDelivers(t *testing.T, sendQueue int) {
 	const n = 40
 	fab := simnet.NewFabric(simnet.Config{})
 	t.Cleanup(fab.Close)
 	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
 	ga := newGated(ea, false)
-	a := boundedManager(t, ga, cm.ManagerConfig{LocalGUID: 0xa})
+	a := boundedManager(t, ga, cm.ManagerConfig{LocalGUID: 0xa, SendQueue: sendQueue})
 	t.Cleanup(ga.release) // before a's Close
 	b := boundedManager(t, eb, cm.ManagerConfig{LocalGUID: 0xb})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
