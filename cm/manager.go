@@ -311,6 +311,7 @@ func (m *Manager) stopWith(cause error) {
 		m.cause = cause
 		m.causeMu.Unlock()
 		m.mu.Lock()
+		m.sendq.finalWord()
 		m.shutdown()
 		m.closed = true
 		m.timer.Stop()

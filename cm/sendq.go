@@ -27,7 +27,11 @@ type sendQueue struct {
 	// pending counts the MADs not yet taken by the sender, by sendKey: a
 	// copy of one still pending is not queued again (push).
 	pending map[sendKey]int
-	closed  bool          // no more pushes: the sender drains the queue, then ends
+	closed  bool // no more pushes: the sender drains the queue, then ends
+	// final: the Manager is stopping, and what it queues now is its last
+	// word (the DREQs and REJs of its shutdown): nothing will retry it, so
+	// it is queued whatever the limit. MaxIDs bounds it.
+	final   bool
 	work    chan struct{} // a token while the sender may have work
 	room    chan struct{} // a token when the queue has drained below busyAt
 	ended   chan struct{} // closed when the sender has ended
@@ -84,7 +88,7 @@ func (q *sendQueue) push(p *transport.Packet) pushResult {
 	switch {
 	case q.pending[k] > 0:
 		return coalesced
-	case q.closed || q.len() >= q.limit:
+	case q.closed || q.len() >= q.limit && !q.final:
 		return dropped
 	}
 	q.lanes[laneOf(k.attr)].push(p)
@@ -171,6 +175,13 @@ func (q *sendQueue) waitRoom(stop <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// finalWord lifts the limit for the shutdown's MADs (final).
+func (q *sendQueue) finalWord() {
+	q.mu.Lock()
+	q.final = true
+	q.mu.Unlock()
 }
 
 // close stops the queue taking MADs; the sender writes those it holds,
