@@ -312,6 +312,9 @@ type apSys struct {
 	closed   [2]bool        // Manager.Close was called
 	closing  [2]atomic.Bool // Manager.Close was started
 	conns    []*apConn
+	// closedEst holds, for a Manager closed by Manager.Close, the
+	// connections that were established when Close was called.
+	closedEst [2][]*apConn
 	reqs     []*apReq
 	sreqs    []*apSReq
 	ls       []*apListener
@@ -740,6 +743,54 @@ func (s *apSys) markClosed(i int) {
 	}
 }
 
+// establishedOn lists Manager i's connections that are ESTABLISHED now.
+func (s *apSys) establishedOn(i int) []*apConn {
+	s.mu.Lock()
+	conns := slices.Clone(s.conns)
+	s.mu.Unlock()
+	var est []*apConn
+	for _, c := range conns {
+		if c.m == i && c.c.State() == cm.StateEstablished {
+			est = append(est, c)
+		}
+	}
+	return est
+}
+
+// checkCloseReachedPeers: on a fabric that loses nothing, no connection
+// established when its Manager was closed is left established on the
+// other Manager, if that one still runs: Close's DREQs all arrived,
+// whatever the send queue held or the transport was doing at the time.
+func (s *apSys) checkCloseReachedPeers() {
+	if s.model.Loss > 0 {
+		return
+	}
+	s.mu.Lock()
+	closedEst := s.closedEst
+	s.mu.Unlock()
+	for i, est := range closedEst {
+		p := 1 - i
+		if len(est) == 0 || s.taps[i].broken.Load() || s.isClosed(p) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), apGrace)
+		ids, err := cm.HeldIDsWithin(ctx, s.mgrs[p])
+		cancel()
+		if err != nil {
+			s.fail("Manager %d: reading its ids: %v", p, err)
+			continue
+		}
+		for _, c := range est {
+			for _, in := range ids {
+				if in.RemoteID == c.c.ID() && in.State == cm.StateEstablished {
+					s.fail("conn %v of Manager %d, established when its Manager closed, still established on Manager %d as %v",
+						c.c.ID(), i, p, in.ID)
+				}
+			}
+		}
+	}
+}
+
 func (s *apSys) isClosed(i int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -914,7 +965,11 @@ func (s *apSys) run(o apOp) {
 			i, m := s.mgr(o.M)
 			s.closing[i].Store(true)
 			s.spawn("Manager.Close", 0, true, func(context.Context) {
+				est := s.establishedOn(i)
 				_ = m.Close()
+				s.mu.Lock()
+				s.closedEst[i] = est
+				s.mu.Unlock()
 				s.markClosed(i)
 			})
 		}
@@ -1611,6 +1666,9 @@ func (s *apSys) finish() []string {
 	wedged := s.failed()
 	if !wedged {
 		s.settle()
+		if !s.unsettled {
+			s.checkCloseReachedPeers()
+		}
 		s.release()
 		s.runClock()
 		if !s.unsettled {
