@@ -156,6 +156,14 @@ func (m *Manager) lapReceived(c *Conn, lap wire.LAP) {
 // handled, the engine may already be further on. The TimeWait event comes
 // before Done closes, so that whoever Done wakes has heard of it.
 func (m *Manager) settle(c *Conn, s engine.State, ended error) {
+	if m.conns[c.id] != c {
+		// Its attempt ended already (and the id may be another's now):
+		// only the Conn itself is left to end.
+		if ended != nil {
+			c.end(ended)
+		}
+		return
+	}
 	at := s.Attr()
 	if at.TimeWait && !c.inTimeWait {
 		c.inTimeWait = true
@@ -181,7 +189,9 @@ func (m *Manager) settleWith(c *Conn, ended error) { m.settle(c, m.eng.State(c.i
 // forget drops a connection whose id is free and tells the application its
 // QP may be reused.
 func (m *Manager) forget(c *Conn) {
-	delete(m.conns, c.id)
+	if m.conns[c.id] == c {
+		delete(m.conns, c.id)
+	}
 	if m.byQPN[c.localQPN] == c {
 		delete(m.byQPN, c.localQPN)
 	}
