@@ -18,8 +18,14 @@ func (m *Manager) handle(nt *engine.Notification) {
 		return
 	}
 	c := m.conns[nt.ID]
+	if c == nil {
+		return
+	}
 	kind, ok := noticeEvents[nt.Notice]
-	if c == nil || !ok {
+	if !ok {
+		// A step with nothing to tell (NoticeNone) may still have moved
+		// the id into TimeWait, or freed it.
+		m.settle(c, nt.State, nil)
 		return
 	}
 	c.remember(nt.Msg)
