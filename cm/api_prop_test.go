@@ -308,23 +308,23 @@ type apSys struct {
 	ncalls    int
 	log       []string
 
-	mu       sync.Mutex
-	closed   [2]bool        // Manager.Close was called
-	closing  [2]atomic.Bool // Manager.Close was started
-	conns    []*apConn
+	mu      sync.Mutex
+	closed  [2]bool        // Manager.Close was called
+	closing [2]atomic.Bool // Manager.Close was started
+	conns   []*apConn
 	// closedEst holds, for a Manager closed by Manager.Close, the
 	// connections that were established when Close was called.
 	closedEst [2][]*apConn
-	reqs     []*apReq
-	sreqs    []*apSReq
-	ls       []*apListener
-	calls    []*apCall
-	fails    []string
-	sniffed  []apSniffed // the MADs the Managers sent, newest last
-	events   [2]*apEvents
-	qps      []*apQP
-	nextQPN  uint32
-	outcomes map[string]int
+	reqs      []*apReq
+	sreqs     []*apSReq
+	ls        []*apListener
+	calls     []*apCall
+	fails     []string
+	sniffed   []apSniffed // the MADs the Managers sent, newest last
+	events    [2]*apEvents
+	qps       []*apQP
+	nextQPN   uint32
+	outcomes  map[string]int
 }
 
 type apConn struct {
