@@ -21,8 +21,8 @@ func (m *Manager) handle(nt *engine.Notification) {
 	if c == nil {
 		return
 	}
-	kind, ok := noticeEvents[nt.Notice]
-	if !ok {
+	kind := noticeEvents[nt.Notice]
+	if kind == 0 {
 		// A step with nothing to tell (NoticeNone) may still have moved
 		// the id into TimeWait, or freed it.
 		m.settle(c, nt.State, nil)
@@ -70,7 +70,7 @@ func (m *Manager) handle(nt *engine.Notification) {
 
 // noticeEvents is the event each notification about a connection is told
 // as.
-var noticeEvents = map[engine.Notice]EventKind{
+var noticeEvents = [engine.NumNotices]EventKind{
 	engine.NoticeREPReceived: EventREPReceived, engine.NoticeMRAReceived: EventMRAReceived,
 	engine.NoticeEstablished: EventEstablished, engine.NoticeRejected: EventRejected,
 	engine.NoticeTimedOut: EventTimedOut, engine.NoticeLAPTimedOut: EventTimedOut,

@@ -252,15 +252,21 @@ func (r *Request) claim(rep *wire.REP) error {
 // refused is why a request no longer pending cannot be accepted; under
 // the lock.
 func (r *Request) refused(rep *wire.REP) error {
-	if err := r.conn.Err(); err != nil {
-		return err // the request ended: say why
-	}
-	if !r.pending() && r.m.conns[r.id] == r.conn {
+	if r.conn.Err() == nil && !r.pending() && r.m.conns[r.id] == r.conn {
 		if err := r.m.eng.Accept(r.m.clock.Now(), r.id, rep); err != nil {
 			return err // accepted already: refused by the table
 		}
 	}
-	return fmt.Errorf("%w: Accept: the request is answered already", ErrInvalidState)
+	return r.answered("Accept")
+}
+
+// answered is why a request that no longer waits cannot be answered by
+// call: why it ended, or that it was answered already.
+func (r *Request) answered(call string) error {
+	if err := r.conn.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s: the request is answered already", ErrInvalidState, call)
 }
 
 // sendREP sends the REP and makes the request a connection; under the
@@ -298,7 +304,7 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 		// MRA_REP_RCVD) or not (established, ended).
 		c := r.conn
 		if r.m.conns[r.id] != c {
-			return r.refusedReject()
+			return r.answered("Reject")
 		}
 		if err := r.m.eng.Reject(now, r.id, reason, ari, privateData); err != nil {
 			return err
@@ -308,14 +314,6 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 		r.m.settleWith(c, &RejectError{Reason: rejectReason(reason)})
 		return nil
 	})
-}
-
-// refusedReject is why a request that ended cannot be rejected.
-func (r *Request) refusedReject() error {
-	if err := r.conn.Err(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: Reject: the request is answered already", ErrInvalidState)
 }
 
 // reject sends the REJ and lets go of the request; under the lock.
@@ -353,7 +351,7 @@ func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData [
 	}
 	return r.m.do("Request.Delay", func() error {
 		if !r.pending() {
-			return r.refusedDelay()
+			return r.answered("Delay")
 		}
 		if err := r.m.eng.SendMRA(r.m.clock.Now(), r.id, serviceTimeout, privateData); err != nil {
 			return err
@@ -362,14 +360,6 @@ func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData [
 		r.m.emit(Event{Kind: EventMRASent, Conn: r.conn, ID: r.id})
 		return nil
 	})
-}
-
-// refusedDelay is why a request no longer waiting cannot be delayed.
-func (r *Request) refusedDelay() error {
-	if err := r.conn.Err(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: Delay: the request is answered already", ErrInvalidState)
 }
 
 // QPAttr returns the attributes that move a QP to state s for this request
