@@ -199,30 +199,25 @@ against \`ibcm listen\`, both the real commands, in one process over the fake um
 cmtime connects the 1,000 connections at once, one goroutine each, then disconnects them at once.
 The figure is the quickest connection's time (from its Connect to ESTABLISHED, from its Disconnect
 to the DREP) as a share of the whole step: with head-of-line blocking it nears 100%, since no answer
-is taken before every call of the burst has gone through the Manager's loop.
+is taken before every call of the burst has gone through the Manager.
 
 What keeps it there (each checked by \`TestBurstsDoNotHoldBackAnswers\`, which counts instead of
 timing: on one CPU over the fake umad device, how many calls of a 1,000-call burst begin or return
 while the quickest is under way; under half the burst, where head-of-line blocking makes it nearly
 all of it):
 
-- The loop never yields with \`runtime.Gosched\`, which would put it at the back of the scheduler's
-  global queue, behind every caller of the burst. After serving calls for 100 µs while MADs wait
-  to be sent, it takes no call until the sending goroutine has sent them (1 ms at most: a
-  transport whose Send blocks slows calls down, never stops them), and takes received MADs
-  meanwhile; the sender, woken last, runs next.
-- Answers before new calls: the steps that finish an exchange a peer is timing (an Accept's REP,
-  the RTU after Connect moved its QP, Reject, Delay, a SIDR reply) reach the loop apart from other
-  calls, and it serves them even while it holds calls back, so they never queue behind a burst of
-  new requests (\`TestSlowBurstDoesNotHoldBackAnswers\`: with QPs, each Send blocking 500 µs, as in a
-  VM without acceleration).
-- Connect, Accept and Disconnect hand the step that sends their MAD to the loop without waiting
-  for it to run, and their caller is woken once, by the outcome (the REP with the QP's attributes
-  derived on the loop, ESTABLISHED, the DREP). A caller woken as soon as its call ran would take
-  the scheduler's next slot from the sending goroutine that the call's MAD had just woken, and
-  send it to the back of the queue.
-- \`NewManager\` returns once its loop and sender have begun, and the umad transport once its
-  reader has: otherwise a burst started right away is queued ahead of their first run.
+- Each call steps the engine itself, under the Manager's one lock (cm/shell.go): no loop stands
+  between a caller and the engine, so none can hold back the answers behind a burst.
+- The send queue has two lanes: answers (REP, RTU, REJ, MRA, DREP, APR, SIDR_REP), which finish an
+  exchange a peer is timing, are sent before requests (REQ, DREQ, LAP, SIDR_REQ)
+  (\`TestSlowBurstDoesNotHoldBackAnswers\`: with QPs, each Send blocking 500 µs, as in a VM without
+  acceleration).
+- A call that starts an exchange waits while 16 requests wait to be sent (fair depth, at most 1 ms:
+  a transport whose Send blocks slows calls down, never stops them); waiting callers are let in 16
+  at a time once the sender has emptied the queue, so they queue behind the receiving goroutine
+  with the answers to the last batch (\`TestCallsDoNotHoldBackAnswers\`).
+- A step queues its MADs for the sender after it has woken any waiting caller, so that the sender,
+  woken last, runs next.
 
 ## What keeps them there
 
