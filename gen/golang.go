@@ -89,11 +89,34 @@ func lower(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
 
+// emitGo emits cm/engine/table_gen.go: the enumerations, the state and
+// event attributes, and the dense connection and alternate-path tables.
 func emitGo(t *def.Table) ([]byte, error) {
 	f := jen.NewFile("engine")
 	f.HeaderComment(header)
 	f.PackageComment("")
 
+	emitEnums(f)
+	emitEffects(f)
+	emitStateAttrs(f)
+	emitTimerEvent(f)
+	emitLAPStates(f)
+	emitMsgRules(f, t)
+	emitEventRules(f)
+	emitEntryType(f, "Transition", "State", "Transition is one (state, event) cell of the connection table.")
+	emitEntryType(f, "LAPTransition", "LAPState", "LAPTransition is one cell of the alternate-path table.")
+	emitTables(f, t)
+
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// emitEnums emits the enumerations: states, LAP sub-states, events, event
+// classes, kinds, messages and notices.
+func emitEnums(f *jen.File) {
 	var ids, names, docs []string
 	for _, s := range def.States {
 		ids, names, docs = append(ids, stateID(s.Name)), append(names, s.Name), append(docs, s.Doc)
@@ -136,8 +159,11 @@ func emitGo(t *def.Table) ([]byte, error) {
 		ids, names = append(ids, noticeID(n)), append(names, string(n))
 	}
 	enum(f, "Notice", "Notice is what the application is told.", ids, names, nil, "NumNotices")
+}
 
-	// Effects are bits, applied in declaration order.
+// emitEffects emits the effect bits, applied in declaration order, their
+// names and the guard that stops compiling when a bit moves.
+func emitEffects(f *jen.File) {
 	f.Comment("Effect is a set of side effects of a transition, applied in bit order.")
 	f.Type().Id("Effect").Uint32()
 	f.Line()
@@ -180,8 +206,11 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("An invalid array index here means the effect bits moved: run go generate.")
 	f.Func().Id("_").Params().Block(eg...)
 	f.Line()
+}
 
-	// Per-state table membership and the other state sets.
+// emitStateAttrs emits StateAttr: per state, the tables it is registered in
+// and the other state sets it belongs to.
+func emitStateAttrs(f *jen.File) {
 	attrFields := []struct {
 		name, doc string
 		get       func(def.State) bool
@@ -229,8 +258,10 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("Attr returns the table membership of a state.")
 	f.Func().Params(jen.Id("s").Id("State")).Id("Attr").Params().Id("StateAttr").Block(jen.Return(jen.Id("stateAttrs").Index(jen.Id("s"))))
 	f.Line()
+}
 
-	// The event an id's timer raises.
+// emitTimerEvent emits TimerEvent: the event an id's timer raises.
+func emitTimerEvent(f *jen.File) {
 	var cases []jen.Code
 	for _, s := range def.States {
 		if s.Expiry != "" {
@@ -245,8 +276,10 @@ func emitGo(t *def.Table) ([]byte, error) {
 		jen.Return(jen.Id(eventID(def.GiveUpEvent))),
 	)
 	f.Line()
+}
 
-	// Alternate-path sub-states.
+// emitLAPStates emits the alternate-path sub-states' timers, LAPStart and LAPOff.
+func emitLAPStates(f *jen.File) {
 	var lapTimers []jen.Code
 	var start, startNo, off string
 	for _, l := range def.LAPStates {
@@ -278,8 +311,11 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("LAPOff is the sub-state of every id outside ESTABLISHED (EffExitLAP).")
 	f.Const().Id("LAPOff").Id("LAPState").Op("=").Id(off)
 	f.Line()
+}
 
-	// Per-message rules.
+// emitMsgRules emits the per-message rules: which messages start a
+// transaction, and which some cell resends.
+func emitMsgRules(f *jen.File, t *def.Table) {
 	kept := map[def.Msg]bool{}
 	for _, tab := range [][][]def.Entry{t.Main, t.LAP} {
 		for _, row := range tab {
@@ -310,7 +346,11 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("Kept reports the messages some cell resends (EffResend): an id keeps its last copy.")
 	f.Func().Params(jen.Id("m").Id("Msg")).Id("Kept").Params().Bool().Block(jen.Return(jen.Id("msgKept").Index(jen.Id("m"))))
 	f.Line()
+}
 
+// emitEventRules emits the per-event rules: its class, and whether ESTABLISHED
+// delegates it to the alternate-path table.
+func emitEventRules(f *jen.File) {
 	var classes []jen.Code
 	for _, e := range def.Events {
 		classes = append(classes, jen.Id(eventID(e.Name)).Op(":").Id(classIDs[e.Class]))
@@ -331,58 +371,64 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("LAP reports whether ESTABLISHED delegates the event to the alternate-path table.")
 	f.Func().Params(jen.Id("e").Id("Event")).Id("LAP").Params().Bool().Block(jen.Return(jen.Id("lapEvents").Index(jen.Id("e"))))
 	f.Line()
+}
 
-	entryType := func(name, next, doc string) {
-		f.Comment(doc)
-		f.Type().Id(name).Struct(
-			jen.Id("Next").Id(next),
-			jen.Id("Kind").Id("Kind"),
-			jen.Id("Send").Id("Msg").Comment("message to send, or MsgNone"),
-			jen.Id("About").Id("Msg").Comment("what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)"),
-			jen.Id("Reason").Uint16().Comment("REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it"),
-			jen.Id("Notice").Id("Notice"),
-			jen.Id("Effects").Id("Effect"),
-		)
-		f.Line()
+// emitEntryType emits the struct of one table's cells, whose Next is a next.
+func emitEntryType(f *jen.File, name, next, doc string) {
+	f.Comment(doc)
+	f.Type().Id(name).Struct(
+		jen.Id("Next").Id(next),
+		jen.Id("Kind").Id("Kind"),
+		jen.Id("Send").Id("Msg").Comment("message to send, or MsgNone"),
+		jen.Id("About").Id("Msg").Comment("what an MRA delays or a REJ rejects (MsgLAP, MsgNONE: other)"),
+		jen.Id("Reason").Uint16().Comment("REJ reason, APR or SIDR_REP status fixed by the table; 0: the engine supplies it"),
+		jen.Id("Notice").Id("Notice"),
+		jen.Id("Effects").Id("Effect"),
+	)
+	f.Line()
+}
+
+// cellValues is the composite literal of one cell: only its non-zero fields,
+// its effects in their canonical order.
+func cellValues(e def.Entry, next jen.Code) jen.Code {
+	d := jen.Dict{jen.Id("Next"): next, jen.Id("Kind"): jen.Id(kindID(e.Kind))}
+	if e.Send != def.None {
+		d[jen.Id("Send")] = jen.Id(msgID(e.Send))
 	}
-	entryType("Transition", "State", "Transition is one (state, event) cell of the connection table.")
-	entryType("LAPTransition", "LAPState", "LAPTransition is one cell of the alternate-path table.")
-
-	cell := func(e def.Entry, next jen.Code) jen.Code {
-		d := jen.Dict{jen.Id("Next"): next, jen.Id("Kind"): jen.Id(kindID(e.Kind))}
-		if e.Send != def.None {
-			d[jen.Id("Send")] = jen.Id(msgID(e.Send))
-		}
-		if e.About != def.None {
-			d[jen.Id("About")] = jen.Id(msgID(e.About))
-		}
-		if e.Reason != 0 {
-			d[jen.Id("Reason")] = jen.Lit(e.Reason)
-		}
-		if e.Notice != def.NoNotice {
-			d[jen.Id("Notice")] = jen.Id(noticeID(e.Notice))
-		}
-		if len(e.Effects) > 0 {
-			var bits jen.Code
-			for _, want := range def.Effects { // canonical order
-				if e.Has(want) {
-					if bits == nil {
-						bits = jen.Id(effectID(want))
-					} else {
-						bits = jen.Add(bits).Op("|").Id(effectID(want))
-					}
+	if e.About != def.None {
+		d[jen.Id("About")] = jen.Id(msgID(e.About))
+	}
+	if e.Reason != 0 {
+		d[jen.Id("Reason")] = jen.Lit(e.Reason)
+	}
+	if e.Notice != def.NoNotice {
+		d[jen.Id("Notice")] = jen.Id(noticeID(e.Notice))
+	}
+	if len(e.Effects) > 0 {
+		var bits jen.Code
+		for _, want := range def.Effects { // canonical order
+			if e.Has(want) {
+				if bits == nil {
+					bits = jen.Id(effectID(want))
+				} else {
+					bits = jen.Add(bits).Op("|").Id(effectID(want))
 				}
 			}
-			d[jen.Id("Effects")] = bits
 		}
-		return jen.Values(d)
+		d[jen.Id("Effects")] = bits
 	}
+	return jen.Values(d)
+}
+
+// emitTables emits the dense connection table, the alternate-path table and
+// their lookups.
+func emitTables(f *jen.File, t *def.Table) {
 	var rows []jen.Code
 	for si, s := range def.States {
 		var cells []jen.Code
 		for ei, ev := range def.Events {
 			e := t.Main[si][ei]
-			c := jen.Id(eventID(ev.Name)).Op(":").Add(cell(e, jen.Id(stateID(e.Next))))
+			c := jen.Id(eventID(ev.Name)).Op(":").Add(cellValues(e, jen.Id(stateID(e.Next))))
 			if e.Why != "" && e.Kind != def.Drop && e.Kind != def.Invalid {
 				c = jen.Comment(e.Why).Line().Add(c)
 			}
@@ -401,7 +447,7 @@ func emitGo(t *def.Table) ([]byte, error) {
 				continue
 			}
 			e := t.LAP[li][ei]
-			cells = append(cells, jen.Id(eventID(ev.Name)).Op(":").Add(cell(e, jen.Id(lapID(e.Next)))))
+			cells = append(cells, jen.Id(eventID(ev.Name)).Op(":").Add(cellValues(e, jen.Id(lapID(e.Next)))))
 		}
 		rows = append(rows, jen.Id(lapID(ls.Name)).Op(":").Values(cells...))
 	}
@@ -415,10 +461,4 @@ func emitGo(t *def.Table) ([]byte, error) {
 	f.Comment("LookupLAP returns the alternate-path table's entry for (s, e).")
 	f.Func().Id("LookupLAP").Params(jen.Id("s").Id("LAPState"), jen.Id("e").Id("Event")).Id("LAPTransition").Block(
 		jen.Return(jen.Id("lapTransitions").Index(jen.Id("s")).Index(jen.Id("e"))))
-
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

@@ -56,6 +56,21 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("\\* %s\n", header)
 	w("\\* The CM transition table. spec/cm.tla performs every per-connection step\n")
 	w("\\* through Table and LAPTable, the same cells cm/engine/table_gen.go holds.\n\n")
+	tlaNames(w)
+	tlaStateSets(w, t)
+	tlaTimerEvent(w)
+	tlaLAPStates(w)
+	tlaMsgs(w)
+	tlaTables(w, t)
+	w("=============================================================================\n")
+	return b.Bytes(), nil
+}
+
+// writef appends to the module emitTLA writes.
+type writef func(format string, args ...any)
+
+// tlaNames writes the states, the LAP sub-states, and the events by class.
+func tlaNames(w writef) {
 	var names []string
 	for _, s := range def.States {
 		names = append(names, s.Name)
@@ -71,6 +86,11 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("AppEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.Class == def.App })))
 	w("TimerEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.Class == def.Timer })))
 	w("LAPEvents == %s\n\n", tlaSet(eventsWhere(func(e def.Event) bool { return e.LAP })))
+}
+
+// tlaStateSets writes the state sets of the definition: table membership,
+// the other attributes, and the states whose timer is a lapse.
+func tlaStateSets(w writef, t *def.Table) {
 	w("\\* Table membership per state (TablesMatchStates checks the spec against these).\n")
 	w("RemoteIDStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.RemoteID })))
 	w("ConnectedStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Connected })))
@@ -87,16 +107,23 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("UnannouncedStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.Unannounced })))
 	w("LAPHostStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return s.LAP })))
 	w("\\* The states whose timer is a lapse: a step that enters them has StartLapse.\n")
-	w("LapseStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool {
-		for _, row := range t.Main {
-			for _, e := range row {
-				if e.Kind == def.Transition && e.Next == s.Name && e.Has(def.StartLapse) {
-					return true
-				}
+	w("LapseStates == %s\n\n", tlaSet(statesWhere(func(s def.State) bool { return lapseState(t, s) })))
+}
+
+// lapseState reports whether some step enters s with StartLapse.
+func lapseState(t *def.Table, s def.State) bool {
+	for _, row := range t.Main {
+		for _, e := range row {
+			if e.Kind == def.Transition && e.Next == s.Name && e.Has(def.StartLapse) {
+				return true
 			}
 		}
-		return false
-	})))
+	}
+	return false
+}
+
+// tlaTimerEvent writes TimerEvent: the event an id's timer raises.
+func tlaTimerEvent(w writef) {
 	w("\\* The event an id's timer raises in state s: the state's expiry, or for a\n")
 	w("\\* response timer %q while retries are left and %q after.\n", def.RetryEvent, def.GiveUpEvent)
 	w("TimerEvent(s, retriesLeft) ==\n    CASE ")
@@ -112,6 +139,10 @@ func emitTLA(t *def.Table) ([]byte, error) {
 		w("s = %q -> %q", st.Name, st.Expiry)
 	}
 	w("\n      [] retriesLeft -> %q\n      [] OTHER -> %q\n\n", def.RetryEvent, def.GiveUpEvent)
+}
+
+// tlaLAPStates writes the alternate-path sub-states' sets: timers, start and off.
+func tlaLAPStates(w writef) {
 	var lapTimers []string
 	var start, startNo, off string
 	for _, l := range def.LAPStates {
@@ -134,6 +165,11 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("LAPTimerStates == %s\n\n", tlaSet(lapTimers))
 	w("LAPStart(alt) == IF alt THEN %q ELSE %q\n\n", start, startNo)
 	w("LAPOff == %q\n\n", off)
+}
+
+// tlaMsgs writes the message sets, the QP-attribute states, and the names of
+// the effects, notices and kinds.
+func tlaMsgs(w writef) {
 	var starts []string
 	for _, m := range def.Starts {
 		starts = append(starts, string(m))
@@ -158,6 +194,10 @@ func emitTLA(t *def.Table) ([]byte, error) {
 	w("EffectNames == %s\n\n", tlaSet(effs))
 	w("Notices == %s\n\n", tlaSet(notices))
 	w("Kinds == %s\n\n", tlaSet(def.KindNames[:]))
+}
+
+// tlaTables writes Table and LAPTable, cell by cell.
+func tlaTables(w writef, t *def.Table) {
 	w("Table ==\n  [")
 	for si, s := range def.States {
 		if si > 0 {
@@ -193,6 +233,4 @@ func emitTLA(t *def.Table) ([]byte, error) {
 		w("]")
 	}
 	w("]\n\n")
-	w("=============================================================================\n")
-	return b.Bytes(), nil
 }
