@@ -117,12 +117,6 @@ func (c *classifier) done() {
 
 // expect computes the spec's classification of p from p.To's ids.
 func (c *classifier) expect(p *simnet.Packet) expectation {
-	e := p.To.Engine
-	var ids []engine.IDInfo
-	for id := range e.IDs() {
-		ids = append(ids, id)
-	}
-	src := p.From.GUID
 	m := &c.mad
 	if wire.DecodeMAD(p.MAD[:], m) != nil {
 		return expectation{what: "a malformed MAD", none: true}
@@ -137,71 +131,12 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 	if m.Method != wire.MethodSend {
 		return expectation{what: what + " (not a Send)", none: true}
 	}
-	cfg := e.Config()
-	legacy, staleCheck := cfg.LegacyTimeWaitQPN, !cfg.DisableStaleCheck
-	// qpnEntry: the id is in the spec's qpnTable.
-	qpnEntry := func(id engine.IDInfo) bool {
-		return id.State.Attr().Connected || legacy && id.State == engine.StateTimeWait && id.RemoteQPN != 0
-	}
-	target := func(rid, lid uint32) (engine.IDInfo, bool) {
-		if rid != 0 {
-			for _, id := range ids {
-				if id.State.Attr().Replies && uint32(id.ID) == rid &&
-					(id.RemoteID == 0 || uint32(id.RemoteID) == lid) &&
-					(m.AttrID != wire.AttrREP || id.RemoteID == 0 || id.RemoteGUID == src) {
-					return id, true
-				}
-			}
-			return engine.IDInfo{}, false
-		}
-		for _, id := range ids {
-			if id.State.Attr().RemoteID && uint32(id.RemoteID) == lid && id.RemoteGUID == src {
-				return id, true
-			}
-		}
-		return engine.IDInfo{}, false
-	}
-	reply := func(ev engine.Event, rid, lid uint32) expectation {
-		if id, ok := target(rid, lid); ok {
-			return expectation{what: what, ev: ev, id: id.ID}
-		}
-		return expectation{what: what, ev: ev}
-	}
-	listening := func(sid uint64) bool {
-		return slices.ContainsFunc(ids, func(id engine.IDInfo) bool {
-			return id.State == engine.StateListen && id.ServiceID&id.Mask == sid&id.Mask
-		})
-	}
+	r := newReceiver(p, m, what)
 	switch m.AttrID {
 	case wire.AttrREQ:
-		r := &m.REQ
-		for _, id := range ids {
-			if id.State.Attr().RemoteID && uint32(id.RemoteID) == r.LocalCommID && id.RemoteGUID == r.LocalCAGUID {
-				return expectation{what: what + " (a duplicate)", ev: engine.EvRecvREQ, id: id.ID}
-			}
-		}
-		if staleCheck && slices.ContainsFunc(ids, func(id engine.IDInfo) bool {
-			return qpnEntry(id) && id.RemoteQPN == r.LocalQPN && id.RemoteGUID == r.LocalCAGUID
-		}) {
-			return expectation{what: what + " (stale)", ev: engine.EvRecvREQStale}
-		}
-		if !listening(r.ServiceID) {
-			return expectation{what: what + " (unlisted)", ev: engine.EvRecvREQUnlisted}
-		}
-		return expectation{what: what + " (new)", any: true, newID: true}
+		return r.expectREQ()
 	case wire.AttrREP:
-		r := &m.REP
-		id, ok := target(r.RemoteCommID, r.LocalCommID)
-		if !ok {
-			return expectation{what: what, ev: engine.EvRecvREP}
-		}
-		if staleCheck && (id.State == engine.StateReqSent || id.State == engine.StateMraReqRcvd) &&
-			slices.ContainsFunc(ids, func(o engine.IDInfo) bool {
-				return o.ID != id.ID && qpnEntry(o) && o.RemoteQPN == r.LocalQPN && o.RemoteGUID == r.LocalCAGUID
-			}) {
-			return expectation{what: what + " (stale)", ev: engine.EvRecvREPStale, id: id.ID}
-		}
-		return expectation{what: what, ev: engine.EvRecvREP, id: id.ID}
+		return r.expectREP()
 	case wire.AttrMRA:
 		ev := engine.EvRecvMRAForLAP
 		switch m.MRA.MessageMRAed {
@@ -210,45 +145,33 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 		case wire.MsgRespREP:
 			ev = engine.EvRecvMRAForREP
 		}
-		return reply(ev, m.MRA.RemoteCommID, m.MRA.LocalCommID)
+		return r.reply(ev, m.MRA.RemoteCommID, m.MRA.LocalCommID)
 	case wire.AttrREJ:
 		ev := engine.EvRecvREJ
 		if m.REJ.Reason == wire.RejectStaleConn {
 			ev = engine.EvRecvREJStale
 		}
-		return reply(ev, m.REJ.RemoteCommID, m.REJ.LocalCommID)
+		return r.reply(ev, m.REJ.RemoteCommID, m.REJ.LocalCommID)
 	case wire.AttrRTU:
-		return reply(engine.EvRecvRTU, m.RTU.RemoteCommID, m.RTU.LocalCommID)
+		return r.reply(engine.EvRecvRTU, m.RTU.RemoteCommID, m.RTU.LocalCommID)
 	case wire.AttrDREQ:
-		if id, ok := target(m.DREQ.RemoteCommID, m.DREQ.LocalCommID); ok && id.LocalQPN != m.DREQ.RemoteQPNEECN {
+		if id, ok := r.target(m.DREQ.RemoteCommID, m.DREQ.LocalCommID); ok && id.LocalQPN != m.DREQ.RemoteQPNEECN {
 			return expectation{what: what + " (for another QP)", ev: engine.EvRecvDREQOtherQPN, id: id.ID}
 		}
-		return reply(engine.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
+		return r.reply(engine.EvRecvDREQ, m.DREQ.RemoteCommID, m.DREQ.LocalCommID)
 	case wire.AttrDREP:
-		return reply(engine.EvRecvDREP, m.DREP.RemoteCommID, m.DREP.LocalCommID)
+		return r.reply(engine.EvRecvDREP, m.DREP.RemoteCommID, m.DREP.LocalCommID)
 	case wire.AttrLAP:
-		return reply(engine.EvRecvLAP, m.LAP.RemoteCommID, m.LAP.LocalCommID)
+		return r.reply(engine.EvRecvLAP, m.LAP.RemoteCommID, m.LAP.LocalCommID)
 	case wire.AttrAPR:
 		if m.APR.ARStatus != wire.APRSuccess {
-			return reply(engine.EvRecvAPRRejected, m.APR.RemoteCommID, m.APR.LocalCommID)
+			return r.reply(engine.EvRecvAPRRejected, m.APR.RemoteCommID, m.APR.LocalCommID)
 		}
-		return reply(engine.EvRecvAPR, m.APR.RemoteCommID, m.APR.LocalCommID)
+		return r.reply(engine.EvRecvAPR, m.APR.RemoteCommID, m.APR.LocalCommID)
 	case wire.AttrSIDRReq:
-		r := &m.SIDRReq
-		for _, id := range ids {
-			if id.State == engine.StateSidrReqRcvd && uint32(id.RemoteID) == r.RequestID && id.Addr.LID == p.From.Addr.LID {
-				return expectation{what: what + " (a duplicate)", ev: engine.EvRecvSIDRREQ, id: id.ID}
-			}
-		}
-		if !listening(r.ServiceID) {
-			return expectation{what: what + " (unlisted)", ev: engine.EvRecvSIDRREQUnlisted}
-		}
-		if e.NumIDs() >= cfg.MaxIDs {
-			return expectation{what: what + " (no resources)", none: true}
-		}
-		return expectation{what: what + " (new)", ev: engine.EvRecvSIDRREQ, newID: true}
+		return r.expectSIDRReq()
 	case wire.AttrSIDRRep:
-		for _, id := range ids {
+		for _, id := range r.ids {
 			if id.State.Attr().Replies && uint32(id.ID) == m.SIDRRep.RequestID {
 				return expectation{what: what, ev: engine.EvRecvSIDRREP, id: id.ID}
 			}
@@ -256,4 +179,121 @@ func (c *classifier) expect(p *simnet.Packet) expectation {
 		return expectation{what: what, ev: engine.EvRecvSIDRREP}
 	}
 	return expectation{what: what, none: true}
+}
+
+// receiver is the receiving engine as the spec sees it before a delivery:
+// its ids, and the sender's CA GUID (the spec's m.src).
+type receiver struct {
+	p          *simnet.Packet
+	e          *engine.Engine
+	m          *wire.MAD
+	what       string
+	ids        []engine.IDInfo
+	src        uint64
+	legacy     bool
+	staleCheck bool
+}
+
+func newReceiver(p *simnet.Packet, m *wire.MAD, what string) *receiver {
+	r := &receiver{p: p, e: p.To.Engine, m: m, what: what, src: p.From.GUID}
+	for id := range r.e.IDs() {
+		r.ids = append(r.ids, id)
+	}
+	cfg := r.e.Config()
+	r.legacy, r.staleCheck = cfg.LegacyTimeWaitQPN, !cfg.DisableStaleCheck
+	return r
+}
+
+// qpnEntry reports whether the id is in the spec's qpnTable.
+func (r *receiver) qpnEntry(id engine.IDInfo) bool {
+	return id.State.Attr().Connected || r.legacy && id.State == engine.StateTimeWait && id.RemoteQPN != 0
+}
+
+// target is the spec's Target: the id a reply naming (rid, lid) goes to.
+func (r *receiver) target(rid, lid uint32) (engine.IDInfo, bool) {
+	if rid != 0 {
+		for _, id := range r.ids {
+			if id.State.Attr().Replies && uint32(id.ID) == rid &&
+				(id.RemoteID == 0 || uint32(id.RemoteID) == lid) &&
+				(r.m.AttrID != wire.AttrREP || id.RemoteID == 0 || id.RemoteGUID == r.src) {
+				return id, true
+			}
+		}
+		return engine.IDInfo{}, false
+	}
+	for _, id := range r.ids {
+		if id.State.Attr().RemoteID && uint32(id.RemoteID) == lid && id.RemoteGUID == r.src {
+			return id, true
+		}
+	}
+	return engine.IDInfo{}, false
+}
+
+// reply expects ev on the reply's Target, or on the IDLE row.
+func (r *receiver) reply(ev engine.Event, rid, lid uint32) expectation {
+	if id, ok := r.target(rid, lid); ok {
+		return expectation{what: r.what, ev: ev, id: id.ID}
+	}
+	return expectation{what: r.what, ev: ev}
+}
+
+// listening reports whether a listen matches the service ID.
+func (r *receiver) listening(sid uint64) bool {
+	return slices.ContainsFunc(r.ids, func(id engine.IDInfo) bool {
+		return id.State == engine.StateListen && id.ServiceID&id.Mask == sid&id.Mask
+	})
+}
+
+// expectREQ: a duplicate, then a stale REQ, then one nobody listens for.
+func (r *receiver) expectREQ() expectation {
+	q := &r.m.REQ
+	for _, id := range r.ids {
+		if id.State.Attr().RemoteID && uint32(id.RemoteID) == q.LocalCommID && id.RemoteGUID == q.LocalCAGUID {
+			return expectation{what: r.what + " (a duplicate)", ev: engine.EvRecvREQ, id: id.ID}
+		}
+	}
+	if r.staleCheck && slices.ContainsFunc(r.ids, func(id engine.IDInfo) bool {
+		return r.qpnEntry(id) && id.RemoteQPN == q.LocalQPN && id.RemoteGUID == q.LocalCAGUID
+	}) {
+		return expectation{what: r.what + " (stale)", ev: engine.EvRecvREQStale}
+	}
+	if !r.listening(q.ServiceID) {
+		return expectation{what: r.what + " (unlisted)", ev: engine.EvRecvREQUnlisted}
+	}
+	return expectation{what: r.what + " (new)", any: true, newID: true}
+}
+
+// expectREP: the REP's Target, which finds it stale (StaleREP) when another
+// id is connected to the REP's (GUID, QPN).
+func (r *receiver) expectREP() expectation {
+	q := &r.m.REP
+	id, ok := r.target(q.RemoteCommID, q.LocalCommID)
+	if !ok {
+		return expectation{what: r.what, ev: engine.EvRecvREP}
+	}
+	if r.staleCheck && (id.State == engine.StateReqSent || id.State == engine.StateMraReqRcvd) &&
+		slices.ContainsFunc(r.ids, func(o engine.IDInfo) bool {
+			return o.ID != id.ID && r.qpnEntry(o) && o.RemoteQPN == q.LocalQPN && o.RemoteGUID == q.LocalCAGUID
+		}) {
+		return expectation{what: r.what + " (stale)", ev: engine.EvRecvREPStale, id: id.ID}
+	}
+	return expectation{what: r.what, ev: engine.EvRecvREP, id: id.ID}
+}
+
+// expectSIDRReq: a duplicate of the SIDR_REQ_RCVD id with its request ID
+// and source, then one nobody listens for, then one beyond MaxIDs.
+func (r *receiver) expectSIDRReq() expectation {
+	q := &r.m.SIDRReq
+	for _, id := range r.ids {
+		if id.State == engine.StateSidrReqRcvd && uint32(id.RemoteID) == q.RequestID && id.Addr.LID == r.p.From.Addr.LID {
+			return expectation{what: r.what + " (a duplicate)", ev: engine.EvRecvSIDRREQ, id: id.ID}
+		}
+	}
+	if !r.listening(q.ServiceID) {
+		return expectation{what: r.what + " (unlisted)", ev: engine.EvRecvSIDRREQUnlisted}
+	}
+	if r.e.NumIDs() >= r.e.Config().MaxIDs {
+		return expectation{what: r.what + " (no resources)", none: true}
+	}
+	return expectation{what: r.what + " (new)", ev: engine.EvRecvSIDRREQ, newID: true}
 }

@@ -202,222 +202,281 @@ func (o *obligations) sentFrom(id engine.CommID, attr wire.AttrID) bool {
 	return false
 }
 
+// delivered is what done judges a delivery by: its MAD, the receiver's
+// first step on it (nil: none), the receiver's ids after it, and its name
+// in a violation.
+type delivered struct {
+	m     *wire.MAD
+	first *engine.TraceStep
+	after map[engine.CommID]engine.IDInfo
+	what  string
+}
+
 // done ends the delivery: its steps are over and its answers have left.
 func (o *obligations) done() {
 	if !o.active {
 		return
 	}
 	o.active = false
-	e := o.sys.Nodes[o.to].Engine
-	after := map[engine.CommID]engine.IDInfo{}
-	for id := range e.IDs() {
-		after[id.ID] = id
+	d := delivered{m: &o.mad, after: map[engine.CommID]engine.IDInfo{}}
+	for id := range o.sys.Nodes[o.to].Engine.IDs() {
+		d.after[id.ID] = id
 	}
-	m := &o.mad
-	var first *engine.TraceStep
 	if len(o.steps) > 0 {
-		first = &o.steps[0]
+		d.first = &o.steps[0]
 	}
-	what := fmt.Sprintf("%s from %s to %s", m.AttrID, NodeName(o.from), NodeName(o.to))
+	d.what = fmt.Sprintf("%s from %s to %s", d.m.AttrID, NodeName(o.from), NodeName(o.to))
+	o.noCrossIncarnation(d)
+	o.duplicateAnswered(d)
+	o.ignoredChangesNothing(d)
+	o.rejectJustified(d)
+	o.staleObligations(d)
+	o.recvREPStaleRejects(d)
+	o.recvREJToTimeWait(d)
+	o.mraExtends(d)
+	o.altPathAgreed(d)
+}
 
-	// NoCrossIncarnation; then bind the ids that learned their peer.
-	if first != nil && first.ID != 0 {
-		if b := o.bound[o.to][first.ID]; b != 0 && o.inc != 0 && b != o.inc {
+// noCrossIncarnation checks NoCrossIncarnation; then it binds the ids that
+// learned their peer to the incarnation the message came from.
+func (o *obligations) noCrossIncarnation(d delivered) {
+	if d.first != nil && d.first.ID != 0 {
+		if b := o.bound[o.to][d.first.ID]; b != 0 && o.inc != 0 && b != o.inc {
 			o.fail("NoCrossIncarnation", "%s: %s, bound to %s's incarnation %d, took a message of its incarnation %d",
-				what, first.ID, NodeName(o.from), b, o.inc)
+				d.what, d.first.ID, NodeName(o.from), b, o.inc)
 		}
 	}
-	for id, a := range after {
+	for id, a := range d.after {
 		if _, ok := o.bound[o.to][id]; !ok && a.RemoteID != 0 && o.before[id].RemoteID == 0 && o.inc != 0 {
 			o.bound[o.to][id] = o.inc
 		}
 	}
+}
 
-	// DuplicateAnswered.
-	if first != nil && first.ID != 0 {
-		if b, ok := o.before[first.ID]; ok {
+// duplicateAnswered checks DuplicateAnswered: a duplicate of a request the
+// id answered gets the answer again.
+func (o *obligations) duplicateAnswered(d delivered) {
+	if d.first != nil && d.first.ID != 0 {
+		if b, ok := o.before[d.first.ID]; ok {
 			var owed wire.AttrID
 			switch {
-			case m.AttrID == wire.AttrREQ && b.State == engine.StateMraReqSent:
+			case d.m.AttrID == wire.AttrREQ && b.State == engine.StateMraReqSent:
 				owed = wire.AttrMRA
-			case m.AttrID == wire.AttrREQ && (b.State == engine.StateRepSent || b.State == engine.StateMraRepRcvd):
+			case d.m.AttrID == wire.AttrREQ && (b.State == engine.StateRepSent || b.State == engine.StateMraRepRcvd):
 				owed = wire.AttrREP
-			case m.AttrID == wire.AttrREP && b.State == engine.StateMraRepSent:
+			case d.m.AttrID == wire.AttrREP && b.State == engine.StateMraRepSent:
 				owed = wire.AttrMRA
-			case m.AttrID == wire.AttrREP && b.State == engine.StateEstablished && b.Active:
+			case d.m.AttrID == wire.AttrREP && b.State == engine.StateEstablished && b.Active:
 				owed = wire.AttrRTU
-			case m.AttrID == wire.AttrDREQ && b.State == engine.StateTimeWait && first.Event == engine.EvRecvDREQ:
+			case d.m.AttrID == wire.AttrDREQ && b.State == engine.StateTimeWait && d.first.Event == engine.EvRecvDREQ:
 				owed = wire.AttrDREP
-			case m.AttrID == wire.AttrLAP && b.State == engine.StateEstablished && b.LAP == engine.LAPMraSent:
+			case d.m.AttrID == wire.AttrLAP && b.State == engine.StateEstablished && b.LAP == engine.LAPMraSent:
 				owed = wire.AttrMRA
 			}
-			if owed != 0 && !o.sentFrom(first.ID, owed) {
-				o.fail("DuplicateAnswered", "%s: %s in %s/%s did not answer with %s again", what, first.ID, b.State, b.LAP, owed)
+			if owed != 0 && !o.sentFrom(d.first.ID, owed) {
+				o.fail("DuplicateAnswered", "%s: %s in %s/%s did not answer with %s again", d.what, d.first.ID, b.State, b.LAP, owed)
 			}
 		}
 	}
+}
 
-	// IgnoredChangesNothing.
-	ignore := first != nil && first.Event == engine.EvRecvDREQOtherQPN
-	if first != nil && first.ID != 0 && m.AttrID == wire.AttrRTU && o.before[first.ID].State == engine.StateEstablished {
+// ignoredChangesNothing checks IgnoredChangesNothing.
+func (o *obligations) ignoredChangesNothing(d delivered) {
+	ignore := d.first != nil && d.first.Event == engine.EvRecvDREQOtherQPN
+	if d.first != nil && d.first.ID != 0 && d.m.AttrID == wire.AttrRTU && o.before[d.first.ID].State == engine.StateEstablished {
 		ignore = true
 	}
-	switch m.AttrID {
+	switch d.m.AttrID {
 	case wire.AttrMRA, wire.AttrREJ, wire.AttrREP, wire.AttrRTU, wire.AttrDREP, wire.AttrAPR, wire.AttrSIDRRep:
-		if first == nil || first.ID == 0 {
+		if d.first == nil || d.first.ID == 0 {
 			ignore = true
 		}
 	}
 	if ignore {
-		changed := len(after) != len(o.before)
+		changed := len(d.after) != len(o.before)
 		for id, b := range o.before {
-			changed = changed || after[id] != b
+			changed = changed || d.after[id] != b
 		}
 		if changed || len(o.sent) > 0 {
-			o.fail("IgnoredChangesNothing", "%s: the CM must ignore it, but it changed an id or sent %d MADs", what, len(o.sent))
+			o.fail("IgnoredChangesNothing", "%s: the CM must ignore it, but it changed an id or sent %d MADs", d.what, len(o.sent))
 		}
 	}
+}
 
-	// RejectJustified.
-	if first != nil && m.AttrID == wire.AttrREQ {
+// rejectJustified checks RejectJustified: a stateless REJ or SIDR_REP gives
+// the situation's reason.
+func (o *obligations) rejectJustified(d delivered) {
+	if d.first != nil && d.m.AttrID == wire.AttrREQ {
 		want := map[engine.Event][]wire.RejectReason{
 			engine.EvRecvREQStale: {wire.RejectStaleConn}, engine.EvRecvREQUnlisted: {wire.RejectInvalidServiceID},
 			engine.EvRecvREQRefused: {wire.RejectNoResources, wire.RejectInvalidGID, wire.RejectInvalidAltGID},
-		}[first.Event]
+		}[d.first.Event]
 		for _, x := range o.sent {
-			if x.AttrID == wire.AttrREJ && x.REJ.RemoteCommID == m.REQ.LocalCommID && want != nil &&
+			if x.AttrID == wire.AttrREJ && x.REJ.RemoteCommID == d.m.REQ.LocalCommID && want != nil &&
 				!slices.Contains(want, x.REJ.Reason) {
-				o.fail("RejectJustified", "%s (%s) answered with REJ %d, not %v", what, first.Event, x.REJ.Reason, want)
+				o.fail("RejectJustified", "%s (%s) answered with REJ %d, not %v", d.what, d.first.Event, x.REJ.Reason, want)
 			}
 		}
 	}
-	if first != nil && first.Event == engine.EvRecvSIDRREQUnlisted {
+	if d.first != nil && d.first.Event == engine.EvRecvSIDRREQUnlisted {
 		for _, x := range o.sent {
 			if x.AttrID == wire.AttrSIDRRep && x.SIDRRep.Status != wire.SIDRUnsupported {
-				o.fail("RejectJustified", "%s for a service nobody listens on answered with status %d, not 1", what, x.SIDRRep.Status)
+				o.fail("RejectJustified", "%s for a service nobody listens on answered with status %d, not 1", d.what, x.SIDRRep.Status)
 			}
 		}
 	}
+}
 
-	// StaleTearsDown.
+// staleObligations checks StaleTearsDown, StaleToTimeWait and StaleTellsPeer:
+// what becomes of the receiver's ids connected to the (GUID, QPN) of a REQ or
+// REP it found stale.
+func (o *obligations) staleObligations(d delivered) {
 	var guid uint64
 	var qpn uint32
 	var target engine.CommID
-	switch m.AttrID {
+	switch d.m.AttrID {
 	case wire.AttrREQ:
-		guid, qpn = m.REQ.LocalCAGUID, m.REQ.LocalQPN
+		guid, qpn = d.m.REQ.LocalCAGUID, d.m.REQ.LocalQPN
 	case wire.AttrREP:
-		guid, qpn = m.REP.LocalCAGUID, m.REP.LocalQPN
-		if first != nil {
-			target = first.ID
+		guid, qpn = d.m.REP.LocalCAGUID, d.m.REP.LocalQPN
+		if d.first != nil {
+			target = d.first.ID
 		}
 	}
-	if guid != 0 && slices.ContainsFunc(o.sent, func(x wire.MAD) bool {
-		return x.AttrID == wire.AttrREJ && x.REJ.Reason == wire.RejectStaleConn &&
-			(x.REJ.RemoteCommID == m.REQ.LocalCommID && m.AttrID == wire.AttrREQ ||
-				x.REJ.RemoteCommID == m.REP.LocalCommID && m.AttrID == wire.AttrREP)
-	}) {
-		for _, id := range o.order {
-			b := o.before[id]
-			if id == target || !b.State.Attr().Connected || b.RemoteGUID != guid || b.RemoteQPN != qpn {
-				continue
-			}
-			if a, ok := after[id]; ok && a.State.Attr().Connected {
-				o.fail("StaleTearsDown", "%s showed %s (%s) stale, which is still connected (%s)", what, id, b.State, a.State)
-			}
-			if b.State == engine.StateEstablished && !o.sentFrom(id, wire.AttrDREQ) {
-				o.fail("StaleTearsDown", "%s showed the established %s stale, but it sent no DREQ", what, id)
-			}
-		}
+	if guid == 0 {
+		return
 	}
-
+	if o.sentStaleREJ(d) {
+		o.staleTearsDown(d, guid, qpn, target)
+	}
 	// StaleToTimeWait and StaleTellsPeer (12.9.8.3.1): the ids of the
 	// receiver connected to the (GUID, QPN) a REQ or REP was classified
 	// stale for (as the spec's REQStaleAt and REPStaleAt), but the REP's
 	// own id.
-	if first != nil && guid != 0 && (first.Event == engine.EvRecvREQStale || first.Event == engine.EvRecvREPStale) {
-		for _, id := range o.order {
-			b := o.before[id]
-			if id == target || !b.State.Attr().Connected || b.RemoteGUID != guid || b.RemoteQPN != qpn {
-				continue
+	if d.first != nil && (d.first.Event == engine.EvRecvREQStale || d.first.Event == engine.EvRecvREPStale) {
+		o.staleToTimeWait(d, guid, qpn, target)
+	}
+}
+
+// sentStaleREJ reports whether the receiver answered the REQ or REP with REJ 10.
+func (o *obligations) sentStaleREJ(d delivered) bool {
+	return slices.ContainsFunc(o.sent, func(x wire.MAD) bool {
+		return x.AttrID == wire.AttrREJ && x.REJ.Reason == wire.RejectStaleConn &&
+			(x.REJ.RemoteCommID == d.m.REQ.LocalCommID && d.m.AttrID == wire.AttrREQ ||
+				x.REJ.RemoteCommID == d.m.REP.LocalCommID && d.m.AttrID == wire.AttrREP)
+	})
+}
+
+// staleTearsDown checks StaleTearsDown for the ids connected to (guid, qpn),
+// but target, the id of a stale REP.
+func (o *obligations) staleTearsDown(d delivered, guid uint64, qpn uint32, target engine.CommID) {
+	for _, id := range o.order {
+		b := o.before[id]
+		if id == target || !b.State.Attr().Connected || b.RemoteGUID != guid || b.RemoteQPN != qpn {
+			continue
+		}
+		if a, ok := d.after[id]; ok && a.State.Attr().Connected {
+			o.fail("StaleTearsDown", "%s showed %s (%s) stale, which is still connected (%s)", d.what, id, b.State, a.State)
+		}
+		if b.State == engine.StateEstablished && !o.sentFrom(id, wire.AttrDREQ) {
+			o.fail("StaleTearsDown", "%s showed the established %s stale, but it sent no DREQ", d.what, id)
+		}
+	}
+}
+
+// staleToTimeWait checks StaleToTimeWait and StaleTellsPeer for the ids
+// connected to (guid, qpn), but target, the id of a stale REP.
+func (o *obligations) staleToTimeWait(d delivered, guid uint64, qpn uint32, target engine.CommID) {
+	for _, id := range o.order {
+		b := o.before[id]
+		if id == target || !b.State.Attr().Connected || b.RemoteGUID != guid || b.RemoteQPN != qpn {
+			continue
+		}
+		now := engine.StateIdle
+		if a, ok := d.after[id]; ok {
+			now = a.State
+		}
+		if now != engine.StateTimeWait {
+			o.fail("StaleToTimeWait", "%s showed %s (%s) stale, which went to %s, not TIMEWAIT", d.what, id, b.State, now)
+		}
+		switch b.State {
+		case engine.StateEstablished:
+			if !o.sentFrom(id, wire.AttrDREQ) {
+				o.fail("StaleTellsPeer", "%s showed the established %s stale, but it sent no DREQ", d.what, id)
 			}
-			now := engine.StateIdle
-			if a, ok := after[id]; ok {
-				now = a.State
+		case engine.StateDreqRcvd:
+			if !o.sentFrom(id, wire.AttrDREP) {
+				o.fail("StaleTellsPeer", "%s showed %s (DREQ_RCVD) stale, but it sent no DREP", d.what, id)
 			}
-			if now != engine.StateTimeWait {
-				o.fail("StaleToTimeWait", "%s showed %s (%s) stale, which went to %s, not TIMEWAIT", what, id, b.State, now)
-			}
-			switch b.State {
-			case engine.StateEstablished:
-				if !o.sentFrom(id, wire.AttrDREQ) {
-					o.fail("StaleTellsPeer", "%s showed the established %s stale, but it sent no DREQ", what, id)
-				}
-			case engine.StateDreqRcvd:
-				if !o.sentFrom(id, wire.AttrDREP) {
-					o.fail("StaleTellsPeer", "%s showed %s (DREQ_RCVD) stale, but it sent no DREP", what, id)
-				}
-			case engine.StateDreqSent: // its DREQ told the peer already
-			default:
-				if len(o.staleREJs(b.RemoteGUID, uint32(b.RemoteID))) == 0 {
-					o.fail("StaleTellsPeer", "%s showed %s (%s) stale, but it sent its peer no REJ 10 naming %s", what, id, b.State, b.RemoteID)
-				}
+		case engine.StateDreqSent: // its DREQ told the peer already
+		default:
+			if len(o.staleREJs(b.RemoteGUID, uint32(b.RemoteID))) == 0 {
+				o.fail("StaleTellsPeer", "%s showed %s (%s) stale, but it sent its peer no REJ 10 naming %s", d.what, id, b.State, b.RemoteID)
 			}
 		}
 	}
+}
 
-	// RecvREPStaleRejects (12.9.8.3.1): the id whose REP was classified
-	// stale rejects it, to its sender, with REJ 10 (message REP), and does
-	// not connect.
-	if first != nil && first.Event == engine.EvRecvREPStale && m.AttrID == wire.AttrREP {
-		if !slices.ContainsFunc(o.staleREJs(o.sys.Nodes[o.from].GUID, m.REP.LocalCommID),
+// recvREPStaleRejects checks RecvREPStaleRejects (12.9.8.3.1): the id whose
+// REP was classified stale rejects it, to its sender, with REJ 10 (message
+// REP), and does not connect.
+func (o *obligations) recvREPStaleRejects(d delivered) {
+	if d.first != nil && d.first.Event == engine.EvRecvREPStale && d.m.AttrID == wire.AttrREP {
+		if !slices.ContainsFunc(o.staleREJs(o.sys.Nodes[o.from].GUID, d.m.REP.LocalCommID),
 			func(x wire.REJ) bool { return x.MessageRejected == wire.MsgRespREP }) {
-			o.fail("RecvREPStaleRejects", "%s showed another id stale, but %s sent no REJ 10 (message REP) for it", what, first.ID)
+			o.fail("RecvREPStaleRejects", "%s showed another id stale, but %s sent no REJ 10 (message REP) for it", d.what, d.first.ID)
 		}
-		if a, ok := after[first.ID]; ok && a.State.Attr().Connected {
-			o.fail("RecvREPStaleRejects", "%s showed another id stale, but %s connected (%s)", what, first.ID, a.State)
+		if a, ok := d.after[d.first.ID]; ok && a.State.Attr().Connected {
+			o.fail("RecvREPStaleRejects", "%s showed another id stale, but %s connected (%s)", d.what, d.first.ID, a.State)
 		}
 	}
+}
 
-	// RecvREJToTimeWait (12.6.7, 12.9; Linux's cm_rej_handler): a REJ
-	// ends the attempt or the connection of the id it reaches, which goes
-	// to TIMEWAIT when the REJ says stale connection (the QP must wait out
-	// the old connection's packets) or when the id had received a REP or
-	// got further (its QP is ready to send); before that it may be freed.
-	if m.AttrID == wire.AttrREJ && first != nil && first.ID != 0 {
-		if b, ok := o.before[first.ID]; ok && slices.Contains(rejEnds, b.State) {
+// recvREJToTimeWait checks RecvREJToTimeWait (12.6.7, 12.9; Linux's
+// cm_rej_handler): a REJ ends the attempt or the connection of the id it
+// reaches, which goes to TIMEWAIT when the REJ says stale connection (the
+// QP must wait out the old connection's packets) or when the id had
+// received a REP or got further (its QP is ready to send); before that it
+// may be freed.
+func (o *obligations) recvREJToTimeWait(d delivered) {
+	if d.m.AttrID == wire.AttrREJ && d.first != nil && d.first.ID != 0 {
+		if b, ok := o.before[d.first.ID]; ok && slices.Contains(rejEnds, b.State) {
 			now := engine.StateIdle
-			if a, ok := after[first.ID]; ok {
+			if a, ok := d.after[d.first.ID]; ok {
 				now = a.State
 			}
-			tw := m.REJ.Reason == wire.RejectStaleConn || slices.Contains(rejToTimeWait, b.State)
+			tw := d.m.REJ.Reason == wire.RejectStaleConn || slices.Contains(rejToTimeWait, b.State)
 			if now != engine.StateTimeWait && (tw || now != engine.StateIdle) {
-				o.fail("RecvREJToTimeWait", "%s (reason %d) took %s from %s to %s", what, m.REJ.Reason, first.ID, b.State, now)
+				o.fail("RecvREJToTimeWait", "%s (reason %d) took %s from %s to %s", d.what, d.m.REJ.Reason, d.first.ID, b.State, now)
 			}
 		}
 	}
+}
 
-	// MRAExtends.
-	if m.AttrID == wire.AttrMRA && first != nil && first.ID != 0 {
-		moved := first.Kind == engine.KindTransition || first.Kind == engine.KindSub && first.LAPKind == engine.KindTransition
-		if a, ok := after[first.ID]; ok && moved && a.Timer {
-			want := o.now + engine.Time(wire.TimeoutDuration(m.MRA.ServiceTimeout)+wire.TimeoutDuration(ackTimeout))
+// mraExtends checks MRAExtends.
+func (o *obligations) mraExtends(d delivered) {
+	if d.m.AttrID == wire.AttrMRA && d.first != nil && d.first.ID != 0 {
+		moved := d.first.Kind == engine.KindTransition || d.first.Kind == engine.KindSub && d.first.LAPKind == engine.KindTransition
+		if a, ok := d.after[d.first.ID]; ok && moved && a.Timer {
+			want := o.now + engine.Time(wire.TimeoutDuration(d.m.MRA.ServiceTimeout)+wire.TimeoutDuration(ackTimeout))
 			if a.Deadline != want {
 				o.fail("MRAExtends", "%s moved %s (%s -> %s) but its wait ends at %s, not now + the service timeout + a round trip (%s)",
-					what, first.ID, first.From, a.State, a.Deadline, want)
+					d.what, d.first.ID, d.first.From, a.State, a.Deadline, want)
 			}
 		}
 	}
+}
 
-	// AltPathAgreed.
-	if m.AttrID == wire.AttrAPR {
-		for id, a := range after {
+// altPathAgreed checks AltPathAgreed.
+func (o *obligations) altPathAgreed(d delivered) {
+	if d.m.AttrID == wire.AttrAPR {
+		for id, a := range d.after {
 			if !a.AltPath || o.before[id].AltPath {
 				continue
 			}
 			for p := range o.sys.Nodes[o.from].Engine.IDs() {
 				if p.State == engine.StateEstablished && p.ID == a.RemoteID && p.RemoteID == id && !p.AltPath {
-					o.fail("AltPathAgreed", "%s: %s loaded the alternate path its peer %s has not", what, id, p.ID)
+					o.fail("AltPathAgreed", "%s: %s loaded the alternate path its peer %s has not", d.what, id, p.ID)
 				}
 			}
 		}

@@ -137,7 +137,7 @@ func (e *Engine) send(c *conn, in *input, sp sendSpec, resend, lap bool) {
 // caller's. A message that starts a transaction carries our own TID, an
 // answer the TID of what it answers (the id's, set by AdoptTID).
 func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte) error {
-	m, reason := sp.msg, sp.reason
+	m := sp.msg
 	h := wire.Header{TID: c.tid}
 	if m.StartsTransaction() {
 		h.TID = e.ownTID(c)
@@ -166,24 +166,8 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 		}
 		msg = r
 	case MsgREJ:
-		r := &e.tx.REJ
-		*r = wire.REJ{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), MessageRejected: msgResponse(sp.about)}
-		if c.state.Attr().Unannounced {
-			r.LocalCommID = 0 // the peer never heard it (Linux cm_format_rej)
-		}
-		r.Reason = wire.RejectReason(reason)
-		if r.Reason == 0 {
-			r.Reason = in.reason
-		}
-		if r.Reason == 0 {
-			r.Reason = wire.RejectConsumerDefined
-		}
-		if in.ari == nil && r.Reason == wire.RejectTimeout {
-			r.SetARIGUID(e.cfg.LocalGUID)
-		} else if err := r.SetARI(in.ari); err != nil {
-			return err
-		}
-		if err := r.SetPrivateData(in.pd); err != nil {
+		r, err := e.buildREJ(c, in, sp)
+		if err != nil {
 			return err
 		}
 		msg = r
@@ -202,15 +186,8 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 		}
 		msg = r
 	case MsgDREP:
-		r := &e.tx.DREP
-		*r = wire.DREP{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid)}
-		if in.m != nil && in.m.AttrID == wire.AttrDREQ {
-			// Answering a DREQ: name its sender, which an id that never
-			// learned the peer's comm ID (stale-rejected in REQ_SENT, then
-			// in TimeWait) would otherwise leave 0, unmatchable.
-			r.RemoteCommID = in.m.DREQ.LocalCommID
-		}
-		if err := r.SetPrivateData(in.pd); err != nil {
+		r, err := e.buildDREP(c, in)
+		if err != nil {
 			return err
 		}
 		msg = r
@@ -222,12 +199,8 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 		r.RemoteQPNEECN = c.rqpn
 		msg = r
 	case MsgAPR:
-		r := &e.tx.APR
-		*r = wire.APR{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), ARStatus: wire.APRStatus(in.status)}
-		if err := r.SetAdditionalInformation(in.ari); err != nil {
-			return err
-		}
-		if err := r.SetPrivateData(in.pd); err != nil {
+		r, err := e.buildAPR(c, in)
+		if err != nil {
 			return err
 		}
 		msg = r
@@ -239,18 +212,8 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 		}
 		msg = r
 	case MsgSIDRRep:
-		r := &e.tx.SIDRRep
-		*r = wire.SIDRRep{RequestID: uint32(c.rid), Status: wire.SIDRStatus(in.status), ServiceID: c.sid}
-		if reason != 0 {
-			r.Status = wire.SIDRStatus(reason)
-		}
-		if r.Status == wire.SIDRSuccess {
-			r.QPN, r.QKey = in.sidrQPN, in.sidrQKey
-		}
-		if err := r.SetAdditionalInformation(in.ari); err != nil {
-			return err
-		}
-		if err := r.SetPrivateData(in.pd); err != nil {
+		r, err := e.buildSIDRRep(c, in, sp.reason)
+		if err != nil {
 			return err
 		}
 		msg = r
@@ -258,6 +221,82 @@ func (e *Engine) build(c *conn, in *input, sp sendSpec, buf *[wire.MADSize]byte)
 		return ErrBadParam
 	}
 	return wire.EncodeMAD(buf, h, msg)
+}
+
+// buildREJ builds a REJ: its reason is the table's, else the application's,
+// else consumer defined; a timeout's ARI names our CA GUID unless the
+// application gave one.
+func (e *Engine) buildREJ(c *conn, in *input, sp sendSpec) (*wire.REJ, error) {
+	r := &e.tx.REJ
+	*r = wire.REJ{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), MessageRejected: msgResponse(sp.about)}
+	if c.state.Attr().Unannounced {
+		r.LocalCommID = 0 // the peer never heard it (Linux cm_format_rej)
+	}
+	r.Reason = wire.RejectReason(sp.reason)
+	if r.Reason == 0 {
+		r.Reason = in.reason
+	}
+	if r.Reason == 0 {
+		r.Reason = wire.RejectConsumerDefined
+	}
+	if in.ari == nil && r.Reason == wire.RejectTimeout {
+		r.SetARIGUID(e.cfg.LocalGUID)
+	} else if err := r.SetARI(in.ari); err != nil {
+		return nil, err
+	}
+	if err := r.SetPrivateData(in.pd); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// buildDREP builds a DREP, naming the DREQ's sender when it answers one.
+func (e *Engine) buildDREP(c *conn, in *input) (*wire.DREP, error) {
+	r := &e.tx.DREP
+	*r = wire.DREP{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid)}
+	if in.m != nil && in.m.AttrID == wire.AttrDREQ {
+		// Answering a DREQ: name its sender, which an id that never
+		// learned the peer's comm ID (stale-rejected in REQ_SENT, then
+		// in TimeWait) would otherwise leave 0, unmatchable.
+		r.RemoteCommID = in.m.DREQ.LocalCommID
+	}
+	if err := r.SetPrivateData(in.pd); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// buildAPR builds an APR with the application's status and additional information.
+func (e *Engine) buildAPR(c *conn, in *input) (*wire.APR, error) {
+	r := &e.tx.APR
+	*r = wire.APR{LocalCommID: uint32(c.id), RemoteCommID: uint32(c.rid), ARStatus: wire.APRStatus(in.status)}
+	if err := r.SetAdditionalInformation(in.ari); err != nil {
+		return nil, err
+	}
+	if err := r.SetPrivateData(in.pd); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// buildSIDRRep builds a SIDR_REP: its status is the table's, else the
+// application's; only a success gives the QPN and Q_Key.
+func (e *Engine) buildSIDRRep(c *conn, in *input, reason uint16) (*wire.SIDRRep, error) {
+	r := &e.tx.SIDRRep
+	*r = wire.SIDRRep{RequestID: uint32(c.rid), Status: wire.SIDRStatus(in.status), ServiceID: c.sid}
+	if reason != 0 {
+		r.Status = wire.SIDRStatus(reason)
+	}
+	if r.Status == wire.SIDRSuccess {
+		r.QPN, r.QKey = in.sidrQPN, in.sidrQKey
+	}
+	if err := r.SetAdditionalInformation(in.ari); err != nil {
+		return nil, err
+	}
+	if err := r.SetPrivateData(in.pd); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // stateless answers a message that matched no id, from the message itself

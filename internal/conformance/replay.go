@@ -380,87 +380,30 @@ func (w *World) reqTemplate(from, to int, s Step, p [3]uint8) wire.REQ {
 	return r
 }
 
+// apply performs one step of the model's behaviour on the engines and the
+// fabric.
 func (w *World) apply(s Step) error {
-	now := func(n int) engine.Time { w.tick(n); return w.clock[n] }
 	switch s.Action {
 	case "Connect":
 		nd := w.nodes[s.N]
 		p := connectProfiles[w.nextChoice(len(connectProfiles))]
-		_, err := nd.Engine.Connect(now(s.N), &engine.ConnectParams{To: w.nodes[s.R].Addr, REQ: w.reqTemplate(s.N, s.R, s, p)})
+		_, err := nd.Engine.Connect(w.now(s.N), &engine.ConnectParams{To: w.nodes[s.R].Addr, REQ: w.reqTemplate(s.N, s.R, s, p)})
 		return err
 	case "Listen":
-		_, err := w.nodes[s.N].Engine.Listen(now(s.N), w.cfg.EngineSID(s.SID), w.cfg.EngineMask(s.Mask))
+		_, err := w.nodes[s.N].Engine.Listen(w.now(s.N), w.cfg.EngineSID(s.SID), w.cfg.EngineMask(s.Mask))
 		return err
 	case "SIDRRequest":
 		to := sidrProfiles[w.nextChoice(len(sidrProfiles))]
-		_, err := w.nodes[s.N].Engine.SIDRRequest(now(s.N), &engine.SIDRParams{To: w.nodes[s.R].Addr,
+		_, err := w.nodes[s.N].Engine.SIDRRequest(w.now(s.N), &engine.SIDRParams{To: w.nodes[s.R].Addr,
 			ServiceID: w.cfg.EngineSID(s.SID), Timeout: to, MaxRetries: uint8(s.K)})
 		return err
-	case "Accept":
-		id, err := w.id(s.N, s.H)
-		if err != nil {
-			return err
-		}
-		return w.nodes[s.N].Engine.Accept(now(s.N), id, &wire.REP{LocalQPN: EngineQPN(s.Q)})
-	case "SendMRA", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "Destroy",
+	case "Accept", "SendMRA", "SendRTU", "Reject", "Disconnect", "SendDREP", "CommEst", "Destroy",
 		"LoadAltPath", "AnswerLAP", "RejectLAP", "SIDRReply":
-		id, err := w.id(s.N, s.H)
-		if err != nil {
-			return err
-		}
-		e := w.nodes[s.N].Engine
-		t := now(s.N)
-		switch s.Action {
-		case "SendMRA":
-			return e.SendMRA(t, id, mraProfiles[w.nextChoice(len(mraProfiles))], nil)
-		case "SendRTU":
-			return e.SendRTU(t, id, nil)
-		case "Reject":
-			return e.Reject(t, id, wire.RejectConsumerDefined, nil, nil)
-		case "Disconnect":
-			return e.Disconnect(t, id, nil)
-		case "SendDREP":
-			return e.SendDREP(t, id, nil)
-		case "CommEst":
-			return e.CommEst(t, id)
-		case "Destroy":
-			return e.Destroy(t, id)
-		case "LoadAltPath":
-			return e.LoadAltPath(t, id, &wire.LAP{AlternateLocalPortLID: w.nodes[s.N].Addr.LID + 200, AlternateRemotePortLID: 300})
-		case "AnswerLAP":
-			return e.AnswerLAP(t, id, wire.APRSuccess, nil, nil)
-		case "RejectLAP":
-			return e.AnswerLAP(t, id, wire.APRReject, nil, nil)
-		case "SIDRReply":
-			return e.SIDRReply(t, id, &engine.SIDRReplyParams{Status: wire.SIDRStatus(s.X)})
-		}
+		return w.applyCall(s)
 	case "Timeout", "TimeoutFinal", "TimeWaitExpiry":
-		id, err := w.id(s.N, s.H)
-		if err != nil {
-			return err
-		}
-		e := w.nodes[s.N].Engine
-		info, _ := e.Info(id)
-		if !info.Timer {
-			return fmt.Errorf("%s: id %s runs no timer", s, id)
-		}
-		for o := range e.IDs() {
-			if o.ID != id && o.Timer && o.Deadline <= info.Deadline {
-				return ErrTiming
-			}
-		}
-		e.Tick(info.Deadline)
-		w.clock[s.N] = info.Deadline
-		return nil
+		return w.applyTimer(s)
 	case "Crash":
-		w.Sim.Crash(w.nodes[s.N])
-		w.crashes++
-		w.epoch[s.N]++
-		w.out[s.N] = nil
-		clear(w.handle[s.N])
-		clear(w.known[s.N])
-		w.clock[s.N] = 0
-		w.listen(s.N)
+		w.applyCrash(s)
 		return nil
 	case "QueryPortInfo":
 		m := w.getMsg(s.N, s.R)
@@ -469,71 +412,160 @@ func (w *World) apply(s Step) error {
 		}
 		return nil
 	case "Lose":
-		found := false
-		for i := len(w.Sim.Pending()) - 1; i >= 0; i-- {
-			if w.abstract(w.Sim.Pending()[i]).Equal(s.Msg) {
-				w.Sim.Drop(i)
-				found = true
-			}
-		}
-		if i := slices.IndexFunc(w.env, s.Msg.Equal); i >= 0 {
-			w.env = slices.Delete(w.env, i, i+1)
-			found = true
-		}
-		if !found {
-			return fmt.Errorf("%s: not in flight", s)
-		}
-		return nil
+		return w.applyLose(s)
 	case "RecvClassPortInfoGet":
-		i := slices.IndexFunc(w.env, s.Msg.Equal)
-		if i < 0 {
-			return fmt.Errorf("%s: not in flight", s)
-		}
-		if !s.Keep {
-			w.env = slices.Delete(w.env, i, i+1)
-		}
-		src, dst := int(s.Msg.Get("src").Int), int(s.Msg.Get("dst").Int)
-		var mad [wire.MADSize]byte
-		w.getTID++
-		if err := wire.EncodeMAD(&mad, wire.Header{TID: w.getTID}, &wire.ClassPortInfo{}); err != nil {
-			return err
-		}
-		w.tick(dst)
-		w.last = s.Msg
-		w.Sim.Inject(w.nodes[src], w.nodes[dst], &mad)
-		return nil
+		return w.applyClassPortInfoGet(s)
 	default:
 		if !strings.HasPrefix(s.Action, "Recv") {
 			return fmt.Errorf("unknown action %s", s.Action)
 		}
-		var copies []int
-		for i, p := range w.Sim.Pending() {
-			if w.abstract(p).Equal(s.Msg) {
-				copies = append(copies, i)
-			}
-		}
-		if len(copies) == 0 {
-			return fmt.Errorf("%s: not in flight", s)
-		}
-		if s.Keep && len(copies) == 1 {
-			w.Sim.Dup(copies[0])
-			p := w.Sim.Pending()
-			w.inc[p[len(p)-1].Seq] = w.inc[p[copies[0]].Seq]
-		}
-		if !s.Keep {
-			for _, i := range slices.Backward(copies[1:]) {
-				w.Sim.Drop(i)
-			}
-		}
-		dst := int(s.Msg.Get("dst").Int)
-		if s.Msg.Get("type").Str == "REQ" && w.nextChoice(2) == reqLate {
-			w.late(dst)
-		}
-		w.tick(dst)
-		w.last = s.Msg
-		w.Sim.Deliver(copies[0])
-		return nil
+		return w.applyRecv(s)
 	}
+}
+
+// now advances node n's clock by a tick and returns it.
+func (w *World) now(n int) engine.Time { w.tick(n); return w.clock[n] }
+
+// applyCall makes the application call of s on the id of its handle.
+func (w *World) applyCall(s Step) error {
+	id, err := w.id(s.N, s.H)
+	if err != nil {
+		return err
+	}
+	e := w.nodes[s.N].Engine
+	t := w.now(s.N)
+	switch s.Action {
+	case "Accept":
+		return e.Accept(t, id, &wire.REP{LocalQPN: EngineQPN(s.Q)})
+	case "SendMRA":
+		return e.SendMRA(t, id, mraProfiles[w.nextChoice(len(mraProfiles))], nil)
+	case "SendRTU":
+		return e.SendRTU(t, id, nil)
+	case "Reject":
+		return e.Reject(t, id, wire.RejectConsumerDefined, nil, nil)
+	case "Disconnect":
+		return e.Disconnect(t, id, nil)
+	case "SendDREP":
+		return e.SendDREP(t, id, nil)
+	case "CommEst":
+		return e.CommEst(t, id)
+	case "Destroy":
+		return e.Destroy(t, id)
+	case "LoadAltPath":
+		return e.LoadAltPath(t, id, &wire.LAP{AlternateLocalPortLID: w.nodes[s.N].Addr.LID + 200, AlternateRemotePortLID: 300})
+	case "AnswerLAP":
+		return e.AnswerLAP(t, id, wire.APRSuccess, nil, nil)
+	case "RejectLAP":
+		return e.AnswerLAP(t, id, wire.APRReject, nil, nil)
+	case "SIDRReply":
+		return e.SIDRReply(t, id, &engine.SIDRReplyParams{Status: wire.SIDRStatus(s.X)})
+	}
+	return fmt.Errorf("unknown call %s", s.Action)
+}
+
+// applyTimer fires the timer of the id of s's handle, which must be the
+// next one due on its node (else ErrTiming).
+func (w *World) applyTimer(s Step) error {
+	id, err := w.id(s.N, s.H)
+	if err != nil {
+		return err
+	}
+	e := w.nodes[s.N].Engine
+	info, _ := e.Info(id)
+	if !info.Timer {
+		return fmt.Errorf("%s: id %s runs no timer", s, id)
+	}
+	for o := range e.IDs() {
+		if o.ID != id && o.Timer && o.Deadline <= info.Deadline {
+			return ErrTiming
+		}
+	}
+	e.Tick(info.Deadline)
+	w.clock[s.N] = info.Deadline
+	return nil
+}
+
+// applyCrash restarts s's node: its ids, handles and clock start afresh.
+func (w *World) applyCrash(s Step) {
+	w.Sim.Crash(w.nodes[s.N])
+	w.crashes++
+	w.epoch[s.N]++
+	w.out[s.N] = nil
+	clear(w.handle[s.N])
+	clear(w.known[s.N])
+	w.clock[s.N] = 0
+	w.listen(s.N)
+}
+
+// applyLose removes every copy of the message from the network.
+func (w *World) applyLose(s Step) error {
+	found := false
+	for i := len(w.Sim.Pending()) - 1; i >= 0; i-- {
+		if w.abstract(w.Sim.Pending()[i]).Equal(s.Msg) {
+			w.Sim.Drop(i)
+			found = true
+		}
+	}
+	if i := slices.IndexFunc(w.env, s.Msg.Equal); i >= 0 {
+		w.env = slices.Delete(w.env, i, i+1)
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("%s: not in flight", s)
+	}
+	return nil
+}
+
+// applyClassPortInfoGet sends the model's Get(ClassPortInfo) in flight.
+func (w *World) applyClassPortInfoGet(s Step) error {
+	i := slices.IndexFunc(w.env, s.Msg.Equal)
+	if i < 0 {
+		return fmt.Errorf("%s: not in flight", s)
+	}
+	if !s.Keep {
+		w.env = slices.Delete(w.env, i, i+1)
+	}
+	src, dst := int(s.Msg.Get("src").Int), int(s.Msg.Get("dst").Int)
+	var mad [wire.MADSize]byte
+	w.getTID++
+	if err := wire.EncodeMAD(&mad, wire.Header{TID: w.getTID}, &wire.ClassPortInfo{}); err != nil {
+		return err
+	}
+	w.tick(dst)
+	w.last = s.Msg
+	w.Sim.Inject(w.nodes[src], w.nodes[dst], &mad)
+	return nil
+}
+
+// applyRecv delivers one copy of the message (keeping one more if s.Keep),
+// and, for a REQ, may first make the receiver's ids run late.
+func (w *World) applyRecv(s Step) error {
+	var copies []int
+	for i, p := range w.Sim.Pending() {
+		if w.abstract(p).Equal(s.Msg) {
+			copies = append(copies, i)
+		}
+	}
+	if len(copies) == 0 {
+		return fmt.Errorf("%s: not in flight", s)
+	}
+	if s.Keep && len(copies) == 1 {
+		w.Sim.Dup(copies[0])
+		p := w.Sim.Pending()
+		w.inc[p[len(p)-1].Seq] = w.inc[p[copies[0]].Seq]
+	}
+	if !s.Keep {
+		for _, i := range slices.Backward(copies[1:]) {
+			w.Sim.Drop(i)
+		}
+	}
+	dst := int(s.Msg.Get("dst").Int)
+	if s.Msg.Get("type").Str == "REQ" && w.nextChoice(2) == reqLate {
+		w.late(dst)
+	}
+	w.tick(dst)
+	w.last = s.Msg
+	w.Sim.Deliver(copies[0])
 	return nil
 }
 

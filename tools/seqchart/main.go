@@ -165,50 +165,77 @@ func contains(set conformance.Value, v conformance.Value) bool {
 	return slices.ContainsFunc(set.Elems, v.Equal)
 }
 
-func draw(tr *trace) []byte {
-	steps := tr.steps
-	nodes := len(steps[0].vars["conn"].Elems)
-	x := func(n int) int { return marginX + (n-1)*gap }
-	y := func(i int) int { return top + i*rowH } // state i (0-based) is reached at row i
-	width := x(nodes) + 300
-	height := y(len(steps)) + 64
-	w := &svgw{}
-	w.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif">`+"\n",
-		width, height, width, height)
-	w.f(`<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker>`)
-	w.f(`<marker id="r" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#c0392b"/></marker></defs>` + "\n")
-	w.f(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
-	title := "spec/cm_legacy.cfg: the behaviour TLC finds"
-	if tr.violated != "" {
-		title += " violating " + tr.violated
-	}
-	w.f(`<text x="%d" y="26" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n", width/2, esc(title))
-	w.f(`<text x="%d" y="46" font-size="11" fill="#555" text-anchor="middle">%s</text>`+"\n", width/2,
-		esc("pre-fix Linux keeps the remote QPN of an id in TimeWait in its table: a REQ from that QPN is taken as stale"))
+// chart is the picture draw writes: the trace's steps, its nodes and
+// handles, and the SVG so far.
+type chart struct {
+	w              *svgw
+	steps          []step
+	nodes, handles int
+	width          int
+}
 
-	// Lifelines.
-	for n := 1; n <= nodes; n++ {
+// x is node n's lifeline.
+func (c *chart) x(n int) int { return marginX + (n-1)*gap }
+
+// y is the row at which state i (0-based) is reached.
+func (c *chart) y(i int) int { return top + i*rowH }
+
+// draw renders the trace as a sequence chart.
+func draw(tr *trace) []byte {
+	conn := tr.steps[0].vars["conn"]
+	c := &chart{w: &svgw{}, steps: tr.steps, nodes: len(conn.Elems), handles: len(conn.Elems[0].Elems)}
+	c.width = c.x(c.nodes) + 300
+	c.header(tr.violated)
+	c.lifelines()
+	c.timeWait()
+	c.actions()
+	c.messages()
+	c.w.f("</svg>\n")
+	return c.w.b.Bytes()
+}
+
+// header writes the SVG's head, the arrow markers and the title.
+func (c *chart) header(violated string) {
+	height := c.y(len(c.steps)) + 64
+	c.w.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif">`+"\n",
+		c.width, height, c.width, height)
+	c.w.f(`<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker>`)
+	c.w.f(`<marker id="r" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#c0392b"/></marker></defs>` + "\n")
+	c.w.f(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
+	title := "spec/cm_legacy.cfg: the behaviour TLC finds"
+	if violated != "" {
+		title += " violating " + violated
+	}
+	c.w.f(`<text x="%d" y="26" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n", c.width/2, esc(title))
+	c.w.f(`<text x="%d" y="46" font-size="11" fill="#555" text-anchor="middle">%s</text>`+"\n", c.width/2,
+		esc("pre-fix Linux keeps the remote QPN of an id in TimeWait in its table: a REQ from that QPN is taken as stale"))
+}
+
+// lifelines writes a lifeline per node.
+func (c *chart) lifelines() {
+	for n := 1; n <= c.nodes; n++ {
 		role := "node"
 		if n == 1 {
 			role = "client"
 		} else if n == 2 {
 			role = "server"
 		}
-		w.f(`<rect x="%d" y="58" width="120" height="26" rx="5" fill="#eef3fb" stroke="#6b8bc3"/>`, x(n)-60)
-		w.f(`<text x="%d" y="76" font-size="13" text-anchor="middle">node %d (%s)</text>`+"\n", x(n), n, role)
-		w.f(`<line x1="%d" y1="84" x2="%d" y2="%d" stroke="#999" stroke-dasharray="4,3"/>`+"\n", x(n), x(n), y(len(steps))+20)
+		c.w.f(`<rect x="%d" y="58" width="120" height="26" rx="5" fill="#eef3fb" stroke="#6b8bc3"/>`, c.x(n)-60)
+		c.w.f(`<text x="%d" y="76" font-size="13" text-anchor="middle">node %d (%s)</text>`+"\n", c.x(n), n, role)
+		c.w.f(`<line x1="%d" y1="84" x2="%d" y2="%d" stroke="#999" stroke-dasharray="4,3"/>`+"\n", c.x(n), c.x(n), c.y(len(c.steps))+20)
 	}
+}
 
-	// TimeWait intervals: an id's rows in TIMEWAIT, with whether its QPN
-	// stayed in the remote-QPN table (the legacy bug).
-	handles := len(steps[0].vars["conn"].Elems[0].Elems)
-	for n := 1; n <= nodes; n++ {
-		for h := 1; h <= handles; h++ {
+// timeWait writes each id's rows in TIMEWAIT, with whether its QPN stayed
+// in the remote-QPN table (the legacy bug).
+func (c *chart) timeWait() {
+	for n := 1; n <= c.nodes; n++ {
+		for h := 1; h <= c.handles; h++ {
 			start, kept := -1, false
-			for i := 0; i <= len(steps); i++ {
-				in := i < len(steps) && steps[i].vars["conn"].At(n).At(h).Get("state").Str == "TIMEWAIT"
+			for i := 0; i <= len(c.steps); i++ {
+				in := i < len(c.steps) && c.steps[i].vars["conn"].At(n).At(h).Get("state").Str == "TIMEWAIT"
 				if in {
-					for _, e := range steps[i].vars["qpnTable"].At(n).Elems {
+					for _, e := range c.steps[i].vars["qpnTable"].At(n).Elems {
 						kept = kept || e.At(3).Int == int64(h)
 					}
 				}
@@ -216,42 +243,44 @@ func draw(tr *trace) []byte {
 				case in && start < 0:
 					start = i
 				case !in && start >= 0:
-					end := y(i) - rowH/2
-					if i == len(steps) {
-						end = y(i) + 10
+					end := c.y(i) - rowH/2
+					if i == len(c.steps) {
+						end = c.y(i) + 10
 					}
-					w.f(`<rect x="%d" y="%d" width="12" height="%d" fill="#fde2c8" stroke="#e67e22"/>`+"\n",
-						x(n)-6, y(start), end-y(start))
+					c.w.f(`<rect x="%d" y="%d" width="12" height="%d" fill="#fde2c8" stroke="#e67e22"/>`+"\n",
+						c.x(n)-6, c.y(start), end-c.y(start))
 					lines := []string{"TIMEWAIT"}
 					if kept {
 						lines = append(lines, "its remote QPN still", "in the remote-QPN table")
 					}
-					lx, anchor := x(n)+12, "start"
+					lx, anchor := c.x(n)+12, "start"
 					if n == 1 {
-						lx, anchor = x(n)-12, "end"
+						lx, anchor = c.x(n)-12, "end"
 					}
 					for k, l := range lines {
-						w.f(`<text x="%d" y="%d" font-size="10" fill="#b9651a" text-anchor="%s" font-style="italic">%s</text>`+"\n",
-							lx, y(start)+rowH/2+6+12*k, anchor, esc(l))
+						c.w.f(`<text x="%d" y="%d" font-size="10" fill="#b9651a" text-anchor="%s" font-style="italic">%s</text>`+"\n",
+							lx, c.y(start)+rowH/2+6+12*k, anchor, esc(l))
 					}
 					start, kept = -1, false
 				}
 			}
 		}
 	}
+}
 
-	// Steps: who acted, and what became of its ids.
-	for i := 1; i < len(steps); i++ {
-		prev, cur := steps[i-1].vars, steps[i].vars
+// actions writes the steps: who acted, and what became of its ids.
+func (c *chart) actions() {
+	for i := 1; i < len(c.steps); i++ {
+		prev, cur := c.steps[i-1].vars, c.steps[i].vars
 		actor := 0
-		if strings.HasPrefix(steps[i].action, "Recv") {
+		if strings.HasPrefix(c.steps[i].action, "Recv") {
 			for _, m := range prev["net"].Elems {
 				if !contains(cur["net"], m) {
 					actor = int(m.Get("dst").Int)
 				}
 			}
 		}
-		for n := 1; n <= nodes && actor == 0; n++ {
+		for n := 1; n <= c.nodes && actor == 0; n++ {
 			if !prev["conn"].At(n).Equal(cur["conn"].At(n)) {
 				actor = n
 			}
@@ -260,37 +289,40 @@ func draw(tr *trace) []byte {
 			actor = 1
 		}
 		var changes []string
-		for h := 1; h <= handles; h++ {
+		for h := 1; h <= c.handles; h++ {
 			a, b := prev["conn"].At(actor).At(h).Get("state").Str, cur["conn"].At(actor).At(h).Get("state").Str
 			if a != b {
 				changes = append(changes, fmt.Sprintf("%s → %s", a, b))
 			}
 		}
-		label := steps[i].action
+		label := c.steps[i].action
 		if len(changes) > 0 {
 			label += ": " + strings.Join(changes, ", ")
 		}
 		if cur["bogusStale"].Int == 1 && prev["bogusStale"].Int == 0 {
 			label += ": its QPN matches the TIMEWAIT id"
 		}
-		lx, anchor := x(actor)+10, "start"
+		lx, anchor := c.x(actor)+10, "start"
 		if actor == 1 {
-			lx, anchor = x(actor)-10, "end"
+			lx, anchor = c.x(actor)-10, "end"
 		}
-		w.f(`<circle cx="%d" cy="%d" r="3.5" fill="#333"/>`, x(actor), y(i))
-		w.f(`<text x="%d" y="%d" font-size="11" text-anchor="%s">%s</text>`+"\n", lx, y(i)-5, anchor, esc(label))
+		c.w.f(`<circle cx="%d" cy="%d" r="3.5" fill="#333"/>`, c.x(actor), c.y(i))
+		c.w.f(`<text x="%d" y="%d" font-size="11" text-anchor="%s">%s</text>`+"\n", lx, c.y(i)-5, anchor, esc(label))
 	}
+}
 
-	// Messages, from the step that sent each to the one that received it.
-	last := len(steps) - 1
+// messages writes the messages, from the step that sent each to the one
+// that received it, the bogus REJ 10 in red.
+func (c *chart) messages() {
+	last := len(c.steps) - 1
 	bogusStep := -1
 	for i := 1; i <= last; i++ {
-		if steps[i].vars["bogusStale"].Int == 1 && steps[i-1].vars["bogusStale"].Int == 0 {
+		if c.steps[i].vars["bogusStale"].Int == 1 && c.steps[i-1].vars["bogusStale"].Int == 0 {
 			bogusStep = i
 		}
 	}
 	for i := 1; i <= last; i++ {
-		prev, cur := steps[i-1].vars, steps[i].vars
+		prev, cur := c.steps[i-1].vars, c.steps[i].vars
 		for _, m := range cur["net"].Elems {
 			if contains(prev["net"], m) {
 				continue
@@ -298,14 +330,14 @@ func draw(tr *trace) []byte {
 			src, dst := int(m.Get("src").Int), int(m.Get("dst").Int)
 			end := -1
 			for j := i + 1; j <= last; j++ {
-				if !contains(steps[j].vars["net"], m) {
+				if !contains(c.steps[j].vars["net"], m) {
 					end = j
 					break
 				}
 			}
-			y2 := y(last) + rowH
+			y2 := c.y(last) + rowH
 			if end >= 0 {
-				y2 = y(end)
+				y2 = c.y(end)
 			}
 			bogus := i == bogusStep && m.Get("type").Str == "REJ" && m.Get("info").Int == 10
 			color, marker, sw, dash := "#333", "a", 1.3, ""
@@ -314,10 +346,10 @@ func draw(tr *trace) []byte {
 			} else if end < 0 {
 				color, dash = "#999", ` stroke-dasharray="5,4"`
 			}
-			x1, x2 := x(src), x(dst)
-			w.f(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%.1f"%s marker-end="url(#%s)"/>`+"\n",
-				x1, y(i), x2, y2, color, sw, dash, marker)
-			mx, my := (x1+x2)/2, (y(i)+y2)/2-5
+			x1, x2 := c.x(src), c.x(dst)
+			c.w.f(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%.1f"%s marker-end="url(#%s)"/>`+"\n",
+				x1, c.y(i), x2, y2, color, sw, dash, marker)
+			mx, my := (x1+x2)/2, (c.y(i)+y2)/2-5
 			label := msgLabel(m)
 			switch {
 			case bogus:
@@ -325,14 +357,12 @@ func draw(tr *trace) []byte {
 			case end < 0:
 				label += ", still in flight"
 			}
-			w.f(`<text x="%d" y="%d" font-size="11" text-anchor="middle" fill="%s" font-weight="%s">%s</text>`+"\n",
+			c.w.f(`<text x="%d" y="%d" font-size="11" text-anchor="middle" fill="%s" font-weight="%s">%s</text>`+"\n",
 				mx, my, color, map[bool]string{true: "bold", false: "normal"}[bogus], esc(label))
 		}
 	}
 	if bogusStep >= 0 {
-		w.f(`<text x="%d" y="%d" font-size="12" fill="#c0392b" text-anchor="middle">%s</text>`+"\n", width/2, y(last)+rowH+34,
+		c.w.f(`<text x="%d" y="%d" font-size="12" fill="#c0392b" text-anchor="middle">%s</text>`+"\n", c.width/2, c.y(last)+rowH+34,
 			esc("NoBogusStaleReject: a REJ 10 went out although no connected id held that QPN, only one in TimeWait"))
 	}
-	w.f("</svg>\n")
-	return w.b.Bytes()
 }
