@@ -103,26 +103,7 @@ func main() {
 	}
 	c.Logf = logf
 	c.Wire = env("IBCM_BENCH_WIRE", "tcp")
-	plan := [][2]string{
-		{"BENCH_N", env("IBCM_BENCH_N", "100 1000")},
-		{"BENCH_RUNS", env("IBCM_BENCH_RUNS", "6")},
-		{"BENCH_ROLES", env("IBCM_BENCH_ROLES", "passive active storm")},
-		{"BENCH_OUTPUTS", env("IBCM_BENCH_OUTPUTS", "qp console")},
-		{"BENCH_ACTIVE_OUTPUTS", env("IBCM_BENCH_ACTIVE_OUTPUTS", "qp console")},
-		{"BENCH_STORM_N", env("IBCM_BENCH_STORM_N", "10000")},
-		{"BENCH_STORM_OUTPUTS", env("IBCM_BENCH_STORM_OUTPUTS", "qp")},
-		{"BENCH_PROFILE", env("IBCM_BENCH_PROFILE", "0")},
-		{"BENCH_CALIBRATE", env("IBCM_BENCH_CALIBRATE", "3")},
-		{"IBCM_LISTEN_ARGS", env("IBCM_BENCH_LISTEN_ARGS", "")},
-		{"IBCM_CMTIME_ARGS", env("IBCM_BENCH_CMTIME_ARGS", "")},
-	}
-	if f := os.Getenv("IBCM_BENCH_PROF_FLAGS"); f != "" {
-		plan = append(plan, [2]string{"BENCH_PROF_FLAGS", f})
-	}
-	p := map[string]string{}
-	for _, kv := range plan {
-		p[kv[0]] = kv[1]
-	}
+	plan, p := benchPlan()
 	if os.Getenv("IBCM_INTEROP_TIMEOUT") == "" {
 		c.Timeout = timeBound(p)
 	}
@@ -138,24 +119,7 @@ func main() {
 	if err := interop.Build(c); err != nil {
 		fail("%v", err)
 	}
-	// Both images have the kernel CM and cmtime; init.sh loads every
-	// module, and VM B unloads the kernel CM for ibcm's runs.
-	src := func(dst, f string) string { return dst + "=" + filepath.Join(root, "tools/interop", f) }
-	elf := []string{"/usr/bin/rdma", "/usr/bin/cmtime", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/lib/x86_64-linux-gnu/libgcc_s.so.1"}
-	files := []string{"/etc/libibverbs.d/rxe.driver=" + filepath.Join(st.Dir, "etc/libibverbs.d/rxe.driver"),
-		src("/init", "init.sh:0755"), src("/lib/guest.sh", "guest.sh"), "/bin/busybox=/bin/busybox:0755"}
-	mods := []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_umad", "rdma_ucm"}
-	ports := [][2]string{{"TCP_PORT", tcpPort}, {"CTL_PORT", ctlPort}, {"REPLY_PORT", replyPort}}
-	a := &interop.Image{Name: "a", ELF: elf, KMod: mods, Files: append(files, src("/test.sh", "bench-a.sh")),
-		Env: append([][2]string{{"ROLE", "A"}, {"IP", aIP}, {"PEER", bIP}, {"WAIT_SIGNAL", fmt.Sprint(int(c.Timeout.Seconds()))}}, ports...)}
-	b := &interop.Image{Name: "b", ELF: elf, KMod: mods, Files: append(files, src("/test.sh", "bench-b.sh")),
-		Host: []string{"/bin/ibcm=" + filepath.Join(c.Work, "cgo", "ibcm") + ":0755"},
-		Env:  append(append([][2]string{{"ROLE", "B"}, {"IP", bIP}, {"PEER", aIP}}, ports...), plan...)}
-	for _, im := range []*interop.Image{a, b} {
-		if err := im.Make(c, st); err != nil {
-			fail("mkinitramfs (VM %s): %v", im.Name, err)
-		}
-	}
+	makeImages(c, st, root, plan)
 	t2 := time.Now()
 
 	pa, pb, unlock, err := interop.LockPorts()
@@ -182,6 +146,73 @@ func main() {
 	if err := logs(c.Work); err != nil {
 		fail("%v", err)
 	}
+	fails := unfinished(c, va, vb)
+	if err := meta(c, st, p, t3.Sub(t2), drops1-drops0); err != nil {
+		fail("%v", err)
+	}
+	if !writeReport(root, c.Work, doc) {
+		fails++
+	}
+	logf("times: packages %.0fs, build %.0fs, VMs %.0fs, total %.0fs", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(),
+		t3.Sub(t2).Seconds(), time.Since(t0).Seconds())
+	if fails > 0 {
+		printTails(c.Work)
+		fail("interop-bench failed (logs in %s)", c.Work)
+	}
+	logf("PASS (logs in %s)", c.Work)
+}
+
+// benchPlan is what VM B's bench-b.sh runs, from the IBCM_BENCH_*
+// variables: as pairs for VM B's environment, and as a map.
+func benchPlan() ([][2]string, map[string]string) {
+	plan := [][2]string{
+		{"BENCH_N", env("IBCM_BENCH_N", "100 1000")},
+		{"BENCH_RUNS", env("IBCM_BENCH_RUNS", "6")},
+		{"BENCH_ROLES", env("IBCM_BENCH_ROLES", "passive active storm")},
+		{"BENCH_OUTPUTS", env("IBCM_BENCH_OUTPUTS", "qp console")},
+		{"BENCH_ACTIVE_OUTPUTS", env("IBCM_BENCH_ACTIVE_OUTPUTS", "qp console")},
+		{"BENCH_STORM_N", env("IBCM_BENCH_STORM_N", "10000")},
+		{"BENCH_STORM_OUTPUTS", env("IBCM_BENCH_STORM_OUTPUTS", "qp")},
+		{"BENCH_PROFILE", env("IBCM_BENCH_PROFILE", "0")},
+		{"BENCH_CALIBRATE", env("IBCM_BENCH_CALIBRATE", "3")},
+		{"IBCM_LISTEN_ARGS", env("IBCM_BENCH_LISTEN_ARGS", "")},
+		{"IBCM_CMTIME_ARGS", env("IBCM_BENCH_CMTIME_ARGS", "")},
+	}
+	if f := os.Getenv("IBCM_BENCH_PROF_FLAGS"); f != "" {
+		plan = append(plan, [2]string{"BENCH_PROF_FLAGS", f})
+	}
+	p := map[string]string{}
+	for _, kv := range plan {
+		p[kv[0]] = kv[1]
+	}
+	return plan, p
+}
+
+// makeImages makes the two VMs' initramfs images, VM A's running
+// bench-a.sh, VM B's bench-b.sh with ibcm and the plan.
+func makeImages(c *interop.Config, st interop.Stage, root string, plan [][2]string) {
+	// Both images have the kernel CM and cmtime; init.sh loads every
+	// module, and VM B unloads the kernel CM for ibcm's runs.
+	src := func(dst, f string) string { return dst + "=" + filepath.Join(root, "tools/interop", f) }
+	elf := []string{"/usr/bin/rdma", "/usr/bin/cmtime", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/lib/x86_64-linux-gnu/libgcc_s.so.1"}
+	files := []string{"/etc/libibverbs.d/rxe.driver=" + filepath.Join(st.Dir, "etc/libibverbs.d/rxe.driver"),
+		src("/init", "init.sh:0755"), src("/lib/guest.sh", "guest.sh"), "/bin/busybox=/bin/busybox:0755"}
+	mods := []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_umad", "rdma_ucm"}
+	ports := [][2]string{{"TCP_PORT", tcpPort}, {"CTL_PORT", ctlPort}, {"REPLY_PORT", replyPort}}
+	a := &interop.Image{Name: "a", ELF: elf, KMod: mods, Files: append(files, src("/test.sh", "bench-a.sh")),
+		Env: append([][2]string{{"ROLE", "A"}, {"IP", aIP}, {"PEER", bIP}, {"WAIT_SIGNAL", fmt.Sprint(int(c.Timeout.Seconds()))}}, ports...)}
+	b := &interop.Image{Name: "b", ELF: elf, KMod: mods, Files: append(files, src("/test.sh", "bench-b.sh")),
+		Host: []string{"/bin/ibcm=" + filepath.Join(c.Work, "cgo", "ibcm") + ":0755"},
+		Env:  append(append([][2]string{{"ROLE", "B"}, {"IP", bIP}, {"PEER", aIP}}, ports...), plan...)}
+	for _, im := range []*interop.Image{a, b} {
+		if err := im.Make(c, st); err != nil {
+			fail("mkinitramfs (VM %s): %v", im.Name, err)
+		}
+	}
+}
+
+// unfinished logs each VM that did not finish its part, and counts them.
+func unfinished(c *interop.Config, va, vb interop.VM) int {
 	fails := 0
 	if !contains(filepath.Join(c.Work, "b.log"), `"msg":"bench-done"`) {
 		logf("VM B did not finish (%v, timed out: %v; VM timeout %v)", vb.Err, vb.TimedOut, c.Timeout)
@@ -191,32 +222,35 @@ func main() {
 		logf("VM A did not finish (%v, timed out: %v)", va.Err, va.TimedOut)
 		fails++
 	}
-	if err := meta(c, st, p, t3.Sub(t2), drops1-drops0); err != nil {
-		fail("%v", err)
-	}
+	return fails
+}
+
+// writeReport runs tools/interop/benchreport on the logs into doc ("-": stdout);
+// it reports whether benchreport succeeded.
+func writeReport(root, work, doc string) bool {
 	out := doc
 	if doc == "-" {
 		out = "-"
 	}
-	cmd := exec.Command("go", "run", "./tools/interop/benchreport", "-work", c.Work, "-o", out)
+	cmd := exec.Command("go", "run", "./tools/interop/benchreport", "-work", work, "-o", out)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		fails++
-	} else if doc != "-" {
+		return false
+	}
+	if doc != "-" {
 		logf("wrote %s", doc)
 	}
-	logf("times: packages %.0fs, build %.0fs, VMs %.0fs, total %.0fs", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(),
-		t3.Sub(t2).Seconds(), time.Since(t0).Seconds())
-	if fails > 0 {
-		for _, f := range []struct {
-			name string
-			n    int
-		}{{"a.log", 50}, {"b.log", 80}} {
-			fmt.Fprintf(os.Stderr, "==================== %s (tail) ====================\n%s", f.name, tail(filepath.Join(c.Work, f.name), f.n))
-		}
-		fail("interop-bench failed (logs in %s)", c.Work)
+	return true
+}
+
+// printTails prints the end of each VM's log.
+func printTails(work string) {
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"a.log", 50}, {"b.log", 80}} {
+		fmt.Fprintf(os.Stderr, "==================== %s (tail) ====================\n%s", f.name, tail(filepath.Join(work, f.name), f.n))
 	}
-	logf("PASS (logs in %s)", c.Work)
 }
 
 // timeBound is the plan's time: a generous allowance per run, storm

@@ -468,9 +468,30 @@ func (r *report) benchstat() string {
 
 // ---- the report.
 
+// printer writes formatted text to the report.
+type printer func(format string, a ...any)
+
+// write writes docs/interop-bench.md, section by section.
 func (r *report) write(w *bufio.Writer) {
+	p := printer(func(f string, a ...any) { fmt.Fprintf(w, f, a...) })
+	r.writeSetup(p)
+	r.writeFailed(p)
+	r.writeComparison(p)
+	r.writeCPU(p)
+	r.writePerConnection(p)
+	r.writeOutputCost(p)
+	r.writeStorms(p)
+	if r.notes != "" {
+		p("%s\n", strings.TrimSpace(r.notes))
+		p("\n")
+	}
+	r.writeRuns(p)
+}
+
+// writeSetup writes the title and the setup: when, the host and its load,
+// the VMs, the wire, the switch between ibcm and the kernel CM, the QPs.
+func (r *report) writeSetup(p printer) {
 	m := r.meta
-	p := func(f string, a ...any) { fmt.Fprintf(w, f, a...) }
 	p("# ibcm against the Linux kernel CM: cmtime in the two-VM harness\n\n")
 	p("Measured by `make interop-bench` (tools/interop/bench), which writes this file; see\n")
 	p("tools/interop/README.md. rdma-core's `cmtime` times each CM step for N connections at once.\n\n")
@@ -518,7 +539,10 @@ func (r *report) write(w *bufio.Writer) {
 	if m["profile"] == "1" {
 		p("**These runs were profiled (IBCM_BENCH_PROFILE=1): ibcm's figures include the profilers' cost.**\n\n")
 	}
+}
 
+// writeFailed lists the runs left out of the medians, with why.
+func (r *report) writeFailed(p printer) {
 	if f := r.failed(); len(f) > 0 {
 		p("**Runs that failed (left out of the medians): %d of %d.**\n\n", len(f), len(r.runs))
 		for _, x := range f {
@@ -531,7 +555,11 @@ func (r *report) write(w *bufio.Writer) {
 		}
 		p("\n")
 	}
+}
 
+// writeComparison writes benchstat's comparison of ibcm against the kernel,
+// and the roles.
+func (r *report) writeComparison(p printer) {
 	p("## ibcm against the kernel\n\n")
 	p("benchstat's comparison (`go tool benchstat -col '/side@(kernel ibcm)'`, pinned by go.mod) of cmtime's\n")
 	p("step totals (ms, first start to last end, for N connections at once) over the good runs: per role,\n")
@@ -544,7 +572,10 @@ func (r *report) write(w *bufio.Writer) {
 	p("\"connect\" is rdma_connect to ESTABLISHED (REQ, REP, RTU) and \"disconnect\" rdma_disconnect to\n")
 	p("DISCONNECTED (DREQ to DREP, the DREP sent by VM B's CM after it told its application); in the\n")
 	p("active role the same steps are timed by VM B's client.\n\n")
+}
 
+// writeCPU writes where VM B's CPU went, per role, N, side and output.
+func (r *report) writeCPU(p printer) {
 	p("## Where VM B's CPU went\n\n")
 	p("Medians over the runs: VM B's CPU while the client ran (one vCPU: busy share; seconds of user,\n")
 	p("system and interrupt time, the kernel's CM, network stack and Soft-RoCE included), and the CPU time\n")
@@ -578,7 +609,10 @@ func (r *report) write(w *bufio.Writer) {
 		}
 	}
 	p("\n")
+}
 
+// writePerConnection writes cmtime's slowest and fastest connection per step.
+func (r *report) writePerConnection(p printer) {
 	p("## Per-connection figures\n\n")
 	p("Medians (ranges) over the runs of cmtime's slowest connection (max ms) and fastest (min µs).\n\n")
 	p("| role | N | side | output | connect max ms | connect min µs | disconnect max ms | disconnect min µs |\n|---|---:|---|---|---:|---:|---:|---:|\n")
@@ -602,7 +636,11 @@ func (r *report) write(w *bufio.Writer) {
 		}
 	}
 	p("\n")
+}
 
+// writeOutputCost compares ibcm's event lines on the console and in a file,
+// when the runs had both.
+func (r *report) writeOutputCost(p printer) {
 	if outs := r.outputs("passive"); slices.Contains(outs, "file") && slices.Contains(outs, "console") {
 		p("## What ibcm's output costs\n\n")
 		p("The passive role with `ibcm listen`'s event lines on VM B's serial console (the VM's terminal) and in\n")
@@ -633,7 +671,10 @@ func (r *report) write(w *bufio.Writer) {
 		}
 		p("\n")
 	}
+}
 
+// writeStorms writes the connection storm runs, if any.
+func (r *report) writeStorms(p printer) {
 	if storms := r.storms(); len(storms) > 0 {
 		p("## Connection storm\n\n")
 		p("The passive role once per side with N = %d (one run each). ibcm's peak RSS is the VmHWM of the\n", storms[0].n)
@@ -651,12 +692,11 @@ func (r *report) write(w *bufio.Writer) {
 		}
 		p("\n")
 	}
+}
 
-	if r.notes != "" {
-		p("%s\n", strings.TrimSpace(r.notes))
-		p("\n")
-	}
-
+// writeRuns writes every run in the order they ran, and cmtime's tables
+// as printed.
+func (r *report) writeRuns(p printer) {
 	p("## Every run\n\n")
 	p("In the order they ran (VM B's uptime at the start). Totals, slowest and fastest connection per step\n")
 	p("(cmtime's total ms / max ms / min µs); RSS is the peak of the process under test in VM B (ibcm, or\n")
