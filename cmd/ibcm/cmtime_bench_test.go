@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,8 +71,11 @@ func (c *consoleWriter) Write(p []byte) (int, error) {
 // in the interop bench, for 100-byte writes). Each iteration is one
 // run; the metrics are cmtime's step totals and its fastest disconnect
 // (how long the quickest DREQ waited for its DREP), and the connections
-// the listener rejected (REJ 3: its backlog of 128 was full), and how long
-// the Manager's goroutine itself spent writing event lines.
+// the listener rejected (REJ 3: its backlog of 128 was full), how long
+// the Manager's goroutine itself spent writing event lines, and the
+// process's CPU time (user and system, getrusage) per connection and side:
+// both commands run in this process, so the run's CPU time is halved, and
+// it covers each side's Manager, transport, command and the fake device.
 func BenchmarkCmtimeUMADFake(b *testing.B) {
 	rate := 670_000.0
 	if s := os.Getenv("IBCM_BENCH_CONSOLE_RATE"); s != "" {
@@ -82,14 +86,16 @@ func BenchmarkCmtimeUMADFake(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		for _, out := range []string{"discard", "console"} {
 			b.Run(fmt.Sprintf("n=%d/out=%s", n, out), func(b *testing.B) {
-				var conn, disc, discMin, connMin, failed, inLoop float64
+				var conn, disc, discMin, connMin, failed, inLoop, cpu float64
 				for i := 0; i < b.N; i++ {
 					var w io.Writer = io.Discard
 					cw := &consoleWriter{rate: rate}
 					if out == "console" {
 						w = cw
 					}
+					c0 := processCPU()
 					r, bad := cmtimeFakeRun(b, n, w)
+					cpu += float64(processCPU()-c0) / 1e3 / float64(2*n)
 					failed += float64(bad)
 					inLoop += float64(cw.inLoop) / 1e6
 					conn += r["connect"][0]
@@ -104,6 +110,7 @@ func BenchmarkCmtimeUMADFake(b *testing.B) {
 				b.ReportMetric(discMin/k/1000, "disconnect-min-ms")
 				b.ReportMetric(failed/k, "rejected")
 				b.ReportMetric(inLoop/k, "manager-writing-ms")
+				b.ReportMetric(cpu/k, "cpu-us/conn-side")
 			})
 		}
 	}
@@ -154,6 +161,16 @@ func cmtimeFakeRun(b *testing.B, n int, w io.Writer) (map[string][4]float64, int
 		b.Fatalf("no table:\n%s", out.String())
 	}
 	return rows, failed
+}
+
+// processCPU is the process's CPU time so far, user and system; 0 if
+// getrusage fails.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var failRE = regexp.MustCompile(`(?m)^connect \d+: `)
