@@ -90,12 +90,18 @@ func (c *Conn) established() {
 func offer[T any](m *Manager, ch *chan T, v T) {
 	if c := *ch; c != nil {
 		*ch = nil
-		m.signal(func() {
-			select {
-			case c <- v:
-			default:
-			}
-		})
+		m.signal(handOver(c, v))
+	}
+}
+
+// handOver is the wake-up of offer: apart, so that v is copied to the
+// heap only for a channel that has a waiter.
+func handOver[T any](c chan T, v T) func() {
+	return func() {
+		select {
+		case c <- v:
+		default:
+		}
 	}
 }
 

@@ -151,7 +151,10 @@ type Manager struct {
 	armed     bool
 	armedAt   clock.Time
 	outbox    []transport.Packet // the MADs of the step being handled (flush)
-	effects   []func()           // callbacks to run once the lock is let go (deliver)
+	rx        transport.Packet   // the received MAD being handed to the engine (recv)
+	effects   []effect           // callbacks to run once the lock is let go (deliver)
+	spare     []effect           // a delivered batch's array, for the next (recycle)
+	msgs      []*wire.MAD        // message copies for events, free for reuse (emit)
 	queued    uint64             // callbacks queued in all
 	conns     map[engine.CommID]*Conn
 	byQPN     map[uint32]*Conn // passive connections by local QPN (CommEst)

@@ -46,6 +46,7 @@ import (
 	"errors"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 )
 
 // do runs the application call named call: f steps the engine, and what the step
@@ -181,17 +182,26 @@ func (m *Manager) arm() {
 // that a callback that calls the Manager never waits for itself.
 func (m *Manager) deliver() {
 	for m.delivering.TryLock() {
+		var told []effect
 		for {
 			m.mu.Lock()
+			m.recycle(told)
 			fx := m.effects
-			m.effects = nil
+			if len(fx) > 0 {
+				m.effects, m.spare = m.spare, nil
+			}
 			m.mu.Unlock()
 			if len(fx) == 0 {
 				break
 			}
-			for _, f := range fx {
-				f()
+			for i := range fx {
+				if e := &fx[i]; e.f != nil {
+					e.f()
+				} else {
+					m.cfg.OnEvent(e.ev)
+				}
 			}
+			told = fx
 			m.tellMu.Lock()
 			m.told += uint64(len(fx))
 			m.tellCond.Broadcast()
@@ -209,9 +219,40 @@ func (m *Manager) deliver() {
 	}
 }
 
+// effect is a callback queued for deliver: f, or, without one, telling
+// OnEvent ev.
+type effect struct {
+	f  func()
+	ev Event
+}
+
+// Bounds on what a Manager keeps for reuse between bursts of callbacks.
+const (
+	keptMsgs    = 64   // copies of received messages for events (emit)
+	keptEffects = 1024 // callbacks in the spare queue
+)
+
+// recycle takes back a batch of callbacks that deliver has run: their
+// events' message copies, valid during OnEvent only, and the batch's
+// array, for the next batch; under the lock.
+func (m *Manager) recycle(told []effect) {
+	if told == nil {
+		return
+	}
+	for i := range told {
+		if msg := told[i].ev.Msg; msg != nil && told[i].f == nil && len(m.msgs) < keptMsgs {
+			m.msgs = append(m.msgs, msg)
+		}
+	}
+	clear(told)
+	if cap(told) <= keptEffects {
+		m.spare = told[:0]
+	}
+}
+
 // later queues a callback for deliver; under the lock.
 func (m *Manager) later(f func()) {
-	m.effects = append(m.effects, f)
+	m.effects = append(m.effects, effect{f: f})
 	m.queued++
 }
 
@@ -247,17 +288,26 @@ func (m *Manager) caughtUp() {
 }
 
 // emit tells OnEvent, after the lock is let go. The message behind the
-// event is copied: the engine's is reused once the step is handled.
+// event is copied (the engine's is reused once the step is handled), into
+// a copy kept for reuse once OnEvent has returned: Event.Msg is valid
+// during the call only.
 func (m *Manager) emit(ev Event) {
 	if m.cfg.OnEvent == nil {
 		return
 	}
 	ev.Time = m.clock.Now()
 	if ev.Msg != nil {
-		msg := *ev.Msg
-		ev.Msg = &msg
+		var msg *wire.MAD
+		if n := len(m.msgs); n > 0 {
+			msg, m.msgs = m.msgs[n-1], m.msgs[:n-1]
+		} else {
+			msg = new(wire.MAD)
+		}
+		*msg = *ev.Msg
+		ev.Msg = msg
 	}
-	m.later(func() { m.cfg.OnEvent(ev) })
+	m.effects = append(m.effects, effect{ev: ev})
+	m.queued++
 }
 
 // maxDeliverBatch bounds the received MADs taken under one hold of the
@@ -341,11 +391,15 @@ func (m *Manager) recvWaiting(in <-chan transport.Packet) {
 	}
 }
 
+// recv steps the engine with p; under the lock. The engine is handed a
+// copy in the Manager (rx), so that no packet the receiving goroutine
+// takes is moved to the heap.
 func (m *Manager) recv(p *transport.Packet) {
 	if p.Status != 0 {
 		return // a send-completion report: the timers cover lost sends
 	}
-	_ = m.eng.Recv(m.clock.Now(), p.Addr, p.MAD[:])
+	m.rx = *p
+	_ = m.eng.Recv(m.clock.Now(), m.rx.Addr, m.rx.MAD[:])
 }
 
 // ticker is the timer goroutine: it runs tick at each deadline.
