@@ -268,86 +268,23 @@ func convert(t NamedTrace, sid *sidMap) (*converted, error) {
 		case ln.Ev == "Destroy" && ln.From == "IDLE":
 			continue // an id already gone: nothing happens (a stuttering step)
 		case ln.Ev == "Crash":
-			m.epoch[n]++
-			m.lid[n] = append(m.lid[n], map[uint32]int{})
-			m.listen[n] = map[uint32]Post{}
-			clear(m.live[n])
-			clear(m.holds[n])
-			clear(m.conn[n])
-			m.cons.crashes++
+			m.crash(n)
 			steps = append(steps, map[string]Value{"ev": Str("Crash"), "node": Int(int64(n))})
 			continue
 		case ln.Ev == "Stale":
-			if len(steps) == 0 {
-				return nil, fmt.Errorf("%s: Stale with no input before it", where)
+			if err := m.joinStale(steps, n, ln, where); err != nil {
+				return nil, err
 			}
-			prev := steps[len(steps)-1]
-			if ev := prev["ev"].Str; ev != "RecvREQStale" && ev != "RecvREPStale" {
-				return nil, fmt.Errorf("%s: Stale after %s", where, ev)
-			}
-			m.addIDs(prev, n, ln)
-			m.addSent(prev, ln)
-			m.track(n, ln)
 			continue
 		case modelEvents[ln.Ev] == "":
 			return nil, fmt.Errorf("%s: no spec action for event %s: %w", where, ln.Ev, ErrOutOfScope)
 		}
-		allocates := ln.From == "IDLE" && ln.Kind == "Transition" && ln.ID != 0 &&
-			(ln.Ev == "Connect" || ln.Ev == "RecvREQ" || ln.Ev == "SIDRRequest" || ln.Ev == "RecvSIDRREQ")
-		if allocates {
-			m.allocate(n, ln.ID)
+		st, err := m.step(n, ln, where)
+		if err != nil {
+			return nil, err
 		}
-		st := map[string]Value{"ev": Str(modelEvents[ln.Ev]), "node": Int(int64(n)), "lid": Int(m.commID(n, ln.ID))}
-		if ln.ID == 0 {
-			st["lid"] = Int(0)
-		}
-		if l, ok := m.listen[n][ln.ID]; ok && ln.ID != 0 || ln.Ev == "Listen" {
-			if ln.Ev == "Listen" && ln.Post != nil {
-				l = *ln.Post
-				m.listen[n][ln.ID] = l
-				m.listenParams(l)
-			}
-			st["lid"], st["listen"] = Int(0), Bool(true)
-			st["sid"], st["mask"] = Int(m.sid.model(l.SID)), Int(m.sid.model(l.Mask))
-		}
-		switch ln.Ev {
-		case "Connect", "SIDRRequest":
-			if ln.Post != nil {
-				st["peer"] = Int(int64(ln.Post.RNode))
-				st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
-			}
-			for _, s := range ln.Sent {
-				if s.Type == "REQ" || s.Type == "SIDR_REQ" {
-					st["sid"] = Int(m.sid.model(s.SID))
-					st["retries"], st["alt"] = Int(int64(s.Retries)), Bool(s.Alt)
-				}
-			}
-			if ln.Ev == "SIDRRequest" && ln.Post != nil {
-				st["retries"] = Int(int64(ln.Post.Retries))
-			}
-			m.retries(int(st["retries"].Int))
-		case "Accept":
-			if ln.Post != nil {
-				st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
-			}
-		case "Reject", "RejectLAP", "SIDRReply":
-			st["x"] = Int(28)
-			for _, s := range ln.Sent {
-				if s.Type == "REJ" || s.Type == "APR" || s.Type == "SIDR_REP" {
-					st["x"] = Int(int64(s.Info))
-				}
-			}
-		}
-		if ln.Msg != nil {
-			if ln.Injected {
-				if !modelMsgTypes[ln.Msg.Type] {
-					return nil, fmt.Errorf("%s: an injected %s: %w", where, ln.Msg.Type, ErrOutOfScope)
-				}
-				steps = append(steps, map[string]Value{"ev": Str("Inject"), "node": Int(int64(n)), "msg": m.msg(ln.Msg)})
-			}
-			st["msg"] = m.msg(ln.Msg)
-		} else if strings.HasPrefix(ln.Ev, "Recv") {
-			return nil, fmt.Errorf("%s: a receive with no message", where)
+		if ln.Msg != nil && ln.Injected {
+			steps = append(steps, map[string]Value{"ev": Str("Inject"), "node": Int(int64(n)), "msg": m.msg(ln.Msg)})
 		}
 		if out.t.Reject && out.bogusAt == 0 && (ln.Ev == "RecvREQStale" || ln.Ev == "RecvREPStale") && ln.Msg != nil &&
 			!m.connectedTo(n, ln.Msg.Src, ln.Msg.QPN) {
@@ -358,6 +295,110 @@ func convert(t NamedTrace, sid *sidMap) (*converted, error) {
 		steps = append(steps, st)
 		m.track(n, ln)
 	}
+	out.lines = records(steps)
+	if err := out.bound(m, limits); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// crash: node n restarted; its ids, listens and QPs are gone.
+func (m *mapper) crash(n int) {
+	m.epoch[n]++
+	m.lid[n] = append(m.lid[n], map[uint32]int{})
+	m.listen[n] = map[uint32]Post{}
+	clear(m.live[n])
+	clear(m.holds[n])
+	clear(m.conn[n])
+	m.cons.crashes++
+}
+
+// joinStale joins the Stale step an input raised on another id to the
+// input's step, the last of steps.
+func (m *mapper) joinStale(steps []map[string]Value, n int, ln *Line, where string) error {
+	if len(steps) == 0 {
+		return fmt.Errorf("%s: Stale with no input before it", where)
+	}
+	prev := steps[len(steps)-1]
+	if ev := prev["ev"].Str; ev != "RecvREQStale" && ev != "RecvREPStale" {
+		return fmt.Errorf("%s: Stale after %s", where, ev)
+	}
+	m.addIDs(prev, n, ln)
+	m.addSent(prev, ln)
+	m.track(n, ln)
+	return nil
+}
+
+// step is the spec step of one trace line: its action, id, listen, the
+// parameters of an application call, and the message it takes.
+func (m *mapper) step(n int, ln *Line, where string) (map[string]Value, error) {
+	allocates := ln.From == "IDLE" && ln.Kind == "Transition" && ln.ID != 0 &&
+		(ln.Ev == "Connect" || ln.Ev == "RecvREQ" || ln.Ev == "SIDRRequest" || ln.Ev == "RecvSIDRREQ")
+	if allocates {
+		m.allocate(n, ln.ID)
+	}
+	st := map[string]Value{"ev": Str(modelEvents[ln.Ev]), "node": Int(int64(n)), "lid": Int(m.commID(n, ln.ID))}
+	if ln.ID == 0 {
+		st["lid"] = Int(0)
+	}
+	if l, ok := m.listen[n][ln.ID]; ok && ln.ID != 0 || ln.Ev == "Listen" {
+		if ln.Ev == "Listen" && ln.Post != nil {
+			l = *ln.Post
+			m.listen[n][ln.ID] = l
+			m.listenParams(l)
+		}
+		st["lid"], st["listen"] = Int(0), Bool(true)
+		st["sid"], st["mask"] = Int(m.sid.model(l.SID)), Int(m.sid.model(l.Mask))
+	}
+	m.callParams(st, n, ln)
+	if ln.Msg != nil {
+		if ln.Injected && !modelMsgTypes[ln.Msg.Type] {
+			return nil, fmt.Errorf("%s: an injected %s: %w", where, ln.Msg.Type, ErrOutOfScope)
+		}
+		st["msg"] = m.msg(ln.Msg)
+	} else if strings.HasPrefix(ln.Ev, "Recv") {
+		return nil, fmt.Errorf("%s: a receive with no message", where)
+	}
+	return st, nil
+}
+
+// callParams sets the parameters of an application call the model takes:
+// the peer, QP, service, retries and alternate path of a request, the QP of
+// an Accept, the reason or status of a rejection or SIDR reply.
+func (m *mapper) callParams(st map[string]Value, n int, ln *Line) {
+	switch ln.Ev {
+	case "Connect", "SIDRRequest":
+		if ln.Post != nil {
+			st["peer"] = Int(int64(ln.Post.RNode))
+			st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
+		}
+		for _, s := range ln.Sent {
+			if s.Type == "REQ" || s.Type == "SIDR_REQ" {
+				st["sid"] = Int(m.sid.model(s.SID))
+				st["retries"], st["alt"] = Int(int64(s.Retries)), Bool(s.Alt)
+			}
+		}
+		if ln.Ev == "SIDRRequest" && ln.Post != nil {
+			st["retries"] = Int(int64(ln.Post.Retries))
+		}
+		m.retries(int(st["retries"].Int))
+	case "Accept":
+		if ln.Post != nil {
+			st["q"] = Int(m.qpnOf(n, ln.Post.QPN))
+		}
+	case "Reject", "RejectLAP", "SIDRReply":
+		st["x"] = Int(28)
+		for _, s := range ln.Sent {
+			if s.Type == "REJ" || s.Type == "APR" || s.Type == "SIDR_REP" {
+				st["x"] = Int(int64(s.Info))
+			}
+		}
+	}
+}
+
+// records are the converted lines: each step with every field of stepFields.
+func records(steps []map[string]Value) []Value {
+	var lines []Value
 	for _, st := range steps {
 		var fs []Field
 		for _, f := range stepFields {
@@ -367,12 +408,17 @@ func convert(t NamedTrace, sid *sidMap) (*converted, error) {
 			}
 			fs = append(fs, Field{f.Name, v})
 		}
-		out.lines = append(out.lines, Record(fs...))
+		lines = append(lines, Record(fs...))
 	}
+	return lines
+}
+
+// bound sets the trace's constants: the mapper's, and the bounds of the nodes
+// that take REQs (the model has one of each).
+func (out *converted) bound(m *mapper, limits map[string]NodeConfig) error {
 	c := &out.consts
 	*c = m.cons
 	c.handles, c.commIDs, c.qpns = max(m.cons.handles, 1), max(m.cons.commIDs, 1), max(m.cons.qpns, 1)
-	// The bounds of the nodes that take REQs (the model has one of each).
 	lower := func(cur, v, def int) int {
 		if v >= def || cur != 0 && cur <= v {
 			return cur
@@ -387,12 +433,12 @@ func convert(t NamedTrace, sid *sidMap) (*converted, error) {
 	}
 	if c.maxIDs > 0 {
 		if c.handles > c.maxIDs {
-			return nil, fmt.Errorf("%s: a node holds %d ids, another is bounded at %d (the model's Handles are both): %w",
-				t.Name, c.handles, c.maxIDs, ErrOutOfScope)
+			return fmt.Errorf("%s: a node holds %d ids, another is bounded at %d (the model's Handles are both): %w",
+				out.t.Name, c.handles, c.maxIDs, ErrOutOfScope)
 		}
 		c.handles = c.maxIDs
 	}
-	return out, nil
+	return nil
 }
 
 func (m *mapper) listenParams(l Post) {
@@ -537,20 +583,6 @@ func ToTLA(traces []NamedTrace) (groups []*TraceGroup, skipped map[string]error,
 		}
 		byKey[k] = append(byKey[k], c)
 	}
-	set := func(xs []int) string {
-		var s []string
-		for _, x := range xs {
-			s = append(s, fmt.Sprint(x))
-		}
-		return "{" + strings.Join(s, ", ") + "}"
-	}
-	rng := func(n int) string {
-		var xs []int
-		for i := 1; i <= n; i++ {
-			xs = append(xs, i)
-		}
-		return set(xs)
-	}
 	var weights []string
 	for _, w := range sid.weights() {
 		weights = append(weights, fmt.Sprint(w))
@@ -558,75 +590,95 @@ func ToTLA(traces []NamedTrace) (groups []*TraceGroup, skipped map[string]error,
 	for gi, k := range keys {
 		cs := byKey[k]
 		g := &TraceGroup{Name: fmt.Sprintf("group%d", gi+1), actions: map[int][]string{}}
-		var b strings.Builder
-		b.WriteString("----------------------------- MODULE TraceData -----------------------------\nEXTENDS Naturals\n")
-		b.WriteString("\\* Code generated by conformance.ToTLA from NDJSON engine traces; DO NOT EDIT.\n")
-		b.WriteString("\\* Values are the model's: see internal/conformance/mapping.go.\n")
-		fmt.Fprintf(&b, "\\* The engine bits each model service-ID bit stands for.\nTraceBitWeight(i) == <<%s>>[i + 1]\n\n",
-			strings.Join(weights, ", "))
-		b.WriteString("Traces == <<\n")
-		tot := cs[0].consts
-		for i, c := range cs {
-			events := 0
-			for _, ln := range c.t.Lines {
-				if ln.Ev != "Node" {
-					events++
-				}
-			}
-			g.Traces = append(g.Traces, TraceInfo{Index: i + 1, Name: c.t.Name, Len: len(c.lines), Events: events,
-				Reject: c.t.Reject, BogusAt: c.bogusAt})
-			for _, l := range c.lines {
-				g.actions[i+1] = append(g.actions[i+1], l.Get("ev").Str)
-			}
-			fmt.Fprintf(&b, "\\* %d: %s (%d steps)\n<<\n", i+1, c.t.Name, len(c.lines))
-			for j, l := range c.lines {
-				sep := ","
-				if j == len(c.lines)-1 {
-					sep = ""
-				}
-				b.WriteString("  " + l.String() + sep + "\n")
-			}
-			if i < len(cs)-1 {
-				b.WriteString(">>,\n")
-			} else {
-				b.WriteString(">>\n")
-			}
-			tot.nodes = max(tot.nodes, c.consts.nodes)
-			tot.handles = max(tot.handles, c.consts.handles)
-			tot.commIDs = max(tot.commIDs, c.consts.commIDs)
-			tot.qpns = max(tot.qpns, c.consts.qpns)
-			tot.crashes = max(tot.crashes, c.consts.crashes)
-			for _, r := range c.consts.retries {
-				if !slices.Contains(tot.retries, r) {
-					tot.retries = append(tot.retries, r)
-				}
-			}
-			for _, x := range c.consts.listenIDs {
-				if !slices.Contains(tot.listenIDs, x) {
-					tot.listenIDs = append(tot.listenIDs, x)
-				}
-			}
-			for _, x := range c.consts.listenMasks {
-				if !slices.Contains(tot.listenMasks, x) {
-					tot.listenMasks = append(tot.listenMasks, x)
-				}
+		tot := g.writeModule(cs, weights)
+		g.Config = groupConfig(len(cs), tot, sid.bits())
+		groups = append(groups, g)
+	}
+	return groups, skipped, nil
+}
+
+// writeModule writes the group's TraceData module of the traces cs and
+// returns the constants that cover them all.
+func (g *TraceGroup) writeModule(cs []*converted, weights []string) traceConsts {
+	var b strings.Builder
+	b.WriteString("----------------------------- MODULE TraceData -----------------------------\nEXTENDS Naturals\n")
+	b.WriteString("\\* Code generated by conformance.ToTLA from NDJSON engine traces; DO NOT EDIT.\n")
+	b.WriteString("\\* Values are the model's: see internal/conformance/mapping.go.\n")
+	fmt.Fprintf(&b, "\\* The engine bits each model service-ID bit stands for.\nTraceBitWeight(i) == <<%s>>[i + 1]\n\n",
+		strings.Join(weights, ", "))
+	b.WriteString("Traces == <<\n")
+	tot := cs[0].consts
+	for i, c := range cs {
+		events := 0
+		for _, ln := range c.t.Lines {
+			if ln.Ev != "Node" {
+				events++
 			}
 		}
-		b.WriteString(">>\n=============================================================================\n")
-		g.Module = b.String()
-		sort.Ints(tot.retries)
-		sort.Ints(tot.listenIDs)
-		sort.Ints(tot.listenMasks)
-		if len(tot.retries) == 0 {
-			tot.retries = []int{0}
+		g.Traces = append(g.Traces, TraceInfo{Index: i + 1, Name: c.t.Name, Len: len(c.lines), Events: events,
+			Reject: c.t.Reject, BogusAt: c.bogusAt})
+		for _, l := range c.lines {
+			g.actions[i+1] = append(g.actions[i+1], l.Get("ev").Str)
 		}
-		bound := func(v int) int {
-			if v == 0 {
-				return 1 << 20
+		fmt.Fprintf(&b, "\\* %d: %s (%d steps)\n<<\n", i+1, c.t.Name, len(c.lines))
+		for j, l := range c.lines {
+			sep := ","
+			if j == len(c.lines)-1 {
+				sep = ""
 			}
-			return v
+			b.WriteString("  " + l.String() + sep + "\n")
 		}
-		g.Config = fmt.Sprintf(`\* Code generated by conformance.ToTLA; DO NOT EDIT.
+		if i < len(cs)-1 {
+			b.WriteString(">>,\n")
+		} else {
+			b.WriteString(">>\n")
+		}
+		tot.merge(&c.consts)
+	}
+	b.WriteString(">>\n=============================================================================\n")
+	g.Module = b.String()
+	return tot
+}
+
+// merge widens c to cover o too.
+func (c *traceConsts) merge(o *traceConsts) {
+	c.nodes = max(c.nodes, o.nodes)
+	c.handles = max(c.handles, o.handles)
+	c.commIDs = max(c.commIDs, o.commIDs)
+	c.qpns = max(c.qpns, o.qpns)
+	c.crashes = max(c.crashes, o.crashes)
+	for _, r := range o.retries {
+		if !slices.Contains(c.retries, r) {
+			c.retries = append(c.retries, r)
+		}
+	}
+	for _, x := range o.listenIDs {
+		if !slices.Contains(c.listenIDs, x) {
+			c.listenIDs = append(c.listenIDs, x)
+		}
+	}
+	for _, x := range o.listenMasks {
+		if !slices.Contains(c.listenMasks, x) {
+			c.listenMasks = append(c.listenMasks, x)
+		}
+	}
+}
+
+// groupConfig is the TLC config of a group of n traces with the constants tot.
+func groupConfig(n int, tot traceConsts, sidBits int) string {
+	sort.Ints(tot.retries)
+	sort.Ints(tot.listenIDs)
+	sort.Ints(tot.listenMasks)
+	if len(tot.retries) == 0 {
+		tot.retries = []int{0}
+	}
+	bound := func(v int) int {
+		if v == 0 {
+			return 1 << 20
+		}
+		return v
+	}
+	return fmt.Sprintf(`\* Code generated by conformance.ToTLA; DO NOT EDIT.
 \* Trace validation of %d traces: spec/Tracecm.tla over TraceData.tla.
 SPECIFICATION TraceSpec
 CONSTANTS
@@ -673,13 +725,28 @@ INVARIANTS
     RejectJustified
     AltPathAgreed
     NoCrossIncarnation
-`, len(cs), rng(tot.nodes), rng(tot.nodes), rng(tot.nodes), set(tot.listenIDs), set(tot.listenMasks), sid.bits(),
-			rng(tot.nodes), rng(tot.handles), tot.commIDs, rng(tot.qpns), set(tot.retries),
-			bound(tot.halfOpen), bound(tot.perPeer), map[bool]string{false: "FALSE", true: "TRUE"}[tot.dropExcess],
-			tot.crashes, map[bool]string{false: "TRUE", true: "FALSE"}[tot.noStale])
-		groups = append(groups, g)
+`, n, tlaRange(tot.nodes), tlaRange(tot.nodes), tlaRange(tot.nodes), tlaIntSet(tot.listenIDs), tlaIntSet(tot.listenMasks), sidBits,
+		tlaRange(tot.nodes), tlaRange(tot.handles), tot.commIDs, tlaRange(tot.qpns), tlaIntSet(tot.retries),
+		bound(tot.halfOpen), bound(tot.perPeer), map[bool]string{false: "FALSE", true: "TRUE"}[tot.dropExcess],
+		tot.crashes, map[bool]string{false: "TRUE", true: "FALSE"}[tot.noStale])
+}
+
+// tlaIntSet is a TLA+ set of integers.
+func tlaIntSet(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, fmt.Sprint(x))
 	}
-	return groups, skipped, nil
+	return "{" + strings.Join(s, ", ") + "}"
+}
+
+// tlaRange is the TLA+ set 1..n, element by element.
+func tlaRange(n int) string {
+	var xs []int
+	for i := 1; i <= n; i++ {
+		xs = append(xs, i)
+	}
+	return tlaIntSet(xs)
 }
 
 // connected: the definition's connected states, by name.
