@@ -158,7 +158,7 @@ func (c *Conn) State() State {
 	if c.m.closed || c.id == 0 {
 		return StateIdle
 	}
-	return c.m.eng.State(c.id)
+	return c.m.connState(c)
 }
 
 // release closes TimeWaitExit; under the lock.
@@ -231,6 +231,9 @@ func (c *Conn) Err() error {
 // ends before the DREP, Disconnect returns ctx's error but the disconnect
 // goes on: the DREQ is resent until answered or out of retries.
 func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
+	if c.m.dialed() {
+		return c.remoteDisconnect(ctx, privateData)
+	}
 	if err := c.m.admit(ctx); err != nil {
 		return err
 	}
@@ -261,6 +264,9 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 // Close does not wait: Done is closed at once, TimeWaitExit when the
 // comm ID is free.
 func (c *Conn) Close() error {
+	if c.m.dialed() {
+		return c.remoteClose()
+	}
 	defer c.m.caughtUp()
 	return c.m.step(func() {
 		now := c.m.clock.Now()
@@ -289,6 +295,9 @@ func (c *Conn) CommEst(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if c.m.dialed() {
+		return c.remoteCommEst(ctx)
+	}
 	return c.m.do("Conn.CommEst", func() error { return c.m.eng.CommEst(c.m.clock.Now(), c.id) })
 }
 
@@ -303,6 +312,9 @@ func (c *Conn) CommEst(ctx context.Context) error {
 func (c *Conn) LoadAltPath(ctx context.Context, lap *wire.LAP) error {
 	if lap == nil {
 		return badParam("LoadAltPath", "lap", "nil")
+	}
+	if c.m.dialed() {
+		return c.remoteLoadAltPath(ctx, lap)
 	}
 	if err := c.m.admit(ctx); err != nil {
 		return err

@@ -57,6 +57,9 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	if err != nil {
 		return nil, err
 	}
+	if m.dialed() {
+		return m.remoteConnect(ctx, q)
+	}
 	r := &q.REQ
 	c := newConn(m, 0) // the engine gives it its comm ID
 	c.active = true

@@ -132,6 +132,9 @@ func (m *Manager) Listen(ctx context.Context, p ListenParams) (*Listener, error)
 	if p.Backlog < 0 {
 		return nil, badParam("Listen", "ListenParams.Backlog", "negative")
 	}
+	if m.dialed() {
+		return m.remoteListen(ctx, p)
+	}
 	if p.Backlog == 0 {
 		p.Backlog = m.eng.Config().MaxHalfOpen
 	}
@@ -186,6 +189,9 @@ func (l *Listener) AcceptSIDR(ctx context.Context) (*SIDRRequest, error) {
 func (l *Listener) Close() error {
 	if l.m == nil {
 		return errNotStarted
+	}
+	if l.m.dialed() {
+		return l.remoteClose()
 	}
 	defer l.m.caughtUp()
 	err := l.m.step(func() {

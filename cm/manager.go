@@ -165,12 +165,16 @@ type Manager struct {
 	mra       dueSet                         // ids waiting for the application, by MRA deadline
 	sidrDue   dueSet                         // SIDR_REQs waiting for the application, by when they lapse
 	stats     Stats
+	remote    *remote // Dial made the Manager: the engine is the daemon's (remote.go)
 }
 
 // NewManager starts a Manager over tr.
 func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 	if tr == nil {
 		return nil, badParam("NewManager", "transport", "nil")
+	}
+	if m, ok, err := throughDaemon(tr, cfg); ok {
+		return m, err
 	}
 	var sw cmswitch.Switches
 	if s, ok := tr.(*cmswitch.Switched); ok {
@@ -270,6 +274,9 @@ func (m *Manager) Close() error {
 	if !m.started() {
 		return errNotStarted
 	}
+	if m.dialed() {
+		return m.remoteClose()
+	}
 	m.stopWith(ErrClosed)
 	m.wg.Wait()
 	m.caughtUp()
@@ -310,7 +317,7 @@ func (m *Manager) Done() <-chan struct{} {
 
 // started reports whether NewManager made m: the zero Manager has no
 // engine, and every method fails at once on it.
-func (m *Manager) started() bool { return m != nil && m.sendq != nil }
+func (m *Manager) started() bool { return m != nil && (m.sendq != nil || m.remote != nil) }
 
 // stopWith records why the Manager stops (the first reason wins), destroys
 // every id, queues what that sends, fails every waiter, and tells the
@@ -346,6 +353,9 @@ func (m *Manager) closedErr() error {
 func (m *Manager) Stats() Stats {
 	if !m.started() {
 		return Stats{}
+	}
+	if m.dialed() {
+		return m.remoteStats()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

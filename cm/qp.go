@@ -77,6 +77,9 @@ func (c *Conn) QPAttr(ctx context.Context, s qpattr.State) (a qpattr.Attr, err e
 	if err := ctx.Err(); err != nil {
 		return a, err
 	}
+	if c.m.dialed() {
+		return c.remoteQPAttr(ctx, nil, s)
+	}
 	if e := c.m.step(func() { a, err = c.attr(s) }); e != nil {
 		return a, e
 	}

@@ -163,6 +163,9 @@ func (r *Request) Accept(ctx context.Context, p *AcceptParams) (*Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if r.m.dialed() {
+		return r.remoteAccept(ctx, &rep, p.QP)
+	}
 	c := r.conn
 	ch := make(chan error, 1) // the outcome: established (nil) or why not
 	var err error
@@ -295,6 +298,10 @@ func (r *Request) Reject(ctx context.Context, reason wire.RejectReason, ari, pri
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if r.m.dialed() {
+		_, err := r.conn.remoteCall(ctx, &remoteCall{op: ropReject, reason: reason, ari: ari, pd: privateData})
+		return err
+	}
 	return r.m.do("Request.Reject", func() error {
 		now := r.m.clock.Now()
 		if r.pending() {
@@ -349,6 +356,10 @@ func (r *Request) Delay(ctx context.Context, serviceTimeout uint8, privateData [
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if r.m.dialed() {
+		_, err := r.conn.remoteCall(ctx, &remoteCall{op: ropDelay, serviceTimeout: serviceTimeout, pd: privateData})
+		return err
+	}
 	return r.m.do("Request.Delay", func() error {
 		if !r.pending() {
 			return r.answered("Delay")
@@ -372,6 +383,9 @@ func (r *Request) QPAttr(ctx context.Context, rep *wire.REP, s qpattr.State) (a 
 	if err := ctx.Err(); err != nil {
 		return a, err
 	}
+	if r.m.dialed() {
+		return r.conn.remoteQPAttr(ctx, rep, s)
+	}
 	if e := r.m.step(func() { a, err = r.conn.attrWith(rep, s) }); e != nil {
 		return a, e
 	}
@@ -393,6 +407,10 @@ func (m *Manager) CommEst(ctx context.Context, qpn uint32) error {
 		return errNotStarted
 	}
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if m.dialed() {
+		_, err := m.remoteDo(ctx, &remoteCall{op: ropCommEstQPN, qpn: qpn})
 		return err
 	}
 	return m.do("Manager.CommEst", func() error {

@@ -62,6 +62,9 @@ func (r *SIDRRequest) Reply(ctx context.Context, p *SIDRReplyParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if r.m.dialed() {
+		return r.remoteReply(ctx, p)
+	}
 	return r.m.do("SIDRRequest.Reply", func() error { return r.answer(p) })
 }
 
@@ -142,6 +145,9 @@ func (m *Manager) ResolveSIDR(ctx context.Context, p *SIDRParams) (*wire.SIDRRep
 		if q.MaxRetries == 0 {
 			q.MaxRetries = defaultSIDRRetries
 		}
+	}
+	if m.dialed() {
+		return m.remoteResolveSIDR(ctx, &q)
 	}
 	if err := m.admit(ctx); err != nil {
 		return nil, err

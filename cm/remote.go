@@ -1,0 +1,395 @@
+package cm
+
+// # A Manager that is the host daemon's client
+//
+// Dial makes a Manager whose engine runs in the host's CM daemon (ibcmd),
+// which owns the port: the same *Manager, *Conn, *Request, *Listener and
+// *SIDRRequest serve both, so that an application moves from an embedded
+// Manager to the daemon by changing its constructor.
+//
+// The client keeps a mirror of each of its ids: the very Conn, Request,
+// Listener and SIDRRequest values of an embedded Manager, with the same
+// fields and channels. The daemon tells every step of every id it holds
+// for the client as an event, in order, on the one socket; the client's
+// reader applies each to the mirror under Manager.mu, as notify.go applies
+// the engine's notifications (the fields a step sets, the end and the
+// release of a Conn, a new request handed to its listener's backlog), and
+// queues OnEvent with m.later. So every method that reads (State, Err,
+// Done, TimeWaitExit, PeerPrivateData, REQ, REP, Listener.Accept) works
+// unchanged; a method that acts forwards its call, waits for the reply,
+// which the daemon writes after the events the call caused, and returns
+// once OnEvent has been told them (caughtUp), as do does.
+//
+// QPs stay in the client: the daemon derives the attributes and sends
+// each move, and the reader applies it to the local QP (the QP given to
+// Connect or Accept) before it reads on: so a connection's QP is in RTS
+// before the daemon sends the RTU or the REP, and moves one goroutine at a
+// time. The mirror Conn holds the QP too, and moves it to ERR when it
+// ends, before Done closes, as the embedded Manager does.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// remoteOps is the daemon as the client's calls see it: one call, its
+// reply (or the cm error its status names). The socket's codec implements
+// it (remotelink.go); the tests a fake.
+type remoteOps interface {
+	// do sends c and waits for its reply. When ctx ends first, the call is
+	// given up on the daemon's side too and do returns ctx's error.
+	do(ctx context.Context, c *remoteCall) (remoteReply, error)
+	// close ends the session: the daemon tears down every id it holds
+	// for the client as the kernel's close path does.
+	close() error
+}
+
+// remoteOp names a call forwarded to the daemon.
+type remoteOp uint8
+
+const (
+	ropListen remoteOp = iota + 1
+	ropListenerClose
+	ropConnect
+	ropAccept
+	ropReject
+	ropDelay
+	ropDisconnect
+	ropConnClose
+	ropCommEst    // a Conn's
+	ropCommEstQPN // Manager.CommEst
+	ropLoadAltPath
+	ropQPAttr // Conn.QPAttr; Request.QPAttr with rep
+	ropResolveSIDR
+	ropSIDRReply
+	ropStats
+	ropLAPAnswer // LAPPolicy's answer to a LAP the daemon told
+)
+
+// remoteCall is one call to the daemon: its op and the arguments that op
+// takes.
+type remoteCall struct {
+	op     remoteOp
+	handle uint64 // the id acted on
+	listen ListenParams
+	// Connect: the complete REQ and where it goes. Connect and Accept: qp,
+	// when set, is moved by the daemon (QP_MODIFY), and the call says it
+	// has one.
+	to     transport.Addr
+	req    *wire.REQ
+	rep    *wire.REP
+	qp     QP
+	rtuPD  []byte
+	reason wire.RejectReason
+	ari    []byte
+	pd     []byte
+	// Delay's service timeout.
+	serviceTimeout uint8
+	lap            *wire.LAP
+	qpState        qpattr.State
+	qpn            uint32
+	sidr           *engine.SIDRParams
+	sidrReply      *SIDRReplyParams
+	aprStatus      wire.APRStatus
+}
+
+// remoteReply is what a reply carries.
+type remoteReply struct {
+	handle  uint64 // Listen, Connect: the new id's handle
+	id      CommID // its comm ID
+	attr    qpattr.Attr
+	sidrRep wire.SIDRRep
+	stats   Stats
+}
+
+// remoteKind is an event's kind: an EventKind, or one of the kinds beyond
+// them that tell what OnEvent is not told.
+type remoteKind uint8
+
+const (
+	// remoteDone: the Conn ended (its Done closed), with err.
+	remoteDone remoteKind = 64 + iota
+	// remoteReleased: the Conn's comm ID is free (TimeWaitExit closed).
+	remoteReleased
+	// remoteStopped: the daemon's Manager of the port stopped, with err.
+	remoteStopped
+)
+
+// remoteEvent is one step of an id the daemon holds for the client.
+type remoteEvent struct {
+	kind     remoteKind
+	handle   uint64 // the Conn's (a new request's), the SIDR request's
+	listener uint64 // a new request's or SIDR_REQ's listener
+	id       CommID
+	reason   wire.RejectReason
+	sent     wire.AttrID
+	msg      *wire.MAD // the received message, or nil
+	from     transport.Addr
+	state    State // the Conn's state after the step
+	err      error // why the Conn ended, if it has
+}
+
+// remote is a dialed Manager's side of the daemon: the mirror's tables,
+// by the daemon's handles, under the Manager's lock.
+type remote struct {
+	ops       remoteOps
+	conns     map[uint64]*Conn
+	handles   map[*Conn]uint64
+	states    map[*Conn]State
+	qps       map[uint64]QP // the QPs of the connections that have one
+	listeners map[uint64]*Listener
+	lhandles  map[*Listener]uint64
+	sidrReqs  map[uint64]*SIDRRequest
+	shandles  map[*SIDRRequest]uint64
+	onClose   func() // tests: run once Close is done
+	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
+	maxHalfOpen int
+}
+
+func newRemote(ops remoteOps) *remote {
+	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
+		qps: map[uint64]QP{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
+		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{}}
+}
+
+// connState is c's state: the engine's, or the daemon's as its last event
+// told it; under the lock.
+func (m *Manager) connState(c *Conn) State {
+	if m.remote == nil {
+		return m.eng.State(c.id)
+	}
+	return m.remote.states[c]
+}
+
+// mirror returns the Conn of handle h, made at the first event that
+// names it; under the lock.
+func (r *remote) mirror(m *Manager, h uint64, id CommID) *Conn {
+	c := r.conns[h]
+	if c == nil {
+		c = newConn(m, id)
+		r.conns[h], r.handles[c] = c, h
+	}
+	return c
+}
+
+// apply applies one event of the daemon to the mirror, and tells OnEvent;
+// on the reader's goroutine.
+func (m *Manager) apply(ev *remoteEvent) {
+	m.mu.Lock()
+	if !m.closed {
+		m.applyLocked(ev)
+	}
+	m.remoteUnlock()
+}
+
+// remoteUnlock lets go of the lock and delivers the callbacks queued (a
+// dialed Manager has no timer to arm: the daemon keeps the deadlines).
+func (m *Manager) remoteUnlock() {
+	fx := len(m.effects) > 0
+	m.mu.Unlock()
+	if fx {
+		m.deliver()
+	}
+}
+
+// applyLocked is apply under the lock.
+func (m *Manager) applyLocked(ev *remoteEvent) {
+	r := m.remote
+	switch ev.kind {
+	case remoteStopped:
+		m.remoteStop(ev.err)
+		return
+	case remoteKind(EventREQReceived):
+		m.remoteRequest(ev)
+		return
+	case remoteKind(EventSIDRRequest):
+		m.remoteSIDRRequest(ev)
+		return
+	}
+	c := r.conns[ev.handle]
+	if c == nil {
+		if ev.kind >= remoteDone {
+			return // an id the client let go of already
+		}
+		c = r.mirror(m, ev.handle, ev.id)
+	}
+	if c.id == 0 {
+		c.id = ev.id
+	}
+	switch ev.kind {
+	case remoteDone:
+		c.end(ev.err)
+		return
+	case remoteReleased:
+		m.remoteForget(c)
+		return
+	}
+	r.states[c] = ev.state
+	c.remember(ev.msg)
+	m.mirrorStep(c, ev)
+	m.emit(Event{Kind: EventKind(ev.kind), Conn: c, ID: c.id, Reason: ev.reason, Msg: ev.msg, From: ev.from, Sent: ev.sent})
+	if ev.err != nil {
+		c.end(ev.err) // after the event: Done closes once it is told
+	}
+}
+
+// mirrorStep sets the fields of c that the step ev tells; under the lock.
+func (m *Manager) mirrorStep(c *Conn, ev *remoteEvent) {
+	switch EventKind(ev.kind) {
+	case EventREQSent:
+		c.active = true
+	case EventREPReceived:
+		if ev.msg != nil && ev.msg.AttrID == wire.AttrREP {
+			c.rep = ev.msg.REP
+			c.remoteQPN, c.remoteGUID = c.rep.LocalQPN, c.rep.LocalCAGUID
+		}
+	case EventEstablished:
+		c.established()
+	case EventTimeWait:
+		c.inTimeWait = true
+	case EventLAPReceived:
+		if ev.msg != nil && ev.msg.AttrID == wire.AttrLAP {
+			m.remoteLAP(c, ev.msg.LAP)
+		}
+	}
+}
+
+// remoteRequest hands a new REQ to its listener's backlog, as
+// requestReceived does; under the lock.
+func (m *Manager) remoteRequest(ev *remoteEvent) {
+	r := m.remote
+	c := r.mirror(m, ev.handle, ev.id)
+	if ev.msg != nil && ev.msg.AttrID == wire.AttrREQ {
+		c.req = ev.msg.REQ
+	}
+	c.remoteQPN, c.remoteGUID, c.from = c.req.LocalQPN, c.req.LocalCAGUID, ev.from
+	r.states[c] = ev.state
+	c.remember(ev.msg)
+	req := &Request{m: m, id: ev.id, conn: c, from: ev.from}
+	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: ev.id, Msg: ev.msg, From: ev.from})
+	l := r.listeners[ev.listener]
+	if l == nil || !l.reqs.reserve() {
+		// The listener is closed, or its backlog full: rejected as the
+		// embedded Manager rejects (reason 3), once the event is told.
+		m.stats.BacklogFull++
+		h := ev.handle
+		m.later(func() { m.remoteAnswer(&remoteCall{op: ropReject, handle: h, reason: wire.RejectNoResources}) })
+		return
+	}
+	m.signal(func() { l.reqs.fill(req) })
+}
+
+// remoteAnswer makes a call the client makes on its own, in a callback
+// (a refusal, LAPPolicy's answer): it does not wait for the events it
+// causes, which would be waiting for itself.
+func (m *Manager) remoteAnswer(c *remoteCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), remoteAsyncWait)
+	defer cancel()
+	_, _ = m.remote.ops.do(ctx, c)
+}
+
+// remoteSIDRRequest hands a SIDR_REQ to its listener's backlog; under the
+// lock.
+func (m *Manager) remoteSIDRRequest(ev *remoteEvent) {
+	r := m.remote
+	sr := &SIDRRequest{m: m, id: ev.id, from: ev.from}
+	if ev.msg != nil && ev.msg.AttrID == wire.AttrSIDRReq {
+		sr.req = ev.msg.SIDRReq
+	}
+	r.sidrReqs[ev.handle], r.shandles[sr] = sr, ev.handle
+	m.emit(Event{Kind: EventSIDRRequest, ID: ev.id, Msg: ev.msg, From: ev.from})
+	l := r.listeners[ev.listener]
+	if l == nil || !l.sidrs.reserve() {
+		m.stats.BacklogFull++
+		h := ev.handle
+		m.later(func() {
+			m.remoteAnswer(&remoteCall{op: ropSIDRReply, handle: h, sidrReply: &SIDRReplyParams{Status: wire.SIDRReject}})
+		})
+		return
+	}
+	m.signal(func() { l.sidrs.fill(sr) })
+}
+
+// remoteLAP runs LAPPolicy on a LAP the peer proposed, as a callback, and
+// sends its answer (without a policy the daemon answers on its own).
+func (m *Manager) remoteLAP(c *Conn, lap wire.LAP) {
+	if m.cfg.LAPPolicy == nil {
+		return
+	}
+	h := m.remote.handles[c]
+	m.later(func() {
+		status := m.cfg.LAPPolicy(c, &lap)
+		m.remoteAnswer(&remoteCall{op: ropLAPAnswer, handle: h, aprStatus: status})
+	})
+}
+
+// remoteAsyncWait bounds a call the client makes on its own: the daemon
+// answers at once, or is gone.
+const remoteAsyncWait = 10 * time.Second
+
+// remoteForget lets go of a Conn whose comm ID is free; under the lock.
+func (m *Manager) remoteForget(c *Conn) {
+	r := m.remote
+	h := r.handles[c]
+	delete(r.conns, h)
+	delete(r.handles, c)
+	delete(r.qps, h)
+	r.states[c] = StateIdle
+	delete(r.states, c)
+	c.end(ErrDisconnected)
+	c.release()
+}
+
+// qpModify moves the QP of a call under way (call) or of the connection
+// handle h to a, as the daemon asks; on the reader's goroutine, without
+// the lock (QP.Modify of INIT, RTR and RTS may take its time).
+func (m *Manager) qpModify(call *remoteCall, h uint64, a qpattr.Attr) error {
+	var qp QP
+	if call != nil {
+		qp = call.qp
+	}
+	if qp == nil {
+		m.mu.Lock()
+		qp = m.remote.qps[h]
+		m.mu.Unlock()
+	}
+	if qp == nil {
+		if a.State == qpattr.Err {
+			return nil // the mirror moved it when the connection ended
+		}
+		return fmt.Errorf("%w: no QP for handle %d", ErrBadParam, h)
+	}
+	return qp.Modify(a)
+}
+
+// remoteStop stops a dialed Manager: the daemon is gone, or its Manager of
+// the port stopped (cause), or Close; every mirror ends as the embedded
+// Manager's ids end at its stop; under the lock.
+func (m *Manager) remoteStop(cause error) {
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.causeMu.Lock()
+	if m.cause == nil {
+		m.cause = cause
+	}
+	cause = m.cause
+	m.causeMu.Unlock()
+	for _, c := range m.remote.conns {
+		c.end(cause)
+		c.release()
+	}
+	for _, l := range m.remote.listeners {
+		l.shut()
+	}
+	m.signal(func() {
+		m.once.Do(func() { close(m.quit); close(m.done) })
+	})
+}

@@ -1,0 +1,265 @@
+package cm
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// The acting methods of a dialed Manager and of its mirrors: each forwards
+// its call to the daemon (remote.go), with the arguments the embedded
+// method has checked and completed already, and returns what the embedded
+// one returns.
+
+// dialed reports whether Dial made m (nil-safe, for the zero values).
+func (m *Manager) dialed() bool { return m != nil && m.remote != nil }
+
+// remoteDo forwards c and returns once OnEvent has been told the events it
+// caused, which the daemon wrote before its reply.
+func (m *Manager) remoteDo(ctx context.Context, c *remoteCall) (remoteReply, error) {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return remoteReply{}, m.closedErr()
+	}
+	rp, err := m.remote.ops.do(ctx, c)
+	if err != nil && ctx.Err() == nil && m.isClosed() {
+		err = m.closedErr() // the daemon went away under the call
+	}
+	m.caughtUp()
+	return rp, err
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// handleOf is c's handle (0 once its id is let go of).
+func (m *Manager) handleOf(c *Conn) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.remote.handles[c]
+}
+
+// remoteConnect is Connect with q checked and completed.
+func (m *Manager) remoteConnect(ctx context.Context, q *ConnectParams) (*Conn, error) {
+	rp, err := m.remoteDo(ctx, &remoteCall{op: ropConnect, to: q.To, req: &q.REQ, qp: q.QP, rtuPD: q.RTUPrivateData})
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	c := m.remote.mirror(m, rp.handle, rp.id)
+	c.id, c.active, c.localQPN, c.req, c.rtuPD = rp.id, true, q.REQ.LocalQPN, q.REQ, q.RTUPrivateData
+	m.remote.adoptQP(c, rp.handle, q.QP)
+	m.remoteUnlock()
+	return c, nil
+}
+
+// adoptQP gives the mirror c its QP, which then moves to ERR when c ends,
+// or at once if c has ended; under the lock.
+func (r *remote) adoptQP(c *Conn, h uint64, qp QP) {
+	if qp == nil || c.qp != nil {
+		return
+	}
+	c.qp = qp
+	if _, live := r.conns[h]; live {
+		r.qps[h] = qp
+	}
+	if c.Err() != nil {
+		c.moveQP(errAttr())
+	}
+}
+
+// remoteListen is Listen with p checked.
+func (m *Manager) remoteListen(ctx context.Context, p ListenParams) (*Listener, error) {
+	if p.Backlog == 0 {
+		p.Backlog = m.remote.maxHalfOpen
+	}
+	rp, err := m.remoteDo(ctx, &remoteCall{op: ropListen, listen: p})
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{m: m, id: rp.id, reqs: newBacklog[*Request](p.Backlog), sidrs: newBacklog[*SIDRRequest](p.Backlog),
+		closed: make(chan struct{})}
+	m.mu.Lock()
+	if m.closed {
+		l.shut()
+	}
+	m.remote.listeners[rp.handle], m.remote.lhandles[l] = l, rp.handle
+	m.mu.Unlock()
+	return l, nil
+}
+
+// remoteClose is Listener.Close: the daemon stops listening, and
+// the requests left in the backlog are rejected.
+func (l *Listener) remoteClose() error {
+	m := l.m
+	m.mu.Lock()
+	h := m.remote.lhandles[l]
+	m.mu.Unlock()
+	_, err := m.remoteDo(context.Background(), &remoteCall{op: ropListenerClose, handle: h})
+	if errors.Is(err, ErrClosed) {
+		l.shut()
+		return err
+	}
+	m.mu.Lock()
+	delete(m.remote.listeners, h)
+	delete(m.remote.lhandles, l)
+	m.mu.Unlock()
+	l.shut()
+	for r, ok := l.reqs.take(); ok; r, ok = l.reqs.take() {
+		_ = r.Reject(context.Background(), wire.RejectConsumerDefined, nil, nil)
+	}
+	for r, ok := l.sidrs.take(); ok; r, ok = l.sidrs.take() {
+		_ = r.Reply(context.Background(), &SIDRReplyParams{Status: wire.SIDRReject})
+	}
+	return err
+}
+
+// remoteCall forwards a call on the connection c.
+func (c *Conn) remoteCall(ctx context.Context, rc *remoteCall) (remoteReply, error) {
+	rc.handle = c.m.handleOf(c)
+	if rc.handle == 0 {
+		// Its id is let go of: the embedded table refuses every call but
+		// Close, which has nothing left to do.
+		if rc.op == ropConnClose {
+			return remoteReply{}, nil
+		}
+		return remoteReply{}, c.m.remoteGone(c)
+	}
+	return c.m.remoteDo(ctx, rc)
+}
+
+// remoteGone is the error of a call on a Conn whose id is free.
+func (m *Manager) remoteGone(c *Conn) error {
+	if m.isClosed() {
+		return m.closedErr()
+	}
+	return &StateError{ID: c.id, State: StateIdle}
+}
+
+// remoteAccept is Request.Accept with rep completed.
+func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn, error) {
+	c := r.conn
+	rc := &remoteCall{op: ropAccept, rep: rep, qp: qp}
+	if _, err := c.remoteCall(ctx, rc); err != nil {
+		if ended := c.Err(); ended != nil && errors.Is(err, ErrInvalidState) {
+			return nil, ended // answered already: why it ended
+		}
+		return nil, err
+	}
+	m := r.m
+	m.mu.Lock()
+	c.rep, c.localQPN = *rep, rep.LocalQPN
+	m.remote.adoptQP(c, rc.handle, qp)
+	m.remoteUnlock()
+	return c, nil
+}
+
+// remoteQPAttr is Conn.QPAttr and Request.QPAttr (with rep).
+func (c *Conn) remoteQPAttr(ctx context.Context, rep *wire.REP, s qpattr.State) (qpattr.Attr, error) {
+	if err := ctx.Err(); err != nil {
+		return qpattr.Attr{}, err
+	}
+	rp, err := c.remoteCall(ctx, &remoteCall{op: ropQPAttr, rep: rep, qpState: s})
+	return rp.attr, err
+}
+
+// remoteLoadAltPath is Conn.LoadAltPath.
+func (c *Conn) remoteLoadAltPath(ctx context.Context, lap *wire.LAP) error {
+	_, err := c.remoteCall(ctx, &remoteCall{op: ropLoadAltPath, lap: lap})
+	return err
+}
+
+// remoteResolveSIDR is ResolveSIDR with q completed.
+func (m *Manager) remoteResolveSIDR(ctx context.Context, q *engine.SIDRParams) (*wire.SIDRRep, error) {
+	rp, err := m.remoteDo(ctx, &remoteCall{op: ropResolveSIDR, sidr: q})
+	var se *SIDRError
+	switch {
+	case errors.As(err, &se):
+		return &rp.sidrRep, err
+	case err != nil:
+		return nil, err
+	}
+	return &rp.sidrRep, nil
+}
+
+// remoteReply is SIDRRequest.Reply.
+func (r *SIDRRequest) remoteReply(ctx context.Context, p *SIDRReplyParams) error {
+	m := r.m
+	m.mu.Lock()
+	h, ok := m.remote.shandles[r]
+	m.mu.Unlock()
+	if !ok {
+		return ErrTimeout // let go of: by the daemon's SIDRWait, or answered
+	}
+	_, err := m.remoteDo(ctx, &remoteCall{op: ropSIDRReply, handle: h, sidrReply: p})
+	if err == nil || !errors.Is(err, ErrClosed) {
+		m.mu.Lock()
+		delete(m.remote.sidrReqs, h)
+		delete(m.remote.shandles, r)
+		m.mu.Unlock()
+	}
+	return err
+}
+
+// remoteStats is Stats: the daemon's Manager's counters, with the
+// client's own (the requests its backlogs refused).
+func (m *Manager) remoteStats() Stats {
+	m.mu.Lock()
+	own, closed := m.stats, m.closed
+	m.mu.Unlock()
+	if closed {
+		return own
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteAsyncWait)
+	defer cancel()
+	rp, err := m.remote.ops.do(ctx, &remoteCall{op: ropStats})
+	if err != nil {
+		return own
+	}
+	st := rp.stats
+	st.BacklogFull += own.BacklogFull
+	return st
+}
+
+// remoteClose is Close: the daemon tears down every id of the client as
+// the kernel's close path does, and every mirror ends with ErrClosed.
+func (m *Manager) remoteClose() error {
+	err := m.remote.ops.close()
+	m.mu.Lock()
+	m.remoteStop(ErrClosed)
+	m.remoteUnlock()
+	m.caughtUp()
+	if f := m.remote.onClose; f != nil {
+		m.remote.onClose = nil
+		f()
+	}
+	_ = err
+	return nil
+}
+
+// remoteDisconnect is Conn.Disconnect: the daemon's returns once the DREP
+// came (or the DREQ's retries ran out), or its context ended.
+func (c *Conn) remoteDisconnect(ctx context.Context, pd []byte) error {
+	_, err := c.remoteCall(ctx, &remoteCall{op: ropDisconnect, pd: pd})
+	return err
+}
+
+// remoteClose is Conn.Close.
+func (c *Conn) remoteClose() error {
+	_, err := c.remoteCall(context.Background(), &remoteCall{op: ropConnClose})
+	return err
+}
+
+// remoteCommEst is Conn.CommEst.
+func (c *Conn) remoteCommEst(ctx context.Context) error {
+	_, err := c.remoteCall(ctx, &remoteCall{op: ropCommEst})
+	return err
+}

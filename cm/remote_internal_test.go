@@ -1,0 +1,281 @@
+package cm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+)
+
+// fakeDaemon stands in for the daemon behind a dialed Manager: each call
+// is answered by answer, which may tell events (tell) first, as the daemon
+// writes a call's events before its reply.
+type fakeDaemon struct {
+	m      *Manager
+	mu     sync.Mutex
+	calls  []remoteCall
+	answer func(c *remoteCall) (remoteReply, error)
+	closed bool
+}
+
+func (d *fakeDaemon) do(ctx context.Context, c *remoteCall) (remoteReply, error) {
+	d.mu.Lock()
+	d.calls = append(d.calls, *c)
+	d.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return remoteReply{}, err
+	}
+	if d.answer == nil {
+		return remoteReply{}, nil
+	}
+	return d.answer(c)
+}
+
+func (d *fakeDaemon) close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *fakeDaemon) tell(ev remoteEvent) { d.m.apply(&ev) }
+
+func (d *fakeDaemon) last() remoteCall {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[len(d.calls)-1]
+}
+
+// fakeQP records its moves.
+type fakeQP struct {
+	mu    sync.Mutex
+	moves []qpattr.State
+}
+
+func (q *fakeQP) QPN() uint32 { return 0x11 }
+func (q *fakeQP) Modify(a qpattr.Attr) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.moves = append(q.moves, a.State)
+	return nil
+}
+
+func (q *fakeQP) states() []qpattr.State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]qpattr.State(nil), q.moves...)
+}
+
+// newFakeDialed is a dialed Manager over a fakeDaemon, with an OnEvent
+// that records the events and the Conns they name.
+func newFakeDialed(t *testing.T) (*Manager, *fakeDaemon, *eventLog) {
+	d := &fakeDaemon{}
+	log := &eventLog{}
+	p := &remotePort{addr: transport.Addr{LID: 7}, port: PortInfo{LID: 7, MTU: wire.MTU4096}, guid: 0xa,
+		minTimeWait: time.Millisecond, maxTimeWait: time.Second, maxHalfOpen: 4}
+	d.m = newDialed(d, p, ManagerConfig{OnEvent: log.add})
+	t.Cleanup(func() { _ = d.m.Close() })
+	return d.m, d, log
+}
+
+type eventLog struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (l *eventLog) add(ev Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, ev)
+}
+
+func (l *eventLog) kinds() []EventKind {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ks []EventKind
+	for _, ev := range l.evs {
+		ks = append(ks, ev.Kind)
+	}
+	return ks
+}
+
+func (l *eventLog) first() Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.evs[0]
+}
+
+// A dialed Manager describes the daemon's port: its address, the
+// builders' port, the TimeWait bounds and Listen's default backlog.
+func TestDialedManagerDescribesTheDaemonsPort(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	assert.Equal(t, uint16(7), m.LocalAddr().LID)
+	assert.Equal(t, wire.MTU4096, m.NewREQ(transport.Addr{LID: 9}, 1).PathPacketPayloadMTU)
+	assert.Equal(t, time.Second, (&Conn{m: m, req: wire.REQ{PrimaryLocalAckTimeout: 31}}).TimeWait())
+	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
+	l, err := m.Listen(context.Background(), ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	assert.Equal(t, CommID(0x10), l.ID())
+	assert.Equal(t, 4, d.last().listen.Backlog)
+	assert.Equal(t, uint64(0x1000), d.last().listen.ServiceID)
+}
+
+// The passive side through the daemon: the REQ the daemon tells reaches
+// Listener.Accept; Accept forwards the REP and the QP moves the daemon
+// asks for go to the local QP; the Conn's read methods follow the events;
+// its QP goes to ERR before Done closes, and TimeWaitExit closes when the
+// daemon says the comm ID is free.
+func TestDialedPassiveConnection(t *testing.T) {
+	m, d, log := newFakeDialed(t)
+	ctx := context.Background()
+	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
+	l, err := m.Listen(ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	req := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}
+	req.REQ.ServiceID, req.REQ.LocalQPN, req.REQ.LocalCAGUID = 0x1000, 0x99, 0xb
+	req.REQ.PrivateData[0] = 'p'
+	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, listener: 1, id: 0x20, msg: req, state: StateReqRcvd})
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(0x99), r.REQ().LocalQPN)
+	assert.Equal(t, r.Conn(), log.first().Conn, "OnEvent and Accept name one Conn")
+	assert.Equal(t, StateReqRcvd, r.Conn().State())
+	assert.Equal(t, byte('p'), r.Conn().PeerPrivateData(wire.AttrREQ)[0])
+
+	qp := &fakeQP{}
+	d.answer = func(c *remoteCall) (remoteReply, error) {
+		for _, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
+			require.NoError(t, m.qpModify(c, c.handle, qpattr.Attr{State: s}))
+		}
+		d.tell(remoteEvent{kind: remoteKind(EventREPSent), handle: 5, id: 0x20, state: StateRepSent})
+		d.tell(remoteEvent{kind: remoteKind(EventEstablished), handle: 5, id: 0x20, state: StateEstablished})
+		return remoteReply{}, nil
+	}
+	c, err := r.Accept(ctx, &AcceptParams{QP: qp})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), d.last().handle)
+	assert.Equal(t, uint32(0x11), d.last().rep.LocalQPN, "the REP names the QP")
+	assert.Equal(t, StateEstablished, c.State())
+	assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS}, qp.states())
+
+	d.tell(remoteEvent{kind: remoteKind(EventDREQReceived), handle: 5, id: 0x20, state: StateDreqRcvd})
+	d.tell(remoteEvent{kind: remoteKind(EventTimeWait), handle: 5, id: 0x20, state: StateTimeWait, err: ErrDisconnected})
+	<-c.Done()
+	assert.ErrorIs(t, c.Err(), ErrDisconnected)
+	assert.Equal(t, qpattr.Err, qp.states()[3], "the QP is in ERR once Done closes")
+	assert.Equal(t, StateTimeWait, c.State())
+	select {
+	case <-c.TimeWaitExit():
+		t.Fatal("TimeWaitExit closed before the daemon freed the id")
+	default:
+	}
+	d.tell(remoteEvent{kind: remoteReleased, handle: 5})
+	<-c.TimeWaitExit()
+	assert.Equal(t, StateIdle, c.State())
+	require.ErrorIs(t, c.Disconnect(ctx, nil), ErrInvalidState, "a call on a freed id")
+	assert.Equal(t, []EventKind{EventREQReceived, EventREPSent, EventEstablished, EventDREQReceived, EventTimeWait}, log.kinds())
+}
+
+// The active side: the events of Connect come before its reply, and make
+// the mirror Conn Connect returns; the REP's fields reach it.
+func TestDialedActiveConnection(t *testing.T) {
+	m, d, log := newFakeDialed(t)
+	qp := &fakeQP{}
+	d.answer = func(c *remoteCall) (remoteReply, error) {
+		d.tell(remoteEvent{kind: remoteKind(EventREQSent), handle: 7, id: 0x30, state: StateReqSent})
+		rep := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREP}}
+		rep.REP.LocalQPN, rep.REP.LocalCAGUID = 0x22, 0xb
+		d.tell(remoteEvent{kind: remoteKind(EventREPReceived), handle: 7, id: 0x30, msg: rep, state: StateRepRcvd})
+		require.NoError(t, m.qpModify(c, 0, qpattr.Attr{State: qpattr.RTS}))
+		d.tell(remoteEvent{kind: remoteKind(EventEstablished), handle: 7, id: 0x30, state: StateEstablished,
+			sent: wire.AttrRTU})
+		return remoteReply{handle: 7, id: 0x30}, nil
+	}
+	c, err := m.Connect(context.Background(), &ConnectParams{To: transport.Addr{LID: 9},
+		REQ: wire.REQ{ServiceID: 0x1000}, QP: qp})
+	require.NoError(t, err)
+	assert.Same(t, log.first().Conn, c)
+	assert.Equal(t, CommID(0x30), c.ID())
+	assert.True(t, c.Active())
+	assert.Equal(t, uint32(0x22), c.RemoteQPN())
+	assert.Equal(t, uint64(0xb), c.RemoteGUID())
+	assert.Equal(t, uint32(0x11), c.LocalQPN())
+	assert.Equal(t, StateEstablished, c.State())
+	call := d.last()
+	assert.Equal(t, uint16(9), call.to.LID)
+	assert.Equal(t, wire.MTU4096, call.req.PathPacketPayloadMTU, "the REQ goes complete, from the daemon's port")
+	assert.Equal(t, uint32(0x11), call.req.LocalQPN)
+
+	rej := &RejectError{Reason: wire.RejectConsumerDefined}
+	d.tell(remoteEvent{kind: remoteKind(EventRejected), handle: 7, id: 0x30, state: StateTimeWait, err: rej})
+	<-c.Done()
+	var got *RejectError
+	require.ErrorAs(t, c.Err(), &got)
+	assert.Equal(t, wire.RejectConsumerDefined, got.Reason)
+	assert.Equal(t, []qpattr.State{qpattr.RTS, qpattr.Err}, qp.states())
+}
+
+// Close ends the session and every mirror with ErrClosed; later calls
+// fail with ErrClosed.
+func TestDialedClose(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	ctx := context.Background()
+	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
+	l, err := m.Listen(ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, listener: 1, id: 0x20,
+		msg: &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}, state: StateReqRcvd})
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	assert.True(t, d.closed)
+	<-m.Done()
+	assert.ErrorIs(t, m.Err(), ErrClosed)
+	<-r.Done()
+	assert.ErrorIs(t, r.Err(), ErrClosed)
+	<-r.Conn().TimeWaitExit()
+	_, err = l.Accept(ctx)
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = m.Connect(ctx, &ConnectParams{To: transport.Addr{LID: 9}, REQ: wire.REQ{ServiceID: 1, LocalQPN: 2}})
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.Equal(t, StateIdle, r.Conn().State())
+}
+
+// A daemon's Manager that stops (its port failed) stops the client's, with
+// its reason.
+func TestDialedStopsWithTheDaemonsManager(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	broken := errors.New("umad: device gone")
+	d.tell(remoteEvent{kind: remoteStopped, err: errors.Join(ErrClosed, broken)})
+	<-m.Done()
+	assert.ErrorIs(t, m.Err(), ErrClosed)
+	assert.ErrorIs(t, m.Err(), broken)
+}
+
+// A SIDR_REQ the daemon tells reaches AcceptSIDR; Reply forwards the
+// answer under the request's handle, once.
+func TestDialedSIDRRequest(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	ctx := context.Background()
+	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
+	l, err := m.Listen(ctx, ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+	msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrSIDRReq}}
+	msg.SIDRReq.ServiceID = 0x2000
+	d.tell(remoteEvent{kind: remoteKind(EventSIDRRequest), handle: 9, listener: 1, id: 0x40, msg: msg})
+	sr, err := l.AcceptSIDR(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0x2000), sr.Request().ServiceID)
+	require.NoError(t, sr.Reply(ctx, &SIDRReplyParams{QPN: 0x33}))
+	assert.Equal(t, uint64(9), d.last().handle)
+	assert.Equal(t, uint32(0x33), d.last().sidrReply.QPN)
+	assert.ErrorIs(t, sr.Reply(ctx, &SIDRReplyParams{QPN: 0x33}), ErrTimeout, "answered already")
+}
