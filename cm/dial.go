@@ -2,12 +2,15 @@ package cm
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
 // remotePort is the daemon's port as its first reply describes it: what
@@ -52,3 +55,70 @@ func (a portAddr) Recv(context.Context) (transport.Packet, error) {
 
 func (a portAddr) LocalAddr() transport.Addr { return transport.Addr(a) }
 func (a portAddr) Close() error              { return nil }
+
+// Dial makes a Manager whose CM runs in the host's CM daemon (ibcmd),
+// reached at socketPath, on its port named port ("": the daemon's first).
+// It is the embedded Manager's equal: the same methods, Conns, Requests,
+// Listeners, events and errors; the daemon holds the port, the engine and
+// the timers, and the client's QPs stay in the client, moved as the daemon
+// derives their attributes. Of cfg the client uses OnEvent, LAPPolicy and
+// Clock (the events' times); the rest is the daemon's configuration.
+// Close ends the session: the daemon tears down every id the client still
+// holds, as the kernel does for a process that exits.
+func Dial(ctx context.Context, socketPath, port string, cfg ManagerConfig) (*Manager, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unixpacket", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dialing the CM daemon: %w", ErrClosed, err)
+	}
+	m, err := dialConn(ctx, c.(*net.UnixConn), port, cfg)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// dialConn attaches to port over conn: HELLO, whose reply describes the
+// port, before the reader runs.
+func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerConfig) (*Manager, error) {
+	l := newLink(conn)
+	hello := &hostproto.HelloReq{Port: port}
+	if cfg.LAPPolicy != nil {
+		hello.Flags |= hostproto.HelloLAPPolicy
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(d)
+	}
+	l.next = 1
+	if err := l.write(hostproto.OpHello, hostproto.StatusOK, 1, hello); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, hostproto.MaxFrame+1)
+	f, err := l.read(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the CM daemon's HELLO: %w", ErrClosed, err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	if f.Op != hostproto.OpHello || f.ReqID != 1 {
+		return nil, fmt.Errorf("%w: the CM daemon answered HELLO with %s", hostproto.ErrBadField, f.Op)
+	}
+	if eb, ok := f.Body.(*hostproto.ErrorBody); ok {
+		return nil, hostError(eb)
+	}
+	r, ok := f.Body.(*hostproto.HelloReply)
+	if !ok {
+		return nil, fmt.Errorf("%w: HELLO's reply", hostproto.ErrBadField)
+	}
+	p := &remotePort{addr: r.Port.LocalAddr, port: r.Port.Port, guid: r.Port.LocalGUID,
+		minTimeWait: r.MinTimeWait, maxTimeWait: r.MaxTimeWait, maxHalfOpen: defaultRemoteBacklog}
+	m := newDialed(l, p, cfg)
+	l.m = m
+	go l.reader()
+	return m, nil
+}
+
+// defaultRemoteBacklog bounds a dialed listener's backlog when Listen
+// gives none: the engine's default MaxHalfOpen, which the daemon's engine
+// applies to the REQs waiting anyway.
+const defaultRemoteBacklog = 1 << 16

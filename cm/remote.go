@@ -69,7 +69,6 @@ const (
 	ropResolveSIDR
 	ropSIDRReply
 	ropStats
-	ropLAPAnswer // LAPPolicy's answer to a LAP the daemon told
 )
 
 // remoteCall is one call to the daemon: its op and the arguments that op
@@ -96,13 +95,13 @@ type remoteCall struct {
 	qpn            uint32
 	sidr           *engine.SIDRParams
 	sidrReply      *SIDRReplyParams
-	aprStatus      wire.APRStatus
 }
 
 // remoteReply is what a reply carries.
 type remoteReply struct {
 	handle  uint64 // Listen, Connect: the new id's handle
 	id      CommID // its comm ID
+	state   State  // Connect, Accept: the Conn's state
 	attr    qpattr.Attr
 	sidrRep wire.SIDRRep
 	stats   Stats
@@ -133,6 +132,7 @@ type remoteEvent struct {
 	from     transport.Addr
 	state    State // the Conn's state after the step
 	err      error // why the Conn ended, if it has
+	qp       QP    // the first event of our Connect: its QP
 }
 
 // remote is a dialed Manager's side of the daemon: the mirror's tables,
@@ -222,6 +222,7 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 	if c.id == 0 {
 		c.id = ev.id
 	}
+	r.adoptQP(c, ev.handle, ev.qp)
 	switch ev.kind {
 	case remoteDone:
 		c.end(ev.err)
@@ -253,10 +254,6 @@ func (m *Manager) mirrorStep(c *Conn, ev *remoteEvent) {
 		c.established()
 	case EventTimeWait:
 		c.inTimeWait = true
-	case EventLAPReceived:
-		if ev.msg != nil && ev.msg.AttrID == wire.AttrLAP {
-			m.remoteLAP(c, ev.msg.LAP)
-		}
 	}
 }
 
@@ -286,7 +283,7 @@ func (m *Manager) remoteRequest(ev *remoteEvent) {
 }
 
 // remoteAnswer makes a call the client makes on its own, in a callback
-// (a refusal, LAPPolicy's answer): it does not wait for the events it
+// (a refusal): it does not wait for the events it
 // causes, which would be waiting for itself.
 func (m *Manager) remoteAnswer(c *remoteCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteAsyncWait)
@@ -314,19 +311,6 @@ func (m *Manager) remoteSIDRRequest(ev *remoteEvent) {
 		return
 	}
 	m.signal(func() { l.sidrs.fill(sr) })
-}
-
-// remoteLAP runs LAPPolicy on a LAP the peer proposed, as a callback, and
-// sends its answer (without a policy the daemon answers on its own).
-func (m *Manager) remoteLAP(c *Conn, lap wire.LAP) {
-	if m.cfg.LAPPolicy == nil {
-		return
-	}
-	h := m.remote.handles[c]
-	m.later(func() {
-		status := m.cfg.LAPPolicy(c, &lap)
-		m.remoteAnswer(&remoteCall{op: ropLAPAnswer, handle: h, aprStatus: status})
-	})
 }
 
 // remoteAsyncWait bounds a call the client makes on its own: the daemon

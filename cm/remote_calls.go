@@ -57,6 +57,7 @@ func (m *Manager) remoteConnect(ctx context.Context, q *ConnectParams) (*Conn, e
 	c := m.remote.mirror(m, rp.handle, rp.id)
 	c.id, c.active, c.localQPN, c.req, c.rtuPD = rp.id, true, q.REQ.LocalQPN, q.REQ, q.RTUPrivateData
 	m.remote.adoptQP(c, rp.handle, q.QP)
+	m.remote.stateNow(c, rp.state)
 	m.remoteUnlock()
 	return c, nil
 }
@@ -73,6 +74,14 @@ func (r *remote) adoptQP(c *Conn, h uint64, qp QP) {
 	}
 	if c.Err() != nil {
 		c.moveQP(errAttr())
+	}
+}
+
+// stateNow records the state a reply gave c, unless c's id is let go of;
+// under the lock.
+func (r *remote) stateNow(c *Conn, s State) {
+	if _, live := r.states[c]; live && s != StateIdle {
+		r.states[c] = s
 	}
 }
 
@@ -148,7 +157,8 @@ func (m *Manager) remoteGone(c *Conn) error {
 func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn, error) {
 	c := r.conn
 	rc := &remoteCall{op: ropAccept, rep: rep, qp: qp}
-	if _, err := c.remoteCall(ctx, rc); err != nil {
+	rp, err := c.remoteCall(ctx, rc)
+	if err != nil {
 		if ended := c.Err(); ended != nil && errors.Is(err, ErrInvalidState) {
 			return nil, ended // answered already: why it ended
 		}
@@ -158,6 +168,7 @@ func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn
 	m.mu.Lock()
 	c.rep, c.localQPN = *rep, rep.LocalQPN
 	m.remote.adoptQP(c, rc.handle, qp)
+	m.remote.stateNow(c, rp.state)
 	m.remoteUnlock()
 	return c, nil
 }
@@ -232,6 +243,11 @@ func (m *Manager) remoteStats() Stats {
 // remoteClose is Close: the daemon tears down every id of the client as
 // the kernel's close path does, and every mirror ends with ErrClosed.
 func (m *Manager) remoteClose() error {
+	m.causeMu.Lock()
+	if m.cause == nil {
+		m.cause = ErrClosed // the reader, which ends with the socket, finds it
+	}
+	m.causeMu.Unlock()
 	err := m.remote.ops.close()
 	m.mu.Lock()
 	m.remoteStop(ErrClosed)

@@ -1,0 +1,201 @@
+package cm
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+// The client's calls, events and answers in hostproto's frames.
+
+// do is remoteOps.do: c as its request, the reply as remoteReply.
+func (l *link) do(ctx context.Context, c *remoteCall) (remoteReply, error) {
+	op, b := request(c)
+	body, err := l.call(ctx, op, b, c.qp)
+	if err != nil {
+		var se *SIDRError
+		var eb *hostproto.StatusError
+		if errors.As(err, &se) && errors.As(err, &eb) {
+			var m wire.MAD
+			if wire.DecodeMAD(eb.Body.Info, &m) == nil && m.AttrID == wire.AttrSIDRRep {
+				return remoteReply{sidrRep: m.SIDRRep}, err
+			}
+		}
+		return remoteReply{}, err
+	}
+	return reply(body), nil
+}
+
+// request is the frame of c.
+func request(c *remoteCall) (hostproto.Op, hostproto.Body) {
+	h := c.handle
+	switch c.op {
+	case ropListen:
+		p := &c.listen
+		return hostproto.OpListen, &hostproto.ListenReq{ServiceID: p.ServiceID, Mask: p.Mask, Wildcard: p.Wildcard,
+			Backlog: uint32(p.Backlog)}
+	case ropListenerClose:
+		return hostproto.OpListenerClose, &hostproto.HandleReq{Handle: h}
+	case ropConnect:
+		b := &hostproto.ConnectReq{To: c.to, REQ: *c.req, RTUPrivateData: c.rtuPD}
+		if c.qp != nil {
+			b.HasQP, b.QPN = true, c.qp.QPN()
+		}
+		return hostproto.OpConnect, b
+	case ropAccept:
+		b := &hostproto.AcceptReq{Handle: h, REP: *c.rep}
+		if c.qp != nil {
+			b.HasQP, b.QPN = true, c.qp.QPN()
+		}
+		return hostproto.OpAccept, b
+	case ropReject:
+		return hostproto.OpReject, &hostproto.RejectReq{Handle: h, Reason: c.reason, ARI: c.ari, PrivateData: c.pd}
+	case ropDelay:
+		return hostproto.OpDelay, &hostproto.DelayReq{Handle: h, ServiceTimeout: c.serviceTimeout, PrivateData: c.pd}
+	case ropDisconnect:
+		return hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: h, PrivateData: c.pd}
+	case ropConnClose:
+		return hostproto.OpConnClose, &hostproto.HandleReq{Handle: h}
+	case ropCommEst:
+		return hostproto.OpCommEst, &hostproto.CommEstReq{Handle: h}
+	case ropCommEstQPN:
+		return hostproto.OpCommEst, &hostproto.CommEstReq{QPN: c.qpn}
+	case ropLoadAltPath:
+		return hostproto.OpLoadAltPath, &hostproto.LoadAltPathReq{Handle: h, LAP: *c.lap}
+	case ropQPAttr:
+		if c.rep != nil {
+			return hostproto.OpRequestQPAttr, &hostproto.RequestQPAttrReq{Handle: h, QPState: c.qpState, REP: *c.rep}
+		}
+		return hostproto.OpConnQPAttr, &hostproto.ConnQPAttrReq{Handle: h, QPState: c.qpState}
+	case ropResolveSIDR:
+		q := c.sidr
+		return hostproto.OpResolveSIDR, &hostproto.ResolveSIDRReq{To: q.To, ServiceID: q.ServiceID, PKey: q.PKey,
+			MaxRetries: q.MaxRetries, Timeout: q.Timeout, PrivateData: q.PrivateData}
+	case ropSIDRReply:
+		return hostproto.OpSIDRReply, &hostproto.SIDRReplyReq{Handle: h, Params: *c.sidrReply}
+	}
+	return hostproto.OpStats, &hostproto.Empty{}
+}
+
+// reply is what the reply body b carries.
+func reply(b hostproto.Body) remoteReply {
+	switch b := b.(type) {
+	case *hostproto.ListenReply:
+		return remoteReply{handle: b.Handle, id: CommID(b.CommID)}
+	case *hostproto.ConnInfo:
+		return remoteReply{handle: b.Handle, id: CommID(b.CommID), state: b.State}
+	case *hostproto.AttrReply:
+		return remoteReply{attr: b.Attr}
+	case *hostproto.SIDRRepReply:
+		return remoteReply{sidrRep: b.Rep}
+	case *hostproto.StatsReply:
+		return remoteReply{stats: Stats{Engine: b.Engine, SendQueueFull: b.SendQueueFull,
+			SendQueueRefused: b.SendQueueRefused, BacklogFull: b.BacklogFull, MRAsSent: b.MRAsSent,
+			MRAsSkipped: b.MRAsSkipped, Paused: b.Paused, Coalesced: b.Coalesced, QPErrors: b.QPErrors}}
+	}
+	return remoteReply{}
+}
+
+// event applies one of the daemon's events to the mirror.
+func (l *link) event(f *hostproto.Frame) {
+	var ev remoteEvent
+	switch b := f.Body.(type) {
+	case *hostproto.Event:
+		ev = remoteEvent{kind: remoteKind(b.Kind), handle: b.Handle, id: CommID(b.CommID), reason: b.Reason,
+			sent: b.Sent, msg: b.Msg, from: b.From, state: b.State, err: hostError(&b.Err)}
+		if b.CallID != 0 {
+			// The first event of our CONNECT: its QP is this Conn's.
+			l.mu.Lock()
+			if c := l.calls[b.CallID]; c != nil {
+				ev.qp = c.qp
+			}
+			l.mu.Unlock()
+		}
+	case *hostproto.RequestEvent:
+		msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}, REQ: b.REQ}
+		ev = remoteEvent{kind: remoteKind(EventREQReceived), handle: b.Handle, listener: b.Listener,
+			id: CommID(b.CommID), msg: msg, from: b.From, state: StateReqRcvd}
+	case *hostproto.SIDRRequestEvent:
+		msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrSIDRReq}, SIDRReq: b.Req}
+		ev = remoteEvent{kind: remoteKind(EventSIDRRequest), handle: b.Handle, listener: b.Listener, msg: msg, from: b.From}
+	case *hostproto.ErrorBody:
+		ev = remoteEvent{kind: remoteStopped, err: hostError(b)}
+	default:
+		return
+	}
+	l.m.apply(&ev)
+}
+
+// qpModify moves the QP the daemon names, and answers when the daemon
+// waits: the QP's own error is kept for the call it fails, which returns
+// it as the embedded Manager's call would.
+func (l *link) qpModify(f *hostproto.Frame) {
+	b, _ := f.Body.(*hostproto.QPModifyReq)
+	if b == nil || len(b.Attrs) == 0 {
+		return
+	}
+	qp, call := l.qpOf(b.Handle, b.QPN)
+	var err error
+	switch {
+	case qp != nil:
+		err = applyQP(qp, b.Attrs)
+	case b.Attrs[len(b.Attrs)-1].State != qpattr.Err:
+		err = errors.New("cm: the daemon moved a QP this client does not hold")
+	}
+	if err != nil && call != nil {
+		l.mu.Lock()
+		call.qpErr = err
+		l.mu.Unlock()
+	}
+	if !b.Wait {
+		return
+	}
+	if err != nil {
+		_ = l.write(hostproto.OpQPModify, hostproto.StatusQPModify, f.ReqID,
+			&hostproto.ErrorBody{Code: hostproto.StatusQPModify, Message: err.Error()})
+		return
+	}
+	_ = l.write(hostproto.OpQPModify, hostproto.StatusOK, f.ReqID, &hostproto.Empty{})
+}
+
+// qpOf is the QP of the connection h, or of the call under way whose QP
+// has number qpn (a call whose handle the client has yet to learn).
+func (l *link) qpOf(h uint64, qpn uint32) (QP, *linkCall) {
+	l.mu.Lock()
+	for _, c := range l.calls {
+		if c.qp != nil && c.qp.QPN() == qpn {
+			l.mu.Unlock()
+			return c.qp, c
+		}
+	}
+	l.mu.Unlock()
+	m := l.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.remote.qps[h], nil
+}
+
+// lapPolicy runs LAPPolicy on the peer's LAP as a callback, in order with
+// the events, and answers the daemon with its APR status.
+func (l *link) lapPolicy(f *hostproto.Frame) {
+	b, _ := f.Body.(*hostproto.LAPPolicyReq)
+	if b == nil {
+		return
+	}
+	m, id, lap := l.m, f.ReqID, b.LAP
+	m.mu.Lock()
+	c := m.remote.conns[b.Handle]
+	if c == nil || m.cfg.LAPPolicy == nil {
+		m.mu.Unlock()
+		_ = l.write(hostproto.OpLAPPolicy, hostproto.StatusOK, id, &hostproto.LAPPolicyReply{Status: wire.APRSuccess})
+		return
+	}
+	m.later(func() {
+		status := m.cfg.LAPPolicy(c, &lap)
+		_ = l.write(hostproto.OpLAPPolicy, hostproto.StatusOK, id, &hostproto.LAPPolicyReply{Status: status})
+	})
+	m.remoteUnlock()
+}
