@@ -40,6 +40,7 @@ func newDialed(ops remoteOps, p *remotePort, cfg ManagerConfig) *Manager {
 		sidrReqs: map[engine.CommID]*SIDRRequest{}, remote: newRemote(ops)}
 	m.remote.maxHalfOpen = max(p.maxHalfOpen, 1)
 	m.tellCond = sync.NewCond(&m.tellMu)
+	go m.deliverer()
 	return m
 }
 

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -13,6 +14,9 @@ import (
 
 // HeldIDsWithin is HeldIDs bounded by ctx.
 func HeldIDsWithin(ctx context.Context, m *Manager) ([]engine.IDInfo, error) {
+	if m.dialed() {
+		return HeldIDsWithin(ctx, backing(m))
+	}
 	if err := lockWithin(ctx, m); err != nil {
 		return nil, err
 	}
@@ -29,6 +33,9 @@ func HeldIDsWithin(ctx context.Context, m *Manager) ([]engine.IDInfo, error) {
 // nothing queued for the sender or being sent, no engine output or
 // callback not yet handled, no deadline due. A closed Manager is quiet.
 func Quiet(ctx context.Context, m *Manager) (bool, error) {
+	if m.dialed() {
+		return quietDialed(ctx, m)
+	}
 	if err := lockWithin(ctx, m); err != nil {
 		return false, err
 	}
@@ -58,4 +65,40 @@ func lockWithin(ctx context.Context, m *Manager) error {
 		}
 	}
 	return nil
+}
+
+// backings holds the daemon's Manager behind each dialed Manager the
+// tests make (SetBacking): the hooks read its ids and its quiet.
+var backings sync.Map
+
+// SetBacking records daemon as the Manager that serves the dialed m.
+func SetBacking(m, daemon *Manager) { backings.Store(m, daemon) }
+
+func backing(m *Manager) *Manager {
+	d, _ := backings.Load(m)
+	b, _ := d.(*Manager)
+	return b
+}
+
+// quietDialed is Quiet of a dialed Manager: the daemon's Manager is
+// quiet, every event it told has reached the client (a reply written
+// after them has come back) and been told to OnEvent.
+func quietDialed(ctx context.Context, m *Manager) (bool, error) {
+	if m.isClosed() {
+		return true, nil
+	}
+	if q, err := Quiet(ctx, backing(m)); err != nil || !q {
+		return q, err
+	}
+	if _, err := m.remote.ops.do(ctx, &remoteCall{op: ropStats}); err != nil {
+		if m.isClosed() {
+			return true, nil
+		}
+		return false, err
+	}
+	if err := lockWithin(ctx, m); err != nil {
+		return false, err
+	}
+	defer m.mu.Unlock()
+	return len(m.effects) == 0, nil
 }

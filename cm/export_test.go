@@ -1,6 +1,9 @@
 package cm
 
 import (
+	"context"
+	"net"
+
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/transport"
 )
@@ -43,4 +46,20 @@ func (m *Manager) fillSendQueue() {
 	case q.work <- struct{}{}:
 	default:
 	}
+}
+
+// SetDaemonBackend makes NewManager make its Managers through f (nil: as
+// embedded Managers again): the tests that run the package's examples and
+// API property test through the daemon.
+func SetDaemonBackend(f func(tr transport.Transport, cfg ManagerConfig) (*Manager, bool, error)) {
+	daemonBackend = f
+}
+
+// OnClose runs f once the dialed m's Close is done (the tests stop m's
+// daemon there).
+func OnClose(m *Manager, f func()) { m.remote.onClose = f }
+
+// DialConn is Dial over a socket connected already.
+func DialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerConfig) (*Manager, error) {
+	return dialConn(ctx, conn, port, cfg)
 }

@@ -148,6 +148,8 @@ type remote struct {
 	sidrReqs  map[uint64]*SIDRRequest
 	shandles  map[*SIDRRequest]uint64
 	onClose   func() // tests: run once Close is done
+	kick      chan struct{} // the reader queued callbacks (deliverer)
+	delivered chan struct{} // closed once the deliverer has stopped
 	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
 	maxHalfOpen int
 }
@@ -155,7 +157,8 @@ type remote struct {
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
 		qps: map[uint64]QP{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
-		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{}}
+		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
+		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
 }
 
 // connState is c's state: the engine's, or the daemon's as its last event
@@ -178,14 +181,38 @@ func (r *remote) mirror(m *Manager, h uint64, id CommID) *Conn {
 	return c
 }
 
-// apply applies one event of the daemon to the mirror, and tells OnEvent;
-// on the reader's goroutine.
+// apply applies one event of the daemon to the mirror, on the reader's
+// goroutine, and leaves the callbacks it queued to the delivering
+// goroutine: a callback may make a call, whose reply the reader must be
+// free to read.
 func (m *Manager) apply(ev *remoteEvent) {
 	m.mu.Lock()
 	if !m.closed {
 		m.applyLocked(ev)
 	}
-	m.remoteUnlock()
+	fx := len(m.effects) > 0
+	m.mu.Unlock()
+	if fx {
+		select {
+		case m.remote.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// deliverer runs the callbacks the reader queued, until the Manager has
+// stopped.
+func (m *Manager) deliverer() {
+	defer close(m.remote.delivered)
+	for {
+		select {
+		case <-m.remote.kick:
+			m.deliver()
+		case <-m.quit:
+			m.deliver()
+			return
+		}
+	}
 }
 
 // remoteUnlock lets go of the lock and delivers the callbacks queued (a

@@ -253,6 +253,7 @@ func (m *Manager) remoteClose() error {
 	m.remoteStop(ErrClosed)
 	m.remoteUnlock()
 	m.caughtUp()
+	<-m.remote.delivered
 	if f := m.remote.onClose; f != nil {
 		m.remote.onClose = nil
 		f()

@@ -181,6 +181,7 @@ func TestDialedPassiveConnection(t *testing.T) {
 	<-c.TimeWaitExit()
 	assert.Equal(t, StateIdle, c.State())
 	require.ErrorIs(t, c.Disconnect(ctx, nil), ErrInvalidState, "a call on a freed id")
+	m.caughtUp()
 	assert.Equal(t, []EventKind{EventREQReceived, EventREPSent, EventEstablished, EventDREQReceived, EventTimeWait}, log.kinds())
 }
 
