@@ -112,11 +112,13 @@ type remoteReply struct {
 type remoteKind uint8
 
 const (
-	// remoteDone: the Conn ended (its Done closed), with err.
-	remoteDone remoteKind = 64 + iota
-	// remoteReleased: the Conn's comm ID is free (TimeWaitExit closed).
-	remoteReleased
-	// remoteStopped: the daemon's Manager of the port stopped, with err.
+	// remoteRequest: a REQ for one of the client's listeners; its
+	// REQ_RECEIVED event follows.
+	remoteRequest remoteKind = 64 + iota
+	// remoteSIDRRequest: a SIDR_REQ for one of the client's listeners.
+	remoteSIDRRequest
+	// remoteStopped: the daemon's Manager of the port stopped, or the
+	// daemon is gone, with err.
 	remoteStopped
 )
 
@@ -147,7 +149,10 @@ type remote struct {
 	lhandles  map[*Listener]uint64
 	sidrReqs  map[uint64]*SIDRRequest
 	shandles  map[*SIDRRequest]uint64
-	onClose   func() // tests: run once Close is done
+	// newReqs holds each new request until its REQ_RECEIVED event is
+	// told: then it goes to its listener's backlog.
+	newReqs map[uint64]newRequest
+	onClose func() // tests: run once Close is done
 	kick      chan struct{} // the reader queued callbacks (deliverer)
 	delivered chan struct{} // closed once the deliverer has stopped
 	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
@@ -156,7 +161,7 @@ type remote struct {
 
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
-		qps: map[uint64]QP{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
+		qps: map[uint64]QP{}, newReqs: map[uint64]newRequest{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
 		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
 }
@@ -176,7 +181,8 @@ func (r *remote) mirror(m *Manager, h uint64, id CommID) *Conn {
 	c := r.conns[h]
 	if c == nil {
 		c = newConn(m, id)
-		r.conns[h], r.handles[c] = c, h
+			r.conns[h], r.handles[c] = c, h
+		r.states[c] = StateIdle
 	}
 	return c
 }
@@ -232,38 +238,34 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 	case remoteStopped:
 		m.remoteStop(ev.err)
 		return
-	case remoteKind(EventREQReceived):
+	case remoteRequest:
 		m.remoteRequest(ev)
 		return
-	case remoteKind(EventSIDRRequest):
+	case remoteSIDRRequest:
 		m.remoteSIDRRequest(ev)
 		return
 	}
 	c := r.conns[ev.handle]
 	if c == nil {
-		if ev.kind >= remoteDone {
-			return // an id the client let go of already
-		}
 		c = r.mirror(m, ev.handle, ev.id)
 	}
 	if c.id == 0 {
 		c.id = ev.id
 	}
 	r.adoptQP(c, ev.handle, ev.qp)
-	switch ev.kind {
-	case remoteDone:
-		c.end(ev.err)
-		return
-	case remoteReleased:
-		m.remoteForget(c)
-		return
-	}
 	r.states[c] = ev.state
 	c.remember(ev.msg)
 	m.mirrorStep(c, ev)
 	m.emit(Event{Kind: EventKind(ev.kind), Conn: c, ID: c.id, Reason: ev.reason, Msg: ev.msg, From: ev.from, Sent: ev.sent})
 	if ev.err != nil {
 		c.end(ev.err) // after the event: Done closes once it is told
+	}
+	if nr, ok := r.newReqs[ev.handle]; ok {
+		delete(r.newReqs, ev.handle)
+		m.toBacklog(nr, ev.handle)
+	}
+	if EventKind(ev.kind) == EventTimeWaitExit {
+		m.remoteForget(c) // the daemon forgets the handle
 	}
 }
 
@@ -284,8 +286,15 @@ func (m *Manager) mirrorStep(c *Conn, ev *remoteEvent) {
 	}
 }
 
-// remoteRequest hands a new REQ to its listener's backlog, as
-// requestReceived does; under the lock.
+// newRequest is a request told, waiting for its REQ_RECEIVED event.
+type newRequest struct {
+	req      *Request
+	listener uint64
+}
+
+// remoteRequest makes the mirror of a new REQ: its Conn and Request, which
+// go to the listener's backlog once its REQ_RECEIVED event is told, as
+// requestReceived hands them; under the lock.
 func (m *Manager) remoteRequest(ev *remoteEvent) {
 	r := m.remote
 	c := r.mirror(m, ev.handle, ev.id)
@@ -293,20 +302,21 @@ func (m *Manager) remoteRequest(ev *remoteEvent) {
 		c.req = ev.msg.REQ
 	}
 	c.remoteQPN, c.remoteGUID, c.from = c.req.LocalQPN, c.req.LocalCAGUID, ev.from
-	r.states[c] = ev.state
-	c.remember(ev.msg)
-	req := &Request{m: m, id: ev.id, conn: c, from: ev.from}
-	m.emit(Event{Kind: EventREQReceived, Conn: c, ID: ev.id, Msg: ev.msg, From: ev.from})
-	l := r.listeners[ev.listener]
+	r.states[c] = StateReqRcvd
+	r.newReqs[ev.handle] = newRequest{req: &Request{m: m, id: ev.id, conn: c, from: ev.from}, listener: ev.listener}
+}
+
+// toBacklog hands a new request to its listener; under the lock.
+func (m *Manager) toBacklog(nr newRequest, h uint64) {
+	l := m.remote.listeners[nr.listener]
 	if l == nil || !l.reqs.reserve() {
 		// The listener is closed, or its backlog full: rejected as the
 		// embedded Manager rejects (reason 3), once the event is told.
 		m.stats.BacklogFull++
-		h := ev.handle
 		m.later(func() { m.remoteAnswer(&remoteCall{op: ropReject, handle: h, reason: wire.RejectNoResources}) })
 		return
 	}
-	m.signal(func() { l.reqs.fill(req) })
+	m.signal(func() { l.reqs.fill(nr.req) })
 }
 
 // remoteAnswer makes a call the client makes on its own, in a callback
@@ -351,7 +361,7 @@ func (m *Manager) remoteForget(c *Conn) {
 	delete(r.conns, h)
 	delete(r.handles, c)
 	delete(r.qps, h)
-	r.states[c] = StateIdle
+	delete(r.newReqs, h)
 	delete(r.states, c)
 	c.end(ErrDisconnected)
 	c.release()

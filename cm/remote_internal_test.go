@@ -142,7 +142,8 @@ func TestDialedPassiveConnection(t *testing.T) {
 	req := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}
 	req.REQ.ServiceID, req.REQ.LocalQPN, req.REQ.LocalCAGUID = 0x1000, 0x99, 0xb
 	req.REQ.PrivateData[0] = 'p'
-	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, listener: 1, id: 0x20, msg: req, state: StateReqRcvd})
+	d.tell(remoteEvent{kind: remoteRequest, handle: 5, listener: 1, id: 0x20, msg: req})
+	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, id: 0x20, msg: req, state: StateReqRcvd})
 	r, err := l.Accept(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint32(0x99), r.REQ().LocalQPN)
@@ -177,12 +178,13 @@ func TestDialedPassiveConnection(t *testing.T) {
 		t.Fatal("TimeWaitExit closed before the daemon freed the id")
 	default:
 	}
-	d.tell(remoteEvent{kind: remoteReleased, handle: 5})
+	d.tell(remoteEvent{kind: remoteKind(EventTimeWaitExit), handle: 5, id: 0x20})
 	<-c.TimeWaitExit()
 	assert.Equal(t, StateIdle, c.State())
 	require.ErrorIs(t, c.Disconnect(ctx, nil), ErrInvalidState, "a call on a freed id")
 	m.caughtUp()
-	assert.Equal(t, []EventKind{EventREQReceived, EventREPSent, EventEstablished, EventDREQReceived, EventTimeWait}, log.kinds())
+	assert.Equal(t, []EventKind{EventREQReceived, EventREPSent, EventEstablished, EventDREQReceived, EventTimeWait,
+		EventTimeWaitExit}, log.kinds())
 }
 
 // The active side: the events of Connect come before its reply, and make
@@ -232,8 +234,9 @@ func TestDialedClose(t *testing.T) {
 	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
 	l, err := m.Listen(ctx, ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
-	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, listener: 1, id: 0x20,
-		msg: &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}, state: StateReqRcvd})
+	d.tell(remoteEvent{kind: remoteRequest, handle: 5, listener: 1, id: 0x20,
+		msg: &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}})
+	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, id: 0x20, state: StateReqRcvd})
 	r, err := l.Accept(ctx)
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
@@ -271,7 +274,7 @@ func TestDialedSIDRRequest(t *testing.T) {
 	require.NoError(t, err)
 	msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrSIDRReq}}
 	msg.SIDRReq.ServiceID = 0x2000
-	d.tell(remoteEvent{kind: remoteKind(EventSIDRRequest), handle: 9, listener: 1, id: 0x40, msg: msg})
+	d.tell(remoteEvent{kind: remoteSIDRRequest, handle: 9, listener: 1, id: 0x40, msg: msg})
 	sr, err := l.AcceptSIDR(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(0x2000), sr.Request().ServiceID)

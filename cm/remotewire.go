@@ -116,11 +116,11 @@ func (l *link) event(f *hostproto.Frame) {
 		}
 	case *hostproto.RequestEvent:
 		msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}, REQ: b.REQ}
-		ev = remoteEvent{kind: remoteKind(EventREQReceived), handle: b.Handle, listener: b.Listener,
+		ev = remoteEvent{kind: remoteRequest, handle: b.Handle, listener: b.Listener,
 			id: CommID(b.CommID), msg: msg, from: b.From, state: StateReqRcvd}
 	case *hostproto.SIDRRequestEvent:
 		msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrSIDRReq}, SIDRReq: b.Req}
-		ev = remoteEvent{kind: remoteKind(EventSIDRRequest), handle: b.Handle, listener: b.Listener, msg: msg, from: b.From}
+		ev = remoteEvent{kind: remoteSIDRRequest, handle: b.Handle, listener: b.Listener, msg: msg, from: b.From}
 	case *hostproto.ErrorBody:
 		ev = remoteEvent{kind: remoteStopped, err: hostError(b)}
 	default:
