@@ -151,8 +151,8 @@ type remote struct {
 	shandles  map[*SIDRRequest]uint64
 	// newReqs holds each new request until its REQ_RECEIVED event is
 	// told: then it goes to its listener's backlog.
-	newReqs map[uint64]newRequest
-	onClose func() // tests: run once Close is done
+	newReqs   map[uint64]newRequest
+	onClose   func()        // tests: run once Close is done
 	kick      chan struct{} // the reader queued callbacks (deliverer)
 	delivered chan struct{} // closed once the deliverer has stopped
 	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
@@ -181,7 +181,7 @@ func (r *remote) mirror(m *Manager, h uint64, id CommID) *Conn {
 	c := r.conns[h]
 	if c == nil {
 		c = newConn(m, id)
-			r.conns[h], r.handles[c] = c, h
+		r.conns[h], r.handles[c] = c, h
 		r.states[c] = StateIdle
 	}
 	return c
