@@ -50,6 +50,14 @@ import (
 //	                       had the REP or got further, else TIMEWAIT or IDLE
 //	RejectToTimeWait       an id in REP_SENT or MRA_REP_RCVD that sends a REJ
 //	                       on Reject or Destroy goes to TIMEWAIT
+//	HalfOpenEnds           a half-open id (REQ_RCVD, MRA_REQ_SENT, REP_SENT,
+//	                       MRA_REP_RCVD) leaves the half-open states by its
+//	                       timers alone, however silent its peer and its
+//	                       application: its timer runs, no message it
+//	                       receives puts its end off (but the MRA that
+//	                       takes REP_SENT to MRA_REP_RCVD, once), and its
+//	                       last timeout (the lapse of a REQ nobody
+//	                       answered) takes it out of them
 type obligations struct {
 	sys       *System
 	violation error
@@ -104,6 +112,23 @@ func (o *obligations) fail(name, format string, args ...any) {
 // was lost) passes on its way to TIMEWAIT.
 var disconnecting = []engine.State{engine.StateEstablished, engine.StateDreqSent, engine.StateDreqRcvd}
 
+// halfOpenNamed: the half-open states, by name (spec/cm.tla HalfOpenNamed),
+// not the definition's HalfOpen attribute.
+var halfOpenNamed = []engine.State{engine.StateReqRcvd, engine.StateMraReqSent, engine.StateRepSent, engine.StateMraRepRcvd}
+
+// halfOpenTimers checks the part of HalfOpenEnds a state shows, after
+// every command: every half-open id runs a timer, so that time alone moves
+// it on.
+func (o *obligations) halfOpenTimers() {
+	for i, n := range o.sys.Nodes {
+		for id := range n.Engine.IDs() {
+			if slices.Contains(halfOpenNamed, id.State) && !id.Timer {
+				o.fail("HalfOpenEnds", "%s: %s is half open (%s) and runs no timer", NodeName(i), id.ID, id.State)
+			}
+		}
+	}
+}
+
 // step sees every table step of node n.
 func (o *obligations) step(n int, ts engine.TraceStep) {
 	if ts.Sent > 0 {
@@ -116,6 +141,9 @@ func (o *obligations) step(n int, ts engine.TraceStep) {
 	}
 	if slices.Contains(disconnecting, ts.From) && !slices.Contains(disconnecting, ts.To) && ts.To != engine.StateTimeWait {
 		o.fail("LeavesThroughTimeWait", "%s: %s in %s went to %s on %s", NodeName(n), ts.ID, ts.From, ts.To, ts.Event)
+	}
+	if ts.Event == engine.EvTimeoutFinal && slices.Contains(halfOpenNamed, ts.From) && slices.Contains(halfOpenNamed, ts.To) {
+		o.fail("HalfOpenEnds", "%s: %s in %s timed out for the last time but stayed half open (%s)", NodeName(n), ts.ID, ts.From, ts.To)
 	}
 	if o.active && n == o.to {
 		o.steps = append(o.steps, ts)
@@ -235,6 +263,7 @@ func (o *obligations) done() {
 	o.recvREJToTimeWait(d)
 	o.mraExtends(d)
 	o.altPathAgreed(d)
+	o.halfOpenNotPutOff(d)
 }
 
 // noCrossIncarnation checks NoCrossIncarnation; then it binds the ids that
@@ -502,4 +531,22 @@ func (o *obligations) staleREJs(guid uint64, rid uint32) []wire.REJ {
 		}
 	}
 	return out
+}
+
+// halfOpenNotPutOff checks that no message puts off the end of an id it
+// leaves half open (HalfOpenEnds): a peer that repeats its REQ, or sends
+// anything else, holds the id no longer. The one exception is 12.6.6's: an
+// MRA for our REP (REP_SENT to MRA_REP_RCVD) lengthens the wait, once, as
+// MRA_REP_RCVD takes no further MRA.
+func (o *obligations) halfOpenNotPutOff(d delivered) {
+	for id, b := range o.before {
+		a, ok := d.after[id]
+		if !ok || !slices.Contains(halfOpenNamed, b.State) || !slices.Contains(halfOpenNamed, a.State) || !b.Timer || !a.Timer {
+			continue
+		}
+		mra := d.m.AttrID == wire.AttrMRA && b.State == engine.StateRepSent && a.State == engine.StateMraRepRcvd
+		if a.Deadline > b.Deadline && !mra {
+			o.fail("HalfOpenEnds", "%s put off the end of %s (%s -> %s) from %s to %s", d.what, id, b.State, a.State, b.Deadline, a.Deadline)
+		}
+	}
 }

@@ -266,7 +266,7 @@ func (s *System) check() error {
 	if s.classify.violation != nil {
 		return s.classify.violation
 	}
-	if s.oblig.violation != nil {
+	if s.oblig.halfOpenTimers(); s.oblig.violation != nil {
 		return s.oblig.violation
 	}
 	if err := invariant.HalfOpenBounded(nodes); err != nil {
