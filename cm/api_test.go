@@ -46,7 +46,8 @@ func TestPrivateDataBothWays(t *testing.T) {
 	require.Nil(t, c.PeerPrivateData(wire.AttrDREQ))
 	require.NoError(t, c.Disconnect(ctx, []byte("dreq")))
 	require.Equal(t, "dreq", prefix(s, wire.AttrDREQ, 4))
-	require.NotNil(t, c.PeerPrivateData(wire.AttrDREP))
+	// A DREP without private data: the whole field, of zeros.
+	require.Equal(t, make([]byte, wire.DREPPrivateDataSize), c.PeerPrivateData(wire.AttrDREP))
 }
 
 // Each private data is checked against its message's limit, and the error

@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -44,7 +43,7 @@ type Conn struct {
 	done     chan struct{}
 	released chan struct{}
 	mu       sync.Mutex
-	peerPD   map[wire.AttrID][]byte // the private data of the peer's last message of each kind
+	peerPD   []peerData // the private data of the peer's last message of each kind
 	err      error
 	isEstab  bool
 	freed    bool
@@ -64,29 +63,7 @@ func (c *Conn) established() {
 	c.mu.Lock()
 	c.isEstab = true
 	c.mu.Unlock()
-	offer(c.m, &c.estab, nil)
-}
-
-// offer hands v to the one waiter of *ch, whose buffer of one holds it,
-// and lets go of the channel: each of these channels carries one outcome,
-// so the Manager never waits on a caller that has stopped listening. The
-// waiter is woken after the events of the step are told (Manager.signal).
-func offer[T any](m *Manager, ch *chan T, v T) {
-	if c := *ch; c != nil {
-		*ch = nil
-		m.signal(handOver(c, v))
-	}
-}
-
-// handOver is the wake-up of offer: apart, so that v is copied to the
-// heap only for a channel that has a waiter.
-func handOver[T any](c chan T, v T) func() {
-	return func() {
-		select {
-		case c <- v:
-		default:
-		}
-	}
+	offerErr(c.m, &c.estab, nil)
 }
 
 // end records why the connection (or attempt) ended and moves its QP to
@@ -100,50 +77,18 @@ func (c *Conn) end(err error) {
 		c.err = err
 	}
 	c.mu.Unlock()
-	offer(c.m, &c.estab, err)
+	offerErr(c.m, &c.estab, err)
 	offer(c.m, &c.repReady, repOutcome{err: err})
 	c.lapDone(nil, err)
 	if first {
-		c.m.signal(func() { close(c.done) })
+		c.m.signalClose(c.done)
 	}
 	// After Done: Disconnect returns with Done closed. It asked for the
 	// end, so an end by disconnection is its success.
 	if errors.Is(err, ErrDisconnected) {
 		err = nil
 	}
-	offer(c.m, &c.discWait, err)
-}
-
-// remember keeps the private data of a message the peer sent on this
-// connection; under the lock.
-func (c *Conn) remember(msg *wire.MAD) {
-	if msg == nil {
-		return
-	}
-	pd := msg.PrivateData()
-	if pd == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.peerPD == nil {
-		c.peerPD = map[wire.AttrID][]byte{}
-	}
-	c.peerPD[msg.AttrID] = append(c.peerPD[msg.AttrID][:0], pd...)
-}
-
-// PeerPrivateData returns the private data of the last message of kind a
-// the peer sent on this connection, or nil if none came. Every message
-// comes this one way: wire.AttrREQ (92 bytes), AttrREP (196), AttrRTU
-// (224), AttrMRA (222), AttrREJ (148), AttrDREQ (220), AttrDREP (224),
-// AttrLAP (168), AttrAPR (148), the field sizes of wire's
-// ...PrivateDataSize constants. It is the whole field: the wire carries no
-// length, so a protocol over it says how much is meaningful (as the RDMA
-// IP CM header does).
-func (c *Conn) PeerPrivateData(a wire.AttrID) []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.peerPD[a])
+	offerErr(c.m, &c.discWait, err)
 }
 
 // State is the connection's state in the CM's state machine, named as the
@@ -167,7 +112,7 @@ func (c *Conn) release() {
 	defer c.mu.Unlock()
 	if !c.freed {
 		c.freed = true
-		c.m.signal(func() { close(c.released) })
+		c.m.signalClose(c.released)
 	}
 }
 

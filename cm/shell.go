@@ -81,6 +81,9 @@ func (m *Manager) do(call string, f func() error) error {
 // named is err with the refusal of the engine's event named as the
 // application's call that asked for it.
 func named(call string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var se *StateError
 	if errors.As(err, &se) && se.Call == "" {
 		e := *se
@@ -195,11 +198,7 @@ func (m *Manager) deliver() {
 				break
 			}
 			for i := range fx {
-				if e := &fx[i]; e.f != nil {
-					e.f()
-				} else {
-					m.cfg.OnEvent(e.ev)
-				}
+				fx[i].run(m.cfg.OnEvent)
 			}
 			told = fx
 			m.tellMu.Lock()
@@ -217,55 +216,6 @@ func (m *Manager) deliver() {
 			return
 		}
 	}
-}
-
-// effect is a callback queued for deliver: f, or, without one, telling
-// OnEvent ev.
-type effect struct {
-	f  func()
-	ev Event
-}
-
-// Bounds on what a Manager keeps for reuse between bursts of callbacks.
-const (
-	keptMsgs    = 64   // copies of received messages for events (emit)
-	keptEffects = 1024 // callbacks in the spare queue
-)
-
-// recycle takes back a batch of callbacks that deliver has run: their
-// events' message copies, valid during OnEvent only, and the batch's
-// array, for the next batch; under the lock.
-func (m *Manager) recycle(told []effect) {
-	if told == nil {
-		return
-	}
-	for i := range told {
-		if msg := told[i].ev.Msg; msg != nil && told[i].f == nil && len(m.msgs) < keptMsgs {
-			m.msgs = append(m.msgs, msg)
-		}
-	}
-	clear(told)
-	if cap(told) <= keptEffects {
-		m.spare = told[:0]
-	}
-}
-
-// later queues a callback for deliver; under the lock.
-func (m *Manager) later(f func()) {
-	m.effects = append(m.effects, effect{f: f})
-	m.queued++
-}
-
-// signal wakes a waiting caller (f sends on a channel with room, or
-// closes one: Done, TimeWaitExit); under the lock. With OnEvent set, the
-// wake-up is queued behind the events of the step, so that whoever it
-// wakes has heard of them; without, it is immediate.
-func (m *Manager) signal(f func()) {
-	if m.cfg.OnEvent == nil {
-		f()
-		return
-	}
-	m.later(f)
 }
 
 // caughtUp returns once OnEvent has been told every event queued so far:
