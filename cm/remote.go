@@ -112,6 +112,13 @@ type remoteReply struct {
 type remoteKind uint8
 
 const (
+	// remoteWatch (the protocol's event kind 0, no step): the daemon's
+	// Conn ended (Done closed) or its comm ID is free (state IDLE), on a
+	// path that tells no event (an attempt given up by its context, say).
+	remoteWatch remoteKind = 0
+)
+
+const (
 	// remoteRequest: a REQ for one of the client's listeners; its
 	// REQ_RECEIVED event follows.
 	remoteRequest remoteKind = 64 + iota
@@ -246,6 +253,12 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 		return
 	}
 	c := r.conns[ev.handle]
+	if ev.kind == remoteWatch {
+		if c != nil {
+			m.remoteWatched(c, ev)
+		}
+		return
+	}
 	if c == nil {
 		c = r.mirror(m, ev.handle, ev.id)
 	}
@@ -290,6 +303,18 @@ func (m *Manager) mirrorStep(c *Conn, ev *remoteEvent) {
 type newRequest struct {
 	req      *Request
 	listener uint64
+}
+
+// remoteWatched ends c, and lets go of it once its id is free, as the
+// daemon's Conn did without an event; under the lock.
+func (m *Manager) remoteWatched(c *Conn, ev *remoteEvent) {
+	m.remote.states[c] = ev.state
+	if ev.err != nil {
+		c.end(ev.err)
+	}
+	if ev.state == StateIdle {
+		m.remoteForget(c)
+	}
 }
 
 // remoteRequest makes the mirror of a new REQ: its Conn and Request, which

@@ -283,3 +283,29 @@ func TestDialedSIDRRequest(t *testing.T) {
 	assert.Equal(t, uint32(0x33), d.last().sidrReply.QPN)
 	assert.ErrorIs(t, sr.Reply(ctx, &SIDRReplyParams{QPN: 0x33}), ErrTimeout, "answered already")
 }
+
+// The daemon's kind-0 events end and let go of a Conn whose end no event
+// tells (an Accept given up by its context, say), with the state the
+// daemon's has now: OnEvent hears nothing of them, and one for a handle
+// let go of already is ignored.
+func TestDialedEndWithoutEvent(t *testing.T) {
+	m, d, log := newFakeDialed(t)
+	ctx := context.Background()
+	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
+	l, err := m.Listen(ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	d.tell(remoteEvent{kind: remoteRequest, handle: 5, listener: 1, id: 0x20, msg: &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}})
+	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, id: 0x20, state: StateReqRcvd})
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	d.tell(remoteEvent{kind: remoteWatch, handle: 5, state: StateTimeWait, err: context.DeadlineExceeded})
+	<-r.Done()
+	assert.ErrorIs(t, r.Err(), context.DeadlineExceeded)
+	assert.Equal(t, StateTimeWait, r.Conn().State())
+	d.tell(remoteEvent{kind: remoteWatch, handle: 5, state: StateIdle, err: context.DeadlineExceeded})
+	<-r.Conn().TimeWaitExit()
+	d.tell(remoteEvent{kind: remoteWatch, handle: 5, state: StateIdle})
+	m.caughtUp()
+	assert.Equal(t, []EventKind{EventREQReceived}, log.kinds())
+	assert.Equal(t, StateIdle, r.Conn().State())
+}
