@@ -414,6 +414,20 @@ func (m *Manager) qpModify(call *remoteCall, h uint64, a qpattr.Attr) error {
 	return qp.Modify(a)
 }
 
+// moveToErr moves the QP of the connection h to ERR as the daemon asks,
+// once: the mirror moves it too when the connection ends, whichever comes
+// first. It reports false when the mirror does not hold the QP (yet).
+func (m *Manager) moveToErr(h uint64, a qpattr.Attr) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.remote.conns[h]
+	if c == nil || c.qp == nil {
+		return false
+	}
+	c.moveQP(a)
+	return true
+}
+
 // remoteStop stops a dialed Manager: the daemon is gone, or its Manager of
 // the port stopped (cause), or Close; every mirror ends as the embedded
 // Manager's ids end at its stop; under the lock.

@@ -3,10 +3,12 @@ package cm
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/ibcm/ibcm/cm/engine"
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
 // The acting methods of a dialed Manager and of its mirrors: each forwards
@@ -142,7 +144,27 @@ func (c *Conn) remoteCall(ctx context.Context, rc *remoteCall) (remoteReply, err
 		}
 		return remoteReply{}, c.m.remoteGone(c)
 	}
-	return c.m.remoteDo(ctx, rc)
+	rp, err := c.m.remoteDo(ctx, rc)
+	if errors.Is(err, hostproto.ErrNoHandle) {
+		err = c.m.remoteForgotten(c, rc.op) // the id ended as the call went
+	}
+	return rp, err
+}
+
+// remoteForgotten is the error of a call on c that the daemon no longer
+// knows (its id ended, and the daemon forgot it, before the call came):
+// what the embedded Manager says of the same call on an ended id.
+func (m *Manager) remoteForgotten(c *Conn, op remoteOp) error {
+	switch op {
+	case ropConnClose:
+		return nil
+	case ropAccept, ropReject, ropDelay:
+		if err := c.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the request is answered already", ErrInvalidState)
+	}
+	return m.remoteGone(c)
 }
 
 // remoteGone is the error of a call on a Conn whose id is free.

@@ -137,12 +137,17 @@ func (l *link) qpModify(f *hostproto.Frame) {
 	if b == nil || len(b.Attrs) == 0 {
 		return
 	}
-	qp, call := l.qpOf(b.Handle, b.QPN)
+	last := b.Attrs[len(b.Attrs)-1]
+	var qp QP
+	var call *linkCall
+	if last.State != qpattr.Err || !l.m.moveToErr(b.Handle, last) {
+		qp, call = l.qpOf(b.Handle, b.QPN)
+	}
 	var err error
 	switch {
 	case qp != nil:
 		err = applyQP(qp, b.Attrs)
-	case b.Attrs[len(b.Attrs)-1].State != qpattr.Err:
+	case last.State != qpattr.Err:
 		err = errors.New("cm: the daemon moved a QP this client does not hold")
 	}
 	if err != nil && call != nil {
