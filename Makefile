@@ -3,9 +3,9 @@ GO      ?= go
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all deps generate check-generate build vet staticcheck model model-test model-full model-cluster mutants mutants-shell sim test unit interop interop-bench bench fuzz-short pbt-long conformance clean
+.PHONY: all deps generate check-generate build vet staticcheck model model-test model-full model-cluster mutants mutants-shell sim test unit interop interop-bench bench fuzz-short pbt-long conformance rdmacm clean
 
-all: deps check-generate build model sim
+all: deps check-generate build rdmacm model sim
 
 deps:
 	tools/deps.sh
@@ -19,6 +19,13 @@ check-generate:
 
 build:
 	$(GO) build ./...
+
+# librdmacm.so.1 over ibcmd, in rdmacm/build (docs/rdmacm.md), and its
+# tests: the ABI against rdma-core's and the Debian programs', and the
+# library against a fake daemon.
+rdmacm:
+	$(MAKE) -C rdmacm
+	$(GO) test -count=1 ./rdmacm/
 
 vet:
 	$(GO) vet ./...

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ibcm's build and tests need on a fresh Debian machine:
-# Debian packages (tshark, graphviz, qemu, busybox, libibverbs-dev), Go modules
+# Debian packages (tshark, graphviz, qemu, busybox, libibverbs-dev,
+# librdmacm-dev, rdmacm-utils), Go modules
 # and the TLC jar.
 # Idempotent: each step is skipped when its result is already present.
 set -euo pipefail
@@ -16,6 +17,10 @@ command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 # hw/verbs (cgo): libibverbs' headers and libibverbs.so, and a C compiler.
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+# rdmacm/ (make rdmacm): librdmacm's headers, which the library is built
+# against, and the example programs whose imports its test checks.
+[ -f /usr/include/rdma/rdma_cma.h ] || need+=(librdmacm-dev)
+command -v rping >/dev/null 2>&1 || need+=(rdmacm-utils)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "deps: missing Debian packages: ${need[*]}; run as root or install them" >&2

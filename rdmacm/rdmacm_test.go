@@ -1,0 +1,346 @@
+// Package rdmacm_test checks the C library librdmacm.so.1 (docs/rdmacm.md)
+// without RDMA hardware: its ABI against rdma-core's and the Debian
+// programs', and, against a fake ibcmd that decodes every frame with
+// internal/hostproto, what a program sees and what the daemon is sent.
+package rdmacm_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// built builds the library and the test program once per test binary,
+// with the package's Makefile, into a directory of its own.
+func built(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "rdmacm-build")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("make", "-s", "OUT="+buildDir).CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("make: " + err.Error() + "\n" + string(out))
+		}
+	})
+	require.NoError(t, buildErr)
+	return buildDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// symbols are the defined (or, with undefined, the imported) dynamic
+// symbols of file whose version starts with RDMACM_, as "name@version".
+func symbols(t *testing.T, file string, undefined bool) []string {
+	t.Helper()
+	f, err := elf.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	require.NoError(t, err)
+	var out []string
+	for _, s := range syms {
+		if !strings.HasPrefix(s.Version, "RDMACM_") || (s.Section == elf.SHN_UNDEF) != undefined {
+			continue
+		}
+		out = append(out, s.Name+"@"+s.Version)
+	}
+	return out
+}
+
+// The programs the library must serve, from Debian's rdmacm-utils.
+var programs = []string{"rping", "ucmatose", "rdma_server", "rdma_client", "udaddy", "cmtime"}
+
+func TestABI(t *testing.T) {
+	lib := filepath.Join(built(t), "librdmacm.so.1")
+	ours := symbols(t, lib, false)
+
+	t.Run("soname", func(t *testing.T) {
+		f, err := elf.Open(lib)
+		require.NoError(t, err)
+		defer f.Close()
+		so, err := f.DynString(elf.DT_SONAME)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"librdmacm.so.1"}, so)
+	})
+	t.Run("rdma-core's symbols and versions", func(t *testing.T) {
+		sys, err := filepath.EvalSymlinks("/usr/lib/x86_64-linux-gnu/librdmacm.so.1")
+		require.NoError(t, err)
+		theirs := symbols(t, sys, false)
+		require.NotEmpty(t, theirs)
+		assert.ElementsMatch(t, theirs, ours)
+	})
+	for _, p := range programs {
+		t.Run(p, func(t *testing.T) {
+			path, err := exec.LookPath(p)
+			require.NoError(t, err, "rdmacm-utils' %s (tools/deps.sh installs it)", p)
+			imports := symbols(t, path, true)
+			require.NotEmpty(t, imports)
+			assert.Subset(t, ours, imports)
+		})
+	}
+}
+
+// fake is one client connection of a fake ibcmd.
+type fake struct {
+	t   *testing.T
+	c   *net.UnixConn
+	buf []byte
+}
+
+func (f *fake) read() (hostproto.Frame, error) {
+	f.t.Helper()
+	require.NoError(f.t, f.c.SetReadDeadline(time.Now().Add(20*time.Second)))
+	n, err := f.c.Read(f.buf)
+	if err != nil {
+		return hostproto.Frame{}, err
+	}
+	return hostproto.DecodeToDaemon(f.buf[:n])
+}
+
+// expect reads the next frame: a request of op, decoded without error.
+func (f *fake) expect(op hostproto.Op) hostproto.Frame {
+	f.t.Helper()
+	fr, err := f.read()
+	require.NoError(f.t, err)
+	require.Equal(f.t, op, fr.Op, "got %s, want %s", fr.Op, op)
+	return fr
+}
+
+func (f *fake) send(op hostproto.Op, status hostproto.Status, req uint64, b hostproto.Body) {
+	f.t.Helper()
+	fr, err := hostproto.AppendFrame(nil, op, status, req, b)
+	require.NoError(f.t, err)
+	_, err = f.c.Write(fr)
+	require.NoError(f.t, err)
+}
+
+func (f *fake) reply(fr hostproto.Frame, b hostproto.Body) {
+	f.t.Helper()
+	f.send(fr.Op, hostproto.StatusOK, fr.ReqID, b)
+}
+
+func (f *fake) event(e *hostproto.Event) {
+	f.t.Helper()
+	f.send(hostproto.OpEvent, hostproto.StatusOK, 0, e)
+}
+
+func mad(t *testing.T, msg wire.Message) *wire.MAD {
+	t.Helper()
+	var buf [wire.MADSize]byte
+	require.NoError(t, wire.EncodeMAD(&buf, wire.Header{}, msg))
+	m := new(wire.MAD)
+	require.NoError(t, wire.DecodeMAD(buf[:], m))
+	return m
+}
+
+const guid = 0x0002c90300001234
+
+var portAddr = transport.Addr{LID: 1, QPN: 1, QKey: 0x80010000}
+
+// hello answers the client's HELLO with a simulated port's description.
+func (f *fake) hello() {
+	f.t.Helper()
+	fr := f.expect(hostproto.OpHello)
+	assert.Equal(f.t, &hostproto.HelloReq{}, fr.Body, "a loopback id attaches to the daemon's first port")
+	f.reply(fr, &hostproto.HelloReply{MaxEvents: 1024, MinTimeWait: time.Millisecond, MaxTimeWait: time.Second,
+		Port: hostproto.PortBody{Name: "sim0", LocalGUID: guid, LocalAddr: portAddr,
+			Port: qpattr.PortInfo{Num: 1, LID: 1, MTU: wire.MTU(5), CAAckDelay: 15, PacketLifeTime: 18, MaxRdAtomic: 16,
+				PKeys: []uint16{0xffff}}},
+		Ports: []string{"sim0"}})
+}
+
+// run starts the test program in mode against a fake daemon and runs
+// script on its connection; the program must then exit 0.
+func run(t *testing.T, mode string, script func(f *fake)) {
+	dir := built(t)
+	sock := filepath.Join(t.TempDir(), "ibcmd.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	require.NoError(t, err)
+	defer ln.Close()
+
+	var out bytes.Buffer
+	cmd := exec.Command(filepath.Join(dir, "rdmacm-client"), mode)
+	cmd.Env = append(filterEnv(os.Environ()), "IBCMD_SOCKET="+sock, "LD_LIBRARY_PATH="+dir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	require.NoError(t, ln.SetDeadline(time.Now().Add(20*time.Second)))
+	c, err := ln.AcceptUnix()
+	require.NoError(t, err, "the library never connected; program output:\n%s", &out)
+	defer c.Close()
+	f := &fake{t: t, c: c, buf: make([]byte, hostproto.MaxFrame+1)}
+	script(f)
+	_, err = f.read()
+	assert.ErrorIs(t, err, io.EOF, "the program's last frame is its socket's end")
+	select {
+	case err := <-done:
+		require.NoError(t, err, "program output:\n%s", &out)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the program did not exit; output:\n%s", &out)
+	}
+	assert.Equal(t, "ok\n", out.String())
+}
+
+// filterEnv drops IBCMD_PORT: the ids of the test attach to the daemon's
+// first port, as an unset variable says.
+func filterEnv(env []string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, "IBCMD_PORT=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func ipcm(t *testing.T, pd []byte) (wire.IPCMHeader, []byte) {
+	t.Helper()
+	var h wire.IPCMHeader
+	require.NoError(t, h.Decode(pd))
+	return h, pd[wire.IPCMHeaderSize:]
+}
+
+func TestActive(t *testing.T) {
+	run(t, "active", func(f *fake) {
+		f.hello()
+		fr := f.expect(hostproto.OpConnect)
+		c := fr.Body.(*hostproto.ConnectReq)
+		assert.False(t, c.HasQP)
+		assert.False(t, c.IP.IsValid(), "a loopback destination is the daemon's port itself, no IP")
+		assert.Equal(t, portAddr, c.To)
+		assert.Nil(t, c.PrivateData, "the private data travels in the REQ, after the IP CM header")
+		r := &c.REQ
+		assert.Equal(t, wire.IPServiceID(7471), r.ServiceID)
+		assert.Equal(t, [5]uint8{1, 2, 5, 0, 32}, [5]uint8{r.ResponderResources, r.InitiatorDepth, r.RetryCount, r.RNRRetryCount, r.PrimaryTrafficClass})
+		assert.True(t, r.EndToEndFlowControl)
+		h, rest := ipcm(t, r.PrivateData[:])
+		assert.Equal(t, uint8(4), h.IPVersion)
+		assert.Equal(t, netip.MustParseAddr("127.0.0.1"), h.SrcIP)
+		assert.Equal(t, netip.MustParseAddr("127.0.0.1"), h.DstIP)
+		assert.Equal(t, "hello", string(rest[:5]))
+		assert.Equal(t, make([]byte, len(rest)-5), rest[5:])
+
+		rep := &wire.REP{LocalQPN: 0x77, StartingPSN: 9, ResponderResources: 2, InitiatorDepth: 1, RNRRetryCount: 7}
+		require.NoError(t, rep.SetPrivateData([]byte("world")))
+		f.event(&hostproto.Event{Handle: 7, CallID: fr.ReqID, Kind: 1, State: 2})
+		f.event(&hostproto.Event{Handle: 7, Kind: 6, State: 7, Msg: mad(t, rep)})
+		f.event(&hostproto.Event{Handle: 7, Kind: 7, State: 10, Sent: wire.AttrRTU})
+		f.event(&hostproto.Event{Handle: 7, Kind: 8, State: 10})
+		f.reply(fr, &hostproto.ConnInfo{Handle: 7, State: 10, Active: true})
+
+		fr = f.expect(hostproto.OpDisconnect)
+		assert.Equal(t, &hostproto.DisconnectReq{Handle: 7}, fr.Body)
+		f.event(&hostproto.Event{Handle: 7, Kind: 13, State: 11})
+		f.event(&hostproto.Event{Handle: 7, Kind: 16, State: 13})
+		f.reply(fr, &hostproto.Empty{})
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 7}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+
+		// the second connection is rejected: its REJECTED event and then
+		// CONNECT's error reply, which must not make a second event
+		fr = f.expect(hostproto.OpConnect)
+		r = &fr.Body.(*hostproto.ConnectReq).REQ
+		assert.Equal(t, [4]uint8{1, 1, 7, 7}, [4]uint8{r.ResponderResources, r.InitiatorDepth, r.RetryCount, r.RNRRetryCount},
+			"a NULL conn_param: librdmacm's defaults")
+		rej := &wire.REJ{Reason: 28}
+		require.NoError(t, rej.SetPrivateData([]byte("busy")))
+		f.event(&hostproto.Event{Handle: 8, CallID: fr.ReqID, Kind: 1, State: 2})
+		eb := hostproto.ErrorBody{Code: hostproto.StatusRejected, Detail: 28, PrivateData: rej.PrivateData[:]}
+		f.event(&hostproto.Event{Handle: 8, Kind: 9, State: 0, Reason: 28, Msg: mad(t, rej), Err: eb})
+		f.send(hostproto.OpConnect, hostproto.StatusRejected, fr.ReqID, &eb)
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 8}, fr.Body)
+		f.send(hostproto.OpConnClose, hostproto.StatusNoHandle, fr.ReqID, &hostproto.ErrorBody{Code: hostproto.StatusNoHandle})
+	})
+}
+
+func ipREQ(t *testing.T, data string) wire.REQ {
+	t.Helper()
+	r := wire.REQ{ServiceID: wire.IPServiceID(7471), LocalQPN: 0x1234, ResponderResources: 1, InitiatorDepth: 2,
+		RetryCount: 7, RNRRetryCount: 7, PartitionKey: 0xffff, PathPacketPayloadMTU: wire.MTU(5)}
+	h := wire.IPCMHeader{IPVersion: 4, SrcPort: 5000, SrcIP: netip.MustParseAddr("127.0.0.2"), DstIP: netip.MustParseAddr("127.0.0.1")}
+	require.NoError(t, h.Encode(r.PrivateData[:]))
+	copy(r.PrivateData[wire.IPCMHeaderSize:], data)
+	return r
+}
+
+func TestPassive(t *testing.T) {
+	run(t, "passive", func(f *fake) {
+		f.hello()
+		fr := f.expect(hostproto.OpListen)
+		assert.Equal(t, &hostproto.ListenReq{ServiceID: wire.IPServiceID(7471), Backlog: 5}, fr.Body)
+		f.reply(fr, &hostproto.ListenReply{Handle: 3, CommID: 100})
+
+		f.send(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: 3, Handle: 9, CommID: 200, From: portAddr, REQ: ipREQ(t, "ping")})
+		f.event(&hostproto.Event{Handle: 9, Kind: 2, State: 3})
+		fr = f.expect(hostproto.OpAccept)
+		a := fr.Body.(*hostproto.AcceptReq)
+		assert.Equal(t, uint64(9), a.Handle)
+		assert.False(t, a.HasQP)
+		assert.Nil(t, a.PrivateData, "the private data travels in the REP")
+		p := &a.REP
+		assert.Equal(t, "pong", string(p.PrivateData[:4]))
+		assert.Equal(t, [4]uint8{1, 1, 7, 15}, [4]uint8{p.ResponderResources, p.InitiatorDepth, p.RNRRetryCount, p.TargetAckDelay})
+		assert.True(t, p.EndToEndFlowControl)
+		assert.Equal(t, uint64(guid), p.LocalCAGUID)
+		f.event(&hostproto.Event{Handle: 9, Kind: 5, State: 6})
+		f.event(&hostproto.Event{Handle: 9, Kind: 8, State: 10, Msg: mad(t, &wire.RTU{})})
+		f.reply(fr, &hostproto.ConnInfo{Handle: 9, State: 10})
+
+		f.send(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: 3, Handle: 10, CommID: 201, From: portAddr, REQ: ipREQ(t, "again")})
+		fr = f.expect(hostproto.OpReject)
+		assert.Equal(t, &hostproto.RejectReq{Handle: 10, Reason: 28, PrivateData: []byte("no")}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 10}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+
+		f.event(&hostproto.Event{Handle: 9, Kind: 14, State: 12, Msg: mad(t, &wire.DREQ{})})
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 9}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+		fr = f.expect(hostproto.OpListenerClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 3}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+	})
+}
