@@ -9,7 +9,8 @@
 //	tlc     TLC on the model's configs, until one reports a violation; n/a
 //	        for an engine mutant (the spec does not run the engine's code)
 //	complete  the complete searches, with no depth bound, cheapest first:
-//	        a REQ nobody listens for (spec/cm_unlisted.cfg), SIDR
+//	        a REQ nobody listens for (spec/cm_unlisted.cfg), half-open ids
+//	        under silent applications (cm_silent.cfg: HalfOpenEnds), SIDR
 //	        (cm_sidr.cfg), alternate paths (cm_lap.cfg), the core model
 //	        (cm_core.cfg) and its stale REP (cm_stale.cfg); n/a for an
 //	        engine mutant
@@ -146,6 +147,9 @@ var catalogue = []mutant{
 	{"answer-lap-no-load", "the LAP's receiver accepts it but does not load the path", "gen/def/cm.go",
 		`On: "AnswerLAP", To: "LAP_IDLE", Send: APR, Effects: e(LoadAlt)},`,
 		`On: "AnswerLAP", To: "LAP_IDLE", Send: APR},`},
+	{"lapse-keeps-id", "the lapse of a REQ nobody answers fires but keeps the id: it holds its half-open slot for ever", "gen/def/cm.go",
+		`{From: passiveReq, On: "TimeoutFinal", To: "IDLE", Send: REJ, Reason: RejTimeout, About: REQ, Effects: toIdle, Notice: TimedOut,`,
+		`{From: passiveReq, On: "TimeoutFinal", Kind: Drop,`},
 	{"halfopen-forgets-mra-rep", "MRA_REP_RCVD is not counted as half open: the REQ backlog bound leaks", "gen/def/cm.go",
 		`QPRTS: true,
 		HalfOpen: true, Attempt: true, Replies: true, Doc: "passive: the peer MRAed our REP"},`,
@@ -201,7 +205,7 @@ var tlcConfigs = []tlcConfig{
 	{"cm_sidr.cfg", nil}, {"cm_graph.cfg", nil}, {"cm_lap.cfg", nil}, {"cm_graph_lap.cfg", nil},
 	{"cm_limits.cfg", nil}, {"cm_drop.cfg", nil}, {"cm_graph_sidr.cfg", nil}, {"cm_graph_stale.cfg", nil},
 	{"cm_listen.cfg", nil}, {"cm_cluster.cfg", []string{"-simulate", "num=20000", "-depth", "60", "-seed", "17"}},
-	{"cm.cfg", nil}, {"cm_live.cfg", nil},
+	{"cm.cfg", nil}, {"cm_live.cfg", nil}, {"cm_silent.cfg", nil},
 }
 
 // The checks at every depth, each run against the module its name starts
@@ -209,7 +213,8 @@ var tlcConfigs = []tlcConfig{
 // consecution.
 var (
 	completeConfigs = []tlcConfig{
-		{"cm_unlisted.cfg", nil}, {"cm_sidr.cfg", nil}, {"cm_lap.cfg", nil}, {"cm_core.cfg", nil}, {"cm_stale.cfg", nil},
+		{"cm_unlisted.cfg", nil}, {"cm_silent.cfg", nil}, {"cm_sidr.cfg", nil}, {"cm_lap.cfg", nil}, {"cm_core.cfg", nil},
+		{"cm_stale.cfg", nil},
 	}
 	indinvConfigs = []tlcConfig{{"IndInvcm.cfg", nil}}
 )

@@ -39,7 +39,7 @@ func TestCatalogueApplies(t *testing.T) {
 // is in spec/, and runs against the module tools/model.sh would pick.
 func TestConfigsExist(t *testing.T) {
 	spec := filepath.Join("..", "..", "spec")
-	want := map[string]string{"cm.cfg": "cm.tla", "cm_core.cfg": "cm.tla", "cm_stale.cfg": "cm.tla", "cm_unlisted.cfg": "cm.tla", "IndInvcm.cfg": "IndInvcm.tla"}
+	want := map[string]string{"cm.cfg": "cm.tla", "cm_core.cfg": "cm.tla", "cm_stale.cfg": "cm.tla", "cm_unlisted.cfg": "cm.tla", "cm_silent.cfg": "cm.tla", "IndInvcm.cfg": "IndInvcm.tla"}
 	for _, c := range slices.Concat(tlcConfigs, completeConfigs, indinvConfigs) {
 		if _, err := os.Stat(filepath.Join(spec, c.cfg)); err != nil {
 			t.Error(err)
