@@ -1,0 +1,586 @@
+package hostd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+// client is one socket connection: one program's ids and event stream.
+type client struct {
+	s      *Server
+	conn   *net.UnixConn
+	cred   unix.Ucred
+	groups []uint32 // supplementary groups, read from /proc at connect
+	id     uint64
+	user   *user
+
+	ctx    context.Context // ends when the client does
+	cancel context.CancelFunc
+	out    chan []byte // frames to write, bounded: full means cut off
+
+	// Set by HELLO, on the reader goroutine, before any call runs.
+	port      *port
+	lapPolicy bool
+
+	mu         sync.Mutex
+	dead       bool
+	handles    map[uint64]*entry
+	nextHandle uint64
+	calls      map[uint64]context.CancelFunc   // the client's calls in progress, by request ID
+	dcalls     map[uint64]chan hostproto.Frame // the daemon's calls waiting for the client's reply
+	nextDReq   uint64
+	callsWG    sync.WaitGroup
+	killOnce   sync.Once
+	why        string
+}
+
+type entryKind uint8
+
+const (
+	kindListener entryKind = iota + 1
+	kindConn               // a connection: one Connect made, or a request delivered (and maybe accepted)
+	kindSIDR
+)
+
+// entry is what one of the client's handles names.
+type entry struct {
+	kind entryKind
+
+	// kindListener
+	l      *cm.Listener
+	listen *listenEntry
+	slots  chan struct{} // the backlog: one slot per request delivered and not yet answered
+
+	// kindConn
+	conn       *cm.Conn
+	req        *cm.Request // a request delivered by a listener, until answered
+	answered   bool        // ACCEPT, REJECT or DELAY came: its slot is free
+	release    func()      // frees the request's backlog slot
+	connecting bool        // a CONNECT in progress; conn is set once it returns
+
+	// kindSIDR
+	sidr *cm.SIDRRequest
+}
+
+func newClient(s *Server, c *net.UnixConn, cred unix.Ucred, id uint64, u *user) *client {
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := &client{s: s, conn: c, cred: cred, id: id, ctx: ctx, cancel: cancel,
+		out: make(chan []byte, s.cfg.Quota.Events), handles: map[uint64]*entry{},
+		calls: map[uint64]context.CancelFunc{}, dcalls: map[uint64]chan hostproto.Frame{}}
+	cl.groups = procGroups(cred.Pid)
+	cl.user = u
+	return cl
+}
+
+func (c *client) logAttrs(more ...any) []any {
+	return append([]any{"client", c.id, "uid", c.cred.Uid, "gid", c.cred.Gid, "pid", c.cred.Pid}, more...)
+}
+
+// peerCred is what the kernel says of the process at the other end.
+func peerCred(c *net.UnixConn) (unix.Ucred, error) {
+	var cred *unix.Ucred
+	var gerr error
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return unix.Ucred{}, err
+	}
+	if err := rc.Control(func(fd uintptr) {
+		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return unix.Ucred{}, err
+	}
+	if gerr != nil {
+		return unix.Ucred{}, gerr
+	}
+	return *cred, nil
+}
+
+// procGroups reads the supplementary groups of pid, for the privileged
+// group's check: SO_PEERCRED gives the primary group only. A process gone
+// already has none.
+func procGroups(pid int32) []uint32 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "Groups:")
+		if !ok {
+			continue
+		}
+		var gs []uint32
+		for _, g := range strings.Fields(rest) {
+			if v, err := strconv.ParseUint(g, 10, 32); err == nil {
+				gs = append(gs, uint32(v))
+			}
+		}
+		return gs
+	}
+	return nil
+}
+
+func (c *client) run() {
+	go c.write()
+	c.read()
+	c.kill("")
+}
+
+// read takes the client's frames until it goes away.
+func (c *client) read() {
+	buf := make([]byte, hostproto.MaxFrame+1)
+	for {
+		n, err := c.conn.Read(buf)
+		if err != nil || n == 0 {
+			return
+		}
+		fr, err := hostproto.DecodeToDaemon(buf[:n])
+		if err != nil {
+			if !c.refuse(buf[:n], fr, err) {
+				return
+			}
+			continue
+		}
+		if fr.Op == hostproto.OpQPModify || fr.Op == hostproto.OpLAPPolicy {
+			c.mu.Lock()
+			ch := c.dcalls[fr.ReqID]
+			delete(c.dcalls, fr.ReqID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- fr
+			}
+			continue
+		}
+		c.dispatch(fr)
+	}
+}
+
+// refuse answers a frame that does not decode, and reports whether the
+// connection goes on: it does when the header could be read (the reply
+// names its request ID), not when the frame's own framing is wrong.
+func (c *client) refuse(frame []byte, fr hostproto.Frame, err error) bool {
+	b := hostproto.ProtoErrorBody(err)
+	keep := len(frame) >= hostproto.HeaderSize && len(frame) <= hostproto.MaxFrame && !errors.Is(err, hostproto.ErrVersion)
+	reqID := fr.ReqID
+	if !keep {
+		reqID = 0
+	}
+	c.s.log.Warn("bad frame", c.logAttrs("op", fr.Op, "err", err)...)
+	if fr.Op == hostproto.OpQPModify || fr.Op == hostproto.OpLAPPolicy {
+		// A reply of the client's that does not decode: the daemon's call
+		// fails as if the client had refused it.
+		c.mu.Lock()
+		ch := c.dcalls[fr.ReqID]
+		delete(c.dcalls, fr.ReqID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- hostproto.Frame{Header: hostproto.Header{Op: fr.Op, Status: b.Code}, Body: &b}
+		}
+		return keep
+	}
+	if !c.push(fr.Op, b.Code, reqID, &b) {
+		return false
+	}
+	if !keep {
+		// Let the writer send the refusal before the socket closes.
+		c.flushThenKill("malformed frame: " + err.Error())
+	}
+	return keep
+}
+
+// flushThenKill cuts the client off once its queued frames are written
+// (or after a second).
+func (c *client) flushThenKill(why string) {
+	deadline := time.Now().Add(time.Second)
+	for len(c.out) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond)
+	c.kill(why)
+}
+
+// write sends the queued frames in order.
+func (c *client) write() {
+	for {
+		select {
+		case f := <-c.out:
+			c.user.events.Add(-1)
+			if _, err := c.conn.Write(f); err != nil {
+				c.kill("write: " + err.Error())
+				return
+			}
+		case <-c.ctx.Done():
+			for {
+				select {
+				case <-c.out:
+					c.user.events.Add(-1)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// push queues a frame for the client without waiting: a client whose
+// queue (or its user's) is full is cut off. It reports whether the frame
+// was queued.
+func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b hostproto.Body) bool {
+	f, err := hostproto.AppendFrame(nil, op, status, reqID, b)
+	if err != nil {
+		c.s.log.Error("frame does not encode", c.logAttrs("op", op, "err", err)...)
+		if reqID == 0 || op >= hostproto.OpQPModify {
+			return false
+		}
+		eb := hostproto.ProtoErrorBody(fmt.Errorf("%w: reply does not encode: %v", hostproto.ErrInternal, err))
+		if f, err = hostproto.AppendFrame(nil, op, eb.Code, reqID, &eb); err != nil {
+			return false
+		}
+	}
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
+	if dead {
+		return false
+	}
+	if c.user.events.Add(1) > int64(c.s.cfg.Quota.UserEvents) {
+		c.user.events.Add(-1)
+		go c.kill("the user's queued events are over quota")
+		return false
+	}
+	select {
+	case c.out <- f:
+		return true
+	default:
+		c.user.events.Add(-1)
+		go c.kill("event queue full")
+		return false
+	}
+}
+
+// kill ends the client once: its calls are cancelled, the socket closed,
+// and its ids torn down (in the background: kill may run where the
+// Manager's events are told, and tearing down waits for them).
+func (c *client) kill(why string) {
+	c.killOnce.Do(func() {
+		c.mu.Lock()
+		c.dead = true
+		c.why = why
+		c.mu.Unlock()
+		c.cancel()
+		c.conn.Close()
+		if why != "" {
+			c.s.log.Warn("client cut off", c.logAttrs("why", why)...)
+		} else {
+			c.s.log.Info("client gone", c.logAttrs()...)
+		}
+		go c.teardown()
+	})
+}
+
+// teardown destroys each of a gone client's ids as the kernel's close path
+// does (docs/ibcmd.md): a listener is closed (its backlog rejected), a
+// request not yet answered rejected, a connection closed (an attempt
+// rejected, an established one disconnected, TimeWait left to run), a
+// SIDR request answered with a reject. A CONNECT or ACCEPT in progress
+// ends with its context, which rejects the attempt. The connections' ids
+// stay counted until their TimeWait ends.
+func (c *client) teardown() {
+	c.callsWG.Wait()
+	c.mu.Lock()
+	hs := make(map[uint64]*entry, len(c.handles))
+	for h, e := range c.handles {
+		hs[h] = e
+	}
+	c.mu.Unlock()
+	ctx, cancel := detached()
+	defer cancel()
+	for h, e := range hs {
+		switch e.kind {
+		case kindListener:
+			c.closeListener(h, e)
+		case kindConn:
+			c.mu.Lock()
+			req, conn := e.req, e.conn
+			if req != nil && !e.answered {
+				e.answered = true
+				e.req = nil
+			} else {
+				req = nil
+			}
+			c.mu.Unlock()
+			if req != nil {
+				if err := req.Reject(ctx, wire.RejectConsumerDefined, nil, nil); err == nil {
+					continue
+				}
+			}
+			if conn != nil {
+				_ = conn.Close()
+			}
+		case kindSIDR:
+			_ = e.sidr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+			c.forget(h)
+		}
+	}
+	c.s.clientGone(c)
+}
+
+// dispatch runs one call of the client's: HELLO and CANCEL at once, every
+// other on a goroutine of its own (a CONNECT may wait for minutes).
+func (c *client) dispatch(fr hostproto.Frame) {
+	switch fr.Op {
+	case hostproto.OpHello:
+		body, err := c.hello(fr.Body.(*hostproto.HelloReq))
+		c.reply(fr, body, err)
+		return
+	case hostproto.OpCancel:
+		c.mu.Lock()
+		cancel := c.calls[fr.Body.(*hostproto.CancelReq).ReqID]
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		c.reply(fr, &hostproto.Empty{}, nil)
+		return
+	}
+	if c.port == nil {
+		c.reply(fr, nil, hostproto.ErrNotAttached)
+		return
+	}
+	c.mu.Lock()
+	if _, dup := c.calls[fr.ReqID]; dup {
+		c.mu.Unlock()
+		c.reply(fr, nil, fmt.Errorf("%w: request ID %d is in use by a call in progress", hostproto.ErrBadField, fr.ReqID))
+		return
+	}
+	if len(c.calls) >= c.s.cfg.Quota.Calls {
+		c.mu.Unlock()
+		c.reply(fr, nil, fmt.Errorf("%w: %d calls in progress", hostproto.ErrQuota, len(c.calls)))
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.calls[fr.ReqID] = cancel
+	c.callsWG.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.callsWG.Done()
+		body, err := c.call(ctx, fr)
+		c.mu.Lock()
+		delete(c.calls, fr.ReqID)
+		c.mu.Unlock()
+		cancel()
+		c.reply(fr, body, err)
+	}()
+}
+
+// sidrInfoError is a ResolveSIDR refusal with the SIDR_REP it came in.
+type sidrInfoError struct {
+	err error
+	rep [wire.MADSize]byte
+}
+
+func (e *sidrInfoError) Error() string { return e.err.Error() }
+func (e *sidrInfoError) Unwrap() error { return e.err }
+
+func (c *client) reply(fr hostproto.Frame, body hostproto.Body, err error) {
+	lvl := slog.LevelDebug
+	if fr.Op == hostproto.OpListen || fr.Op == hostproto.OpListenerClose || fr.Op == hostproto.OpHello || err != nil {
+		lvl = slog.LevelInfo
+	}
+	if err != nil {
+		b := hostproto.StatusOf(err)
+		var si *sidrInfoError
+		if errors.As(err, &si) {
+			b.Info = si.rep[:]
+		}
+		c.s.log.Log(context.Background(), lvl, "call", c.logAttrs("op", fr.Op, "req", fr.ReqID, "status", b.Code, "err", err)...)
+		c.push(fr.Op, b.Code, fr.ReqID, &b)
+		return
+	}
+	c.s.log.Log(context.Background(), lvl, "call", c.logAttrs("op", fr.Op, "req", fr.ReqID, "status", 0)...)
+	c.push(fr.Op, hostproto.StatusOK, fr.ReqID, body)
+}
+
+func (c *client) hello(b *hostproto.HelloReq) (hostproto.Body, error) {
+	if c.port != nil {
+		return nil, fmt.Errorf("%w: HELLO came already", hostproto.ErrNotAttached)
+	}
+	p := c.s.port(b.Port)
+	if p == nil {
+		return nil, fmt.Errorf("%w: %q (the daemon runs %s)", hostproto.ErrNoPort, b.Port, strings.Join(c.s.Ports(), ", "))
+	}
+	c.port = p
+	c.lapPolicy = b.Flags&hostproto.HelloLAPPolicy != 0
+	maxTW := p.cfg.MaxTimeWait
+	if maxTW == 0 {
+		maxTW = defaultMaxTimeWait
+	}
+	c.s.log.Info("attached", c.logAttrs("port", p.name)...)
+	return &hostproto.HelloReply{UID: c.cred.Uid, GID: c.cred.Gid, PID: uint32(c.cred.Pid),
+		MaxEvents: uint32(c.s.cfg.Quota.Events), MinTimeWait: p.cfg.MinTimeWait, MaxTimeWait: maxTW,
+		Port: p.body, Ports: c.s.Ports()}, nil
+}
+
+// newHandle names e for the client, within its user's id quota.
+func (c *client) newHandle(e *entry) (uint64, error) {
+	if err := c.s.takeID(c, e.kind == kindListener); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextHandle++
+	c.handles[c.nextHandle] = e
+	return c.nextHandle, nil
+}
+
+// forget lets go of a handle once (a second call does nothing).
+func (c *client) forget(h uint64) {
+	c.mu.Lock()
+	e := c.handles[h]
+	delete(c.handles, h)
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	if e.release != nil {
+		e.release()
+	}
+	c.s.dropID(c, e.kind == kindListener)
+}
+
+// connEnded is the end of a connection's handle: its TIMEWAIT_EXIT was
+// told (or its TimeWaitExit closed without one, its Manager stopping).
+func (c *client) connEnded(h uint64) {
+	c.mu.Lock()
+	e := c.handles[h]
+	c.mu.Unlock()
+	if e == nil || e.kind != kindConn {
+		return
+	}
+	c.forget(h)
+}
+
+// watch ends the handle of conn when its comm ID is free, should no
+// TIMEWAIT_EXIT event say so.
+func (c *client) watch(h uint64, conn *cm.Conn) {
+	go func() {
+		<-conn.TimeWaitExit()
+		c.port.disown(conn)
+		c.connEnded(h)
+	}()
+}
+
+// lookup returns the client's entry of handle h, of kind k.
+func (c *client) lookup(h uint64, k entryKind) (*entry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.handles[h]
+	if e == nil || e.kind != k {
+		return nil, fmt.Errorf("%w: %d", hostproto.ErrNoHandle, h)
+	}
+	return e, nil
+}
+
+// daemonCall sends one of the daemon's requests and waits for the
+// client's reply, at most wait, and not beyond the client's end.
+func (c *client) daemonCall(op hostproto.Op, b hostproto.Body, wait time.Duration) (hostproto.Frame, error) {
+	ch := make(chan hostproto.Frame, 1)
+	c.mu.Lock()
+	c.nextDReq++
+	id := c.nextDReq
+	c.dcalls[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.dcalls, id)
+		c.mu.Unlock()
+	}()
+	if !c.push(op, 0, id, b) {
+		return hostproto.Frame{}, errClientGone
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case fr := <-ch:
+		return fr, nil
+	case <-t.C:
+		return hostproto.Frame{}, fmt.Errorf("no answer to %s in %v", op, wait)
+	case <-c.ctx.Done():
+		return hostproto.Frame{}, errClientGone
+	}
+}
+
+// qpModify asks the client to move its QP. With wait, it returns the
+// client's answer; without (the Manager's moves under its lock: ERR, an
+// alternate path) it only queues the request.
+func (c *client) qpModify(h uint64, qpn uint32, as []qpattr.Attr, wait bool) error {
+	b := &hostproto.QPModifyReq{Handle: h, QPN: qpn, Wait: wait, Attrs: as}
+	if !wait {
+		c.mu.Lock()
+		c.nextDReq++
+		id := c.nextDReq
+		c.mu.Unlock()
+		c.push(hostproto.OpQPModify, 0, id, b)
+		return nil
+	}
+	fr, err := c.daemonCall(hostproto.OpQPModify, b, c.s.cfg.QPModifyTimeout)
+	if err != nil {
+		return fmt.Errorf("%w: %w", hostproto.ErrQPModify, err)
+	}
+	if fr.Status != hostproto.StatusOK {
+		eb, _ := fr.Body.(*hostproto.ErrorBody)
+		msg := fr.Status.String()
+		if eb != nil && eb.Message != "" {
+			msg = eb.Message
+		}
+		return fmt.Errorf("%w: %s", hostproto.ErrQPModify, msg)
+	}
+	return nil
+}
+
+// askLAPPolicy asks the client's LAPPolicy; no answer in time accepts.
+func (c *client) askLAPPolicy(h uint64, lap *wire.LAP) wire.APRStatus {
+	fr, err := c.daemonCall(hostproto.OpLAPPolicy, &hostproto.LAPPolicyReq{Handle: h, LAP: *lap}, c.s.cfg.LAPPolicyWait)
+	if err != nil || fr.Status != hostproto.StatusOK {
+		return wire.APRSuccess
+	}
+	return fr.Body.(*hostproto.LAPPolicyReply).Status
+}
+
+// proxyQP is the client's QP as the Manager drives it: each move is a
+// QP_MODIFY to the client. Moves to INIT, RTR and RTS come together
+// (ModifyAll, on the goroutine of the CONNECT or ACCEPT that waits for
+// them) and wait for the client; single moves (ERR, an alternate path's
+// load) come under the Manager's lock and must not wait.
+type proxyQP struct {
+	c   *client
+	h   uint64
+	qpn uint32
+}
+
+func (q *proxyQP) QPN() uint32 { return q.qpn }
+
+func (q *proxyQP) Modify(a qpattr.Attr) error {
+	return q.c.qpModify(q.h, q.qpn, []qpattr.Attr{a}, false)
+}
+
+func (q *proxyQP) ModifyAll(as []qpattr.Attr) error {
+	return q.c.qpModify(q.h, q.qpn, as, true)
+}

@@ -1,0 +1,373 @@
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+// call runs one of the client's calls on the port's Manager.
+func (c *client) call(ctx context.Context, fr hostproto.Frame) (hostproto.Body, error) {
+	p := c.port
+	switch b := fr.Body.(type) {
+	case *hostproto.ListenReq:
+		return c.listen(ctx, b)
+	case *hostproto.ConnectReq:
+		return c.connect(ctx, fr.ReqID, b)
+	case *hostproto.AcceptReq:
+		return c.accept(ctx, b)
+	case *hostproto.RejectReq:
+		e, err := c.request(b.Handle)
+		if err != nil {
+			return nil, err
+		}
+		return empty(e.req.Reject(ctx, b.Reason, b.ARI, b.PrivateData))
+	case *hostproto.DelayReq:
+		e, err := c.request(b.Handle)
+		if err != nil {
+			return nil, err
+		}
+		return empty(e.req.Delay(ctx, b.ServiceTimeout, b.PrivateData))
+	case *hostproto.RequestQPAttrReq:
+		e, err := c.lookup(b.Handle, kindConn)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		r := e.req
+		c.mu.Unlock()
+		if r == nil {
+			return nil, fmt.Errorf("%w: handle %d is no request waiting for an answer", cm.ErrInvalidState, b.Handle)
+		}
+		a, err := r.QPAttr(ctx, &b.REP, b.QPState)
+		if err != nil {
+			return nil, err
+		}
+		return &hostproto.AttrReply{Attr: a}, nil
+	case *hostproto.DisconnectReq:
+		conn, err := c.connOf(b.Handle)
+		if err != nil {
+			return nil, err
+		}
+		return empty(conn.Disconnect(ctx, b.PrivateData))
+	case *hostproto.CommEstReq:
+		conn, err := c.commEstConn(b)
+		if err != nil {
+			return nil, err
+		}
+		return empty(conn.CommEst(ctx))
+	case *hostproto.LoadAltPathReq:
+		conn, err := c.connOf(b.Handle)
+		if err != nil {
+			return nil, err
+		}
+		return empty(conn.LoadAltPath(ctx, &b.LAP))
+	case *hostproto.ConnQPAttrReq:
+		conn, err := c.connOf(b.Handle)
+		if err != nil {
+			return nil, err
+		}
+		a, err := conn.QPAttr(ctx, b.QPState)
+		if err != nil {
+			return nil, err
+		}
+		return &hostproto.AttrReply{Attr: a}, nil
+	case *hostproto.ResolveSIDRReq:
+		return c.resolveSIDR(ctx, b)
+	case *hostproto.SIDRReplyReq:
+		e, err := c.lookup(b.Handle, kindSIDR)
+		if err != nil {
+			return nil, err
+		}
+		err = e.sidr.Reply(ctx, &b.Params)
+		if err == nil || errors.Is(err, cm.ErrTimeout) || errors.Is(err, cm.ErrClosed) {
+			c.forget(b.Handle)
+		}
+		return empty(err)
+	case *hostproto.PortInfoReq:
+		q := p
+		if b.Port != "" {
+			if q = c.s.port(b.Port); q == nil {
+				return nil, fmt.Errorf("%w: %q", hostproto.ErrNoPort, b.Port)
+			}
+		}
+		body := q.body
+		return &body, nil
+	case *hostproto.HandleReq:
+		switch fr.Op {
+		case hostproto.OpListenerClose:
+			e, err := c.lookup(b.Handle, kindListener)
+			if err != nil {
+				return nil, err
+			}
+			return empty(c.closeListener(b.Handle, e))
+		case hostproto.OpConnClose:
+			conn, err := c.connOf(b.Handle)
+			if err != nil {
+				return nil, err
+			}
+			return empty(conn.Close())
+		case hostproto.OpConnInfo:
+			conn, err := c.connOf(b.Handle)
+			if err != nil {
+				return nil, err
+			}
+			return connInfo(b.Handle, conn), nil
+		}
+	case *hostproto.Empty:
+		if fr.Op == hostproto.OpStats {
+			return statsReply(p.m.Stats()), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s", hostproto.ErrUnknownOp, fr.Op)
+}
+
+func empty(err error) (hostproto.Body, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &hostproto.Empty{}, nil
+}
+
+// connOf is the connection of handle h: one a CONNECT made (once it has
+// returned) or a request's.
+func (c *client) connOf(h uint64) (*cm.Conn, error) {
+	e, err := c.lookup(h, kindConn)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.conn == nil {
+		return nil, fmt.Errorf("%w: handle %d: its CONNECT has not returned", cm.ErrInvalidState, h)
+	}
+	return e.conn, nil
+}
+
+// request is the request of handle h, waiting for its answer: answering
+// it frees its slot in the listener's backlog.
+func (c *client) request(h uint64) (*entry, error) {
+	e, err := c.lookup(h, kindConn)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.req == nil {
+		return nil, fmt.Errorf("%w: handle %d is no request", cm.ErrInvalidState, h)
+	}
+	if !e.answered {
+		e.answered = true
+		if e.release != nil {
+			e.release()
+		}
+	}
+	return e, nil
+}
+
+func (c *client) commEstConn(b *hostproto.CommEstReq) (*cm.Conn, error) {
+	if b.Handle != 0 {
+		return c.connOf(b.Handle)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.handles {
+		if e.kind == kindConn && e.conn != nil && e.conn.LocalQPN() == b.QPN && e.conn.State() != cm.StateTimeWait && e.conn.State() != cm.StateIdle {
+			return e.conn, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no connection of this client's on QP %#x", hostproto.ErrNoHandle, b.QPN)
+}
+
+func (c *client) listen(ctx context.Context, b *hostproto.ListenReq) (hostproto.Body, error) {
+	le, err := c.admitListen(listenRange(b))
+	if err != nil {
+		return nil, err
+	}
+	backlog := int(b.Backlog)
+	e := &entry{kind: kindListener, listen: le}
+	h, err := c.newHandle(e)
+	if err != nil {
+		c.port.unlisten(le)
+		return nil, err
+	}
+	l, err := c.port.m.Listen(ctx, cm.ListenParams{ServiceID: b.ServiceID, Mask: b.Mask, Wildcard: b.Wildcard, Backlog: backlog})
+	if err != nil {
+		c.port.unlisten(le)
+		c.forget(h)
+		return nil, err
+	}
+	if backlog <= 0 {
+		backlog = c.port.maxHalfOpen()
+	}
+	c.mu.Lock()
+	e.l = l
+	e.slots = make(chan struct{}, backlog)
+	c.mu.Unlock()
+	c.s.log.Info("listen", c.logAttrs("port", c.port.name, "handle", h, "service_id", fmt.Sprintf("%#x", b.ServiceID),
+		"mask", fmt.Sprintf("%#x", b.Mask), "wildcard", b.Wildcard)...)
+	go c.pumpREQs(h, e)
+	go c.pumpSIDR(h, e)
+	return &hostproto.ListenReply{Handle: h, CommID: uint32(l.ID())}, nil
+}
+
+func (p *port) maxHalfOpen() int {
+	if p.cfg.MaxHalfOpen > 0 {
+		return p.cfg.MaxHalfOpen
+	}
+	return 1 << 16
+}
+
+// pumpREQs hands the listener's requests to the client, as many at once
+// as its backlog: the rest wait in the Manager's backlog, beyond which
+// the Manager refuses REQs as it does for any listener.
+func (c *client) pumpREQs(lh uint64, e *entry) {
+	for {
+		select {
+		case e.slots <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		r, err := e.l.Accept(c.ctx)
+		if err != nil {
+			return
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { <-e.slots }) }
+		re := &entry{kind: kindConn, req: r, conn: r.Conn(), release: release}
+		h, err := c.newHandle(re)
+		if err != nil {
+			c.s.log.Warn("request refused", c.logAttrs("err", err)...)
+			ctx, cancel := detached()
+			_ = r.Reject(ctx, wire.RejectNoResources, nil, nil)
+			cancel()
+			release()
+			continue
+		}
+		c.port.own(r.Conn(), c, h, func() {
+			c.push(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: lh, Handle: h,
+				CommID: uint32(r.ID()), From: r.From(), REQ: *r.REQ()})
+		})
+		c.watch(h, r.Conn())
+	}
+}
+
+// pumpSIDR hands the listener's SIDR_REQs to the client.
+func (c *client) pumpSIDR(lh uint64, e *entry) {
+	for {
+		sr, err := e.l.AcceptSIDR(c.ctx)
+		if err != nil {
+			return
+		}
+		h, err := c.newHandle(&entry{kind: kindSIDR, sidr: sr})
+		if err != nil {
+			ctx, cancel := detached()
+			_ = sr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+			cancel()
+			continue
+		}
+		c.push(hostproto.OpSIDRRequestEvent, 0, 0, &hostproto.SIDRRequestEvent{Listener: lh, Handle: h, From: sr.From(), Req: *sr.Request()})
+	}
+}
+
+func (c *client) closeListener(h uint64, e *entry) error {
+	c.mu.Lock()
+	l := e.l
+	c.mu.Unlock()
+	var err error
+	if l != nil {
+		err = l.Close()
+	}
+	c.port.unlisten(e.listen)
+	c.forget(h)
+	c.s.log.Info("listener closed", c.logAttrs("handle", h)...)
+	return err
+}
+
+func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.ConnectReq) (hostproto.Body, error) {
+	e := &entry{kind: kindConn, connecting: true}
+	h, err := c.newHandle(e)
+	if err != nil {
+		return nil, err
+	}
+	p := c.port
+	params := &cm.ConnectParams{To: b.To, IP: b.IP, PrivateData: b.PrivateData, REQ: b.REQ, RTUPrivateData: b.RTUPrivateData}
+	if b.HasQP {
+		params.QP = &proxyQP{c: c, h: h, qpn: b.QPN}
+	}
+	cl := &connectClaim{c: c, handle: h, callID: reqID, done: make(chan struct{})}
+	if err := p.startConnect(ctx, cl); err != nil {
+		c.forget(h)
+		return nil, err
+	}
+	conn, err := p.m.Connect(ctx, params)
+	if !p.endConnect(cl) {
+		c.forget(h)
+		return nil, err
+	}
+	c.mu.Lock()
+	e.conn, e.connecting = cl.conn, false
+	c.mu.Unlock()
+	c.watch(h, cl.conn)
+	if err != nil {
+		return nil, err
+	}
+	c.s.log.Debug("connected", c.logAttrs("handle", h, "comm_id", conn.ID())...)
+	return connInfo(h, conn), nil
+}
+
+func (c *client) accept(ctx context.Context, b *hostproto.AcceptReq) (hostproto.Body, error) {
+	e, err := c.request(b.Handle)
+	if err != nil {
+		return nil, err
+	}
+	ap := &cm.AcceptParams{REP: b.REP, PrivateData: b.PrivateData}
+	if b.HasQP {
+		ap.QP = &proxyQP{c: c, h: b.Handle, qpn: b.QPN}
+	}
+	conn, err := e.req.Accept(ctx, ap)
+	if err != nil {
+		return nil, err
+	}
+	return connInfo(b.Handle, conn), nil
+}
+
+func (c *client) resolveSIDR(ctx context.Context, b *hostproto.ResolveSIDRReq) (hostproto.Body, error) {
+	// The exchange holds an id of the Manager's while it lasts.
+	h, err := c.newHandle(&entry{kind: kindSIDR})
+	if err != nil {
+		return nil, err
+	}
+	defer c.forget(h)
+	rep, err := c.port.m.ResolveSIDR(ctx, &cm.SIDRParams{To: b.To, ServiceID: b.ServiceID, PKey: b.PKey,
+		PrivateData: b.PrivateData, Timeout: b.Timeout, MaxRetries: b.MaxRetries})
+	if err != nil {
+		var se *cm.SIDRError
+		if rep != nil && errors.As(err, &se) {
+			si := &sidrInfoError{err: err}
+			if wire.EncodeMAD(&si.rep, wire.Header{}, rep) == nil {
+				return nil, si
+			}
+		}
+		return nil, err
+	}
+	return &hostproto.SIDRRepReply{Rep: *rep}, nil
+}
+
+func connInfo(h uint64, conn *cm.Conn) *hostproto.ConnInfo {
+	ci := &hostproto.ConnInfo{Handle: h, CommID: uint32(conn.ID()), Active: conn.Active(), LocalQPN: conn.LocalQPN(),
+		RemoteQPN: conn.RemoteQPN(), RemoteGUID: conn.RemoteGUID(), TimeWait: conn.TimeWait(), REQ: conn.REQ(), REP: conn.REP()}
+	ci.State, ci.Err = stateOf(conn)
+	return ci
+}
+
+func statsReply(s cm.Stats) *hostproto.StatsReply {
+	return &hostproto.StatsReply{Engine: s.Engine, SendQueueFull: s.SendQueueFull, SendQueueRefused: s.SendQueueRefused,
+		BacklogFull: s.BacklogFull, MRAsSent: s.MRAsSent, MRAsSkipped: s.MRAsSkipped, Paused: s.Paused,
+		Coalesced: s.Coalesced, QPErrors: s.QPErrors}
+}

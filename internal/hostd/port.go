@@ -1,0 +1,241 @@
+package hostd
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+// port is one of the server's ports: its Manager, and which client owns
+// each of the Manager's connections, so that its events reach that client.
+type port struct {
+	s    *Server
+	name string
+	tr   transport.Transport
+	cfg  cm.ManagerConfig
+	m    *cm.Manager
+	body hostproto.PortBody
+
+	mu sync.Mutex
+	// owners maps each connection a client holds to its handle there.
+	owners map[*cm.Conn]owner
+	// unowned holds the events of connections no client holds yet: a
+	// REQ's, told before the listener's pump has taken the request from
+	// the Manager. They follow the REQUEST event when it goes (claim), and
+	// go with the connection if it ends first. A connection's first
+	// events are few (REQ_RECEIVED, an MRA, its end); maxUnowned bounds
+	// them all the same.
+	unowned map[*cm.Conn][]pendingEvent
+	// claim is the CONNECT whose REQ is being sent: Connect names its Conn
+	// only when it returns, so the Manager's REQ_SENT event, the first of
+	// every Connect, names it to the server. gate lets one CONNECT at a
+	// time between its start and that event, so the event is its own.
+	claim *connectClaim
+	gate  chan struct{}
+
+	// listens are the service IDs each uid listens on, for refusing
+	// another user's overlapping listen.
+	listens map[*listenEntry]struct{}
+
+	downOnce sync.Once
+}
+
+type owner struct {
+	c      *client
+	handle uint64
+}
+
+type connectClaim struct {
+	c      *client
+	handle uint64
+	callID uint64
+	conn   *cm.Conn // set by the REQ_SENT event
+	done   chan struct{}
+}
+
+// pendingEvent is an event kept for a connection no client holds yet; the
+// message is copied, since the Manager's is valid during OnEvent only.
+type pendingEvent struct {
+	ev  cm.Event
+	msg *wire.MAD
+	st  hostproto.Event
+}
+
+const maxUnowned = 16
+
+func (s *Server) newPort(pc Port) (*port, error) {
+	p := &port{s: s, name: pc.Name, tr: pc.Transport, cfg: pc.Config,
+		owners: map[*cm.Conn]owner{}, unowned: map[*cm.Conn][]pendingEvent{},
+		gate: make(chan struct{}, 1), listens: map[*listenEntry]struct{}{}}
+	cfg := pc.Config
+	cfg.OnEvent = p.onEvent
+	cfg.LAPPolicy = p.lapPolicy
+	m, err := cm.NewManager(pc.Transport, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.m = m
+	p.body = hostproto.PortBody{Name: pc.Name, LocalAddr: m.LocalAddr(), Port: m.Port()}
+	if g, ok := pc.Transport.(transport.LocalGUIDer); ok {
+		p.body.LocalGUID = g.LocalGUID()
+	}
+	if cfg.LocalGUID != 0 {
+		p.body.LocalGUID = cfg.LocalGUID
+	}
+	go p.watch()
+	return p, nil
+}
+
+// watch tells every client of the port when its Manager stops on its own
+// (a transport that failed).
+func (p *port) watch() {
+	<-p.m.Done()
+	p.s.mu.Lock()
+	closing := p.s.closed
+	cls := make([]*client, 0, len(p.s.clients))
+	for c := range p.s.clients {
+		if c.port == p {
+			cls = append(cls, c)
+		}
+	}
+	p.s.mu.Unlock()
+	if closing {
+		return
+	}
+	b := hostproto.ErrorBody{Code: hostproto.StatusPortDown, Message: "port " + p.name + ": " + errText(p.m.Err())}
+	p.s.log.Error("port down", "port", p.name, "err", p.m.Err())
+	for _, c := range cls {
+		c.push(hostproto.OpPortDown, 0, 0, &b)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "stopped"
+	}
+	return err.Error()
+}
+
+func (p *port) close() {
+	if p.m != nil {
+		p.m.Close()
+	}
+}
+
+// onEvent routes one of the Manager's events to the client that holds its
+// connection; it never waits for the client (push only queues).
+func (p *port) onEvent(ev cm.Event) {
+	if ev.Conn == nil {
+		return // SIDR: the SIDR_REQUEST event, or ResolveSIDR's reply, says it
+	}
+	e := hostproto.Event{Kind: uint8(ev.Kind), Reason: ev.Reason, Sent: ev.Sent, CommID: uint32(ev.ID),
+		Time: int64(ev.Time), From: ev.From}
+	e.State, e.Err = stateOf(ev.Conn)
+	var msg *wire.MAD
+	if ev.Msg != nil {
+		m := *ev.Msg
+		msg = &m
+	}
+	p.mu.Lock()
+	o, ok := p.owners[ev.Conn]
+	if !ok && ev.Kind == cm.EventREQSent && p.claim != nil && p.claim.conn == nil {
+		cl := p.claim
+		cl.conn = ev.Conn
+		o = owner{cl.c, cl.handle}
+		p.owners[ev.Conn] = o
+		e.CallID = cl.callID
+		ok = true
+		p.claim = nil
+		close(cl.done)
+		<-p.gate
+	}
+	if !ok {
+		if q := p.unowned[ev.Conn]; len(q) < maxUnowned {
+			p.unowned[ev.Conn] = append(q, pendingEvent{ev: ev, msg: msg, st: e})
+		}
+		if ev.Kind == cm.EventTimeWaitExit {
+			delete(p.unowned, ev.Conn)
+		}
+		p.mu.Unlock()
+		return
+	}
+	e.Handle = o.handle
+	e.Msg = msg
+	o.c.push(hostproto.OpEvent, 0, 0, &e)
+	if ev.Kind == cm.EventTimeWaitExit {
+		delete(p.owners, ev.Conn)
+	}
+	p.mu.Unlock()
+	if ev.Kind == cm.EventTimeWaitExit {
+		o.c.connEnded(o.handle)
+	}
+}
+
+// own makes c the owner of conn under handle, first sending first (the
+// REQUEST event that names the handle), then the events kept for conn.
+func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first()
+	p.owners[conn] = owner{c, handle}
+	for _, pe := range p.unowned[conn] {
+		e := pe.st
+		e.Handle = handle
+		e.Msg = pe.msg
+		c.push(hostproto.OpEvent, 0, 0, &e)
+	}
+	delete(p.unowned, conn)
+}
+
+// disown forgets conn's owner, for a connection whose end no event will
+// tell (its Manager stopped).
+func (p *port) disown(conn *cm.Conn) {
+	p.mu.Lock()
+	delete(p.owners, conn)
+	delete(p.unowned, conn)
+	p.mu.Unlock()
+}
+
+// startConnect waits for the gate and sets the claim for c's CONNECT.
+func (p *port) startConnect(ctx context.Context, cl *connectClaim) error {
+	select {
+	case p.gate <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.mu.Lock()
+	p.claim = cl
+	p.mu.Unlock()
+	return nil
+}
+
+// endConnect lets the gate go if the CONNECT's REQ_SENT never came (the
+// call failed before sending); it reports whether the claim was taken.
+func (p *port) endConnect(cl *connectClaim) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cl.conn != nil {
+		return true
+	}
+	if p.claim == cl {
+		p.claim = nil
+		<-p.gate
+	}
+	return false
+}
+
+// lapPolicy asks the connection's client, if it said it has a policy, for
+// a bounded time; otherwise, and without an answer, the LAP is accepted.
+func (p *port) lapPolicy(conn *cm.Conn, lap *wire.LAP) wire.APRStatus {
+	p.mu.Lock()
+	o, ok := p.owners[conn]
+	p.mu.Unlock()
+	if !ok || !o.c.lapPolicy {
+		return wire.APRSuccess
+	}
+	return o.c.askLAPPolicy(o.handle, lap)
+}

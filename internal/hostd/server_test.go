@@ -1,0 +1,81 @@
+package hostd_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+const sid = 0x1000_0000_0000_0042
+
+// establish has the client l listen on its port and c connect to it,
+// both with QPs, and returns their handles once both are established.
+func establish(t *testing.T, l, c *rawClient, to *hostproto.HelloReply) (lh, rh, ch uint64) {
+	t.Helper()
+	lh = l.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid}).(*hostproto.ListenReply).Handle
+	id, creply := c.start(hostproto.OpConnect, connectReq(to.Port.LocalAddr, sid, 0x100))
+	req := l.request(5 * time.Second)
+	assert.Equal(t, lh, req.Listener)
+	assert.Equal(t, uint64(sid), req.REQ.ServiceID)
+	l.connEvent(req.Handle, cm.EventREQReceived, 5*time.Second)
+	acc := l.ok(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle, HasQP: true, QPN: 0x200}).(*hostproto.ConnInfo)
+	assert.Equal(t, cm.StateEstablished, acc.State)
+	assert.Equal(t, uint32(0x100), acc.RemoteQPN)
+	fr := c.wait(creply, 5*time.Second)
+	require.Equal(t, hostproto.StatusOK, fr.Status, "%v", fr.Body)
+	ci := fr.Body.(*hostproto.ConnInfo)
+	assert.Equal(t, cm.StateEstablished, ci.State)
+	assert.True(t, ci.Active)
+	assert.Equal(t, uint32(0x200), ci.RemoteQPN)
+	first := c.connEvent(ci.Handle, cm.EventREQSent, time.Second)
+	assert.Equal(t, id, first.CallID, "the first event of a CONNECT names the call")
+	return lh, req.Handle, ci.Handle
+}
+
+func TestConnectAcceptDisconnectThroughTheDaemon(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	assert.Equal(t, []string{"sim0", "sim1"}, ha.Ports)
+	_, rh, ch := establish(t, a, b, ha)
+
+	// Each side's QP was moved to INIT, RTR and RTS in one request, which
+	// the daemon waited for.
+	for _, c := range []*rawClient{a, b} {
+		mv := c.moves()
+		require.NotEmpty(t, mv)
+		assert.True(t, mv[0].Wait)
+		require.Len(t, mv[0].Attrs, 3)
+		assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS}, []qpattr.State{mv[0].Attrs[0].State, mv[0].Attrs[1].State, mv[0].Attrs[2].State})
+	}
+	assert.Equal(t, uint32(0x200), b.moves()[0].Attrs[1].DestQPN)
+
+	b.ok(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: ch, PrivateData: []byte("bye")})
+	ev := a.connEvent(rh, cm.EventDREQReceived, 5*time.Second)
+	require.NotNil(t, ev.Msg)
+	assert.Equal(t, "bye", string(ev.Msg.DREQ.PrivateData[:3]))
+	b.connEvent(ch, cm.EventTimeWaitExit, 5*time.Second)
+	a.connEvent(rh, cm.EventTimeWaitExit, 5*time.Second)
+	// The passive side's QP went to ERR without the daemon waiting.
+	require.Eventually(t, func() bool {
+		for _, m := range a.moves() {
+			if !m.Wait && m.Attrs[0].State == qpattr.Err {
+				return true
+			}
+		}
+		return false
+	}, time.Second, 5*time.Millisecond)
+	d.waitIDs(t, 1, time.Second) // the listener
+	// An ended connection's handle is gone.
+	b.fails(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: ch}, hostproto.ErrNoHandle)
+	st := a.ok(hostproto.OpStats, &hostproto.Empty{}).(*hostproto.StatsReply)
+	assert.NotZero(t, st.Engine.Received)
+}
