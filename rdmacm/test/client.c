@@ -4,7 +4,9 @@
  * library hands it (events, their order and private data, the ids'
  * fields, poll-ability, errors) while the Go side checks the frames.
  * "active" connects (and is rejected once), "passive" listens, accepts
- * and rejects. Exit status 0: every check held.
+ * and rejects, "ud" resolves and answers SIDR, "ep-passive" and
+ * "ep-active" use the synchronous ids of rdma_create_ep, "dead" sees the
+ * daemon go away. Exit status 0: every check held.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -179,6 +181,121 @@ static void passive(void)
 	CHECK(rdma_destroy_id(l) == 0, "rdma_destroy_id (listener)");
 }
 
+static struct rdma_cm_id *resolved_ps(enum rdma_port_space ps, int port)
+{
+	struct rdma_cm_id *id;
+	struct sockaddr_in dst = sin4("127.0.0.1", port);
+	CHECK(rdma_create_id(ch, &id, NULL, ps) == 0, "rdma_create_id");
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+	return id;
+}
+
+static void ud(void)
+{
+	struct rdma_cm_id *id = resolved_ps(RDMA_PS_UDP, 7174);
+	CHECK(id->qp_type == IBV_QPT_UD, "a UDP id is UD");
+	struct rdma_conn_param cp = { .private_data = "ud-hi", .private_data_len = 5 };
+	CHECK(rdma_connect(id, &cp) == 0, "rdma_connect (SIDR)");
+	struct rdma_cm_event *e = next(RDMA_CM_EVENT_ESTABLISHED);
+	struct rdma_ud_param *u = &e->param.ud;
+	CHECK(u->qp_num == 0x55 && u->qkey == RDMA_UDP_QKEY && u->ah_attr.dlid == 1 &&
+		      u->private_data_len == 136 && !memcmp(u->private_data, "ud-ok", 5),
+	      "ESTABLISHED's UD parameters");
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+
+	id = resolved_ps(RDMA_PS_UDP, 7174);
+	CHECK(rdma_connect(id, NULL) == 0, "rdma_connect (SIDR)");
+	e = next(RDMA_CM_EVENT_UNREACHABLE);
+	CHECK(e->status == 1, "UNREACHABLE's status %d, want the SIDR status", e->status);
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+
+	struct rdma_cm_id *l;
+	struct sockaddr_in me = sin4("127.0.0.1", 7174);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_UDP) == 0, "rdma_create_id");
+	CHECK(rdma_bind_addr(l, (struct sockaddr *)&me) == 0, "rdma_bind_addr");
+	CHECK(rdma_listen(l, 0) == 0, "rdma_listen");
+	e = next(RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(e->listen_id == l && e->param.ud.private_data_len == 180 &&
+		      !memcmp(e->param.ud.private_data, "q", 1), "a SIDR request's CONNECT_REQUEST");
+	id = e->id;
+	rdma_ack_cm_event(e);
+	struct rdma_conn_param acp = { .qp_num = 0x66 };
+	CHECK(rdma_accept(id, &acp) == 0, "rdma_accept (SIDR)");
+	e = next(RDMA_CM_EVENT_CONNECT_REQUEST);
+	struct rdma_cm_id *id2 = e->id;
+	rdma_ack_cm_event(e);
+	CHECK(rdma_reject(id2, NULL, 0) == 0, "rdma_reject (SIDR)");
+	CHECK(rdma_destroy_id(id2) == 0 && rdma_destroy_id(id) == 0 && rdma_destroy_id(l) == 0,
+	      "rdma_destroy_id");
+}
+
+static void ep_passive(void)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP }, *res;
+	struct rdma_cm_id *l, *id;
+	CHECK(rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res) == 0, "rdma_getaddrinfo");
+	CHECK(res->ai_src_addr && !res->ai_dst_addr && res->ai_qp_type == IBV_QPT_RC, "passive addrinfo");
+	CHECK(rdma_create_ep(&l, res, NULL, NULL) == 0, "rdma_create_ep");
+	rdma_freeaddrinfo(res);
+	CHECK(rdma_listen(l, 0) == 0, "rdma_listen");
+	CHECK(rdma_get_request(l, &id) == 0, "rdma_get_request");
+	CHECK(id->event && id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST, "the request's event");
+	CHECK(rdma_accept(id, NULL) == 0, "rdma_accept (waits for ESTABLISHED)");
+	CHECK(id->event->event == RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED");
+	CHECK(rdma_disconnect(id) == 0, "rdma_disconnect (waits for DISCONNECTED)");
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(l);
+}
+
+static void ep_active(void)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	struct rdma_cm_id *id;
+	CHECK(rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res) == 0, "rdma_getaddrinfo");
+	CHECK(rdma_create_ep(&id, res, NULL, NULL) == 0, "rdma_create_ep");
+	rdma_freeaddrinfo(res);
+	struct rdma_conn_param cp = { .private_data = "sync", .private_data_len = 4 };
+	errno = 0;
+	CHECK(rdma_connect(id, &cp) == -1 && errno == ECONNREFUSED, "a rejected rdma_connect");
+	rdma_destroy_ep(id);
+}
+
+static void dead(void)
+{
+	struct rdma_cm_id *id = resolved(), *id2 = resolved();
+	CHECK(rdma_connect(id, NULL) == 0, "rdma_connect");
+	CHECK(rdma_connect(id2, NULL) == 0, "rdma_connect");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_CONNECT_RESPONSE));
+	/* the daemon goes: the connecting id's attempt fails, the connected
+	 * one is disconnected, in either order */
+	int seen = 0;
+	for (int i = 0; i < 2; i++) {
+		struct rdma_cm_event *e;
+		CHECK(readable(5000) && rdma_get_cm_event(ch, &e) == 0, "an event after the daemon's end");
+		if (e->event == RDMA_CM_EVENT_CONNECT_ERROR && e->id == id)
+			seen |= 1;
+		else if (e->event == RDMA_CM_EVENT_DISCONNECTED && e->id == id2)
+			seen |= 2;
+		else
+			fprintf(stderr, "client: unexpected %s (%s)\n", rdma_event_str(e->event),
+				e->id == id ? "id" : "id2");
+		rdma_ack_cm_event(e);
+	}
+	CHECK(seen == 3, "CONNECT_ERROR and DISCONNECTED (%d)", seen);
+	quiet();
+	CHECK(rdma_destroy_id(id) == 0 && rdma_destroy_id(id2) == 0, "rdma_destroy_id");
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	struct sockaddr_in dst = sin4("127.0.0.1", 7471);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == -1 && errno == ECONNRESET,
+	      "a call on a channel whose daemon is gone");
+	rdma_destroy_id(id);
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2, "usage: rdmacm-client active|passive");
@@ -187,8 +304,18 @@ int main(int argc, char **argv)
 	quiet();
 	if (!strcmp(argv[1], "active"))
 		active();
-	else
+	else if (!strcmp(argv[1], "passive"))
 		passive();
+	else if (!strcmp(argv[1], "ud"))
+		ud();
+	else if (!strcmp(argv[1], "ep-passive"))
+		ep_passive();
+	else if (!strcmp(argv[1], "ep-active"))
+		ep_active();
+	else if (!strcmp(argv[1], "dead"))
+		dead();
+	else
+		CHECK(0, "unknown mode %s", argv[1]);
 	rdma_destroy_event_channel(ch);
 	printf("ok\n");
 	return 0;
