@@ -125,6 +125,11 @@ static void chan_drop(struct chan *c, struct cma_id *id)
 /* chan_dc gives the channel's daemon connection, made now if need be. */
 static struct dconn *chan_dc(struct chan *c, const char *port)
 {
+	if (c->dc && c->dc->dead) {
+		/* its ids ended with it; the channel's new ids have no daemon */
+		errno = ECONNRESET;
+		return NULL;
+	}
 	if (!c->dc)
 		c->dc = dc_open(port);
 	return c->dc;
@@ -590,17 +595,14 @@ EXPORT int rdma_listen(struct rdma_cm_id *cid, int backlog)
 		w_u8(&w, 0);
 		w_zero(&w, 3);
 		w_u32(&w, backlog > 0 ? (uint32_t)backlog : 0);
+		c->id = id;
 		ret = dc_call(id->dc, &w, c);
 		free(w.b);
 		if (!ret && c->status) {
 			errno = status_errno(c->status);
 			ret = -1;
 		}
-		if (!ret) {
-			struct rbuf r = { .b = c->body, .len = c->len };
-			id->handle = r_u64(&r);
-			id->state = ID_LISTEN;
-		}
+		/* on success the reader made it a listener (on_reply) */
 	} else if (!ret) {
 		errno = ENOMEM;
 		ret = -1;
@@ -1352,7 +1354,7 @@ static void sidr_reply(struct cma_id *id, struct call *c)
 	if (c->status == ST_OK) {
 		m = r_take(&r, P_MAD);
 	} else if (c->status == ST_SIDR) {
-		struct p_error e;
+		/* the error body's info is the SIDR_REP */
 		r_u16(&r);
 		r_u16(&r);
 		r_take(&r, 8);
@@ -1360,7 +1362,6 @@ static void sidr_reply(struct cma_id *id, struct call *c)
 		m = r_bytes(&r, &n);
 		if (n != P_MAD)
 			m = NULL;
-		(void)e;
 	}
 	if (!m) {
 		end_event(id, RDMA_CM_EVENT_UNREACHABLE, -status_errno(c->status), NULL, 0);
@@ -1388,6 +1389,20 @@ static void sidr_reply(struct cma_id *id, struct call *c)
 	u->ah_attr.grh.traffic_class = id->tos;
 }
 
+/* on_reply applies a reply that later frames depend on before the reader
+ * reads them: a REQUEST may follow LISTEN's reply at once. */
+void on_reply(struct call *c)
+{
+	if (c->op == OP_LISTEN && c->status == ST_OK && c->id) {
+		struct rbuf r = { .b = c->body, .len = c->len };
+		uint64_t h = r_u64(&r);
+		if (!r.err) {
+			c->id->handle = h;
+			c->id->state = ID_LISTEN;
+		}
+	}
+}
+
 /* on_async_reply turns the reply of a call rdma_cm does not wait for into
  * the id's event, when its events have not told the end already. */
 void on_async_reply(struct call *c)
@@ -1404,7 +1419,11 @@ void on_async_reply(struct call *c)
 	struct rbuf r = { .b = c->body, .len = c->len };
 	struct p_error e;
 	r_error(&r, &e);
-	if (c->status == ST_REJECTED)
+	if (id->state == ID_CONNECTED)
+		/* established before the call's end (a connection without a
+		 * QP is, at its REP): what ends it now is a disconnection */
+		end_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+	else if (c->status == ST_REJECTED)
 		end_event(id, RDMA_CM_EVENT_REJECTED, e.detail, e.pdata, e.pdata_len);
 	else if (c->status == ST_TIMEOUT)
 		end_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0);

@@ -72,6 +72,7 @@ static void finish(struct dconn *dc, struct call *c, uint16_t status, const uint
 		c->len = n;
 	}
 	c->done = 1;
+	on_reply(c);
 	if (c->async) {
 		on_async_reply(c);
 		call_free(c);

@@ -107,6 +107,7 @@ struct cma_id *id_by_call(struct dconn *dc, uint64_t req);
 void on_frame(struct dconn *dc, struct p_frame *f);
 void on_dead(struct dconn *dc);
 void on_async_reply(struct call *c);
+void on_reply(struct call *c);
 
 /* addr.c */
 struct ibv_context *dev_by_name(const char *name);
