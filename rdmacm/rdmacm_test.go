@@ -319,8 +319,19 @@ func TestPassive(t *testing.T) {
 
 		f.send(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: 3, Handle: 9, CommID: 200, From: portAddr, REQ: ipREQ(t, "ping")})
 		f.event(&hostproto.Event{Handle: 9, Kind: 2, State: 3})
+		// rdma_init_qp_attr before rdma_accept: the attributes of the
+		// REP that rdma_accept then sends
+		fr = f.expect(hostproto.OpRequestQPAttr)
+		q := fr.Body.(*hostproto.RequestQPAttrReq)
+		assert.Equal(t, [2]uint64{9, uint64(qpattr.RTR)}, [2]uint64{q.Handle, uint64(q.QPState)})
+		psn := q.REP.StartingPSN
+		assert.NotZero(t, psn)
+		f.reply(fr, &hostproto.AttrReply{Attr: qpattr.Attr{State: qpattr.RTR, PathMTU: 5, DestQPN: 0x1234, RQPSN: psn,
+			Mask: qpattr.MaskState | qpattr.MaskAV | qpattr.MaskPathMTU | qpattr.MaskDestQPN | qpattr.MaskRQPSN,
+			AH: qpattr.AH{DLID: 1, PortNum: 1}}})
 		fr = f.expect(hostproto.OpAccept)
 		a := fr.Body.(*hostproto.AcceptReq)
+		assert.Equal(t, psn, a.REP.StartingPSN, "the REP whose attributes the program has")
 		assert.Equal(t, uint64(9), a.Handle)
 		assert.False(t, a.HasQP)
 		assert.Nil(t, a.PrivateData, "the private data travels in the REP")

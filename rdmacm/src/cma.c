@@ -76,8 +76,8 @@ static void chan_push(struct chan *c, struct cma_event *e)
 	c->tail = e;
 	if (c->head == e) {
 		uint64_t one = 1;
-		if (write(c->ch.fd, &one, sizeof one) != sizeof one)
-			abort(); /* an eventfd below its maximum takes a write */
+		ssize_t n = write(c->ch.fd, &one, sizeof one); /* never full: it holds 0 or 1 */
+		(void)n;
 	}
 	pthread_cond_broadcast(&ibcm_cv);
 }
@@ -85,8 +85,10 @@ static void chan_push(struct chan *c, struct cma_event *e)
 static void chan_drain_if_empty(struct chan *c)
 {
 	uint64_t v;
-	if (!c->head && read(c->ch.fd, &v, sizeof v) != sizeof v)
-		abort();
+	if (!c->head) {
+		ssize_t n = read(c->ch.fd, &v, sizeof v); /* holds 1: never blocks */
+		(void)n;
+	}
 }
 
 static struct cma_event *chan_pop(struct chan *c)
@@ -784,10 +786,14 @@ EXPORT int rdma_establish(struct rdma_cm_id *cid)
 	return 0;
 }
 
-static void build_rep(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_conn_param *cp)
+/* build_rep makes the REP of a request; its PSN is chosen once, so that
+ * the attributes rdma_init_qp_attr gave before rdma_accept fit it. */
+void build_rep(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_conn_param *cp)
 {
 	mad_init(m, ATTR_REP);
-	be32_put(m + REP_PSN, rnd() & 0xffffff);
+	if (!id->rep_psn)
+		id->rep_psn = (rnd() & 0xffffff) | 1;
+	be32_put(m + REP_PSN, id->rep_psn);
 	uint8_t rr = id->rep_resp_res, idp = id->rep_init_depth, fc = 1, rnr = 7, srq = 0;
 	if (cp) {
 		rr = cp->responder_resources;
@@ -1381,7 +1387,7 @@ static void sidr_reply(struct cma_id *id, struct call *c)
 	u->qp_num = be32_get(m + SIDR_REP_QPN) >> 8;
 	u->qkey = be32_get(m + SIDR_REP_QKEY);
 	u->ah_attr.is_global = id->sidr_to.grh;
-	u->ah_attr.dlid = id->sidr_to.lid;
+	u->ah_attr.dlid = id->sidr_to.grh ? 0 : id->sidr_to.lid; /* RoCE has no LIDs */
 	u->ah_attr.port_num = id->id.port_num;
 	u->ah_attr.grh.dgid = id->id.route.addr.addr.ibaddr.dgid;
 	u->ah_attr.grh.sgid_index = id->sgid_index;

@@ -81,6 +81,7 @@ struct cma_id {
 	struct ibv_qp_init_attr *ep_attr; /* rdma_create_ep's, for get_request */
 	uint8_t rep_pdata[REP_PDATA_LEN];
 	uint8_t rep_resp_res, rep_init_depth;
+	uint32_t rep_psn; /* the REP's starting PSN, once chosen */
 	int has_rep;
 	struct p_addr sidr_to;
 };
@@ -100,6 +101,7 @@ uint64_t dc_req(struct dconn *dc);
 int status_errno(uint16_t st);
 
 /* cma.c */
+void build_rep(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_conn_param *cp);
 void id_event(struct cma_id *id, struct cma_id *owner, enum rdma_cm_event_type type,
 	      int status, const uint8_t *pdata, size_t len);
 struct cma_id *id_by_handle(struct dconn *dc, uint64_t h);

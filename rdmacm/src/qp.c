@@ -54,6 +54,8 @@ static int local_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *a, int *mask)
 	return -1;
 }
 
+/* conn_attr asks the daemon for a connection's attributes; a request not
+ * yet accepted is asked with the REP that rdma_accept will send. */
 static int conn_attr(struct cma_id *id, struct ibv_qp_attr *a, int *mask)
 {
 	struct call *c = calloc(1, sizeof *c);
@@ -62,10 +64,20 @@ static int conn_attr(struct cma_id *id, struct ibv_qp_attr *a, int *mask)
 		return -1;
 	}
 	struct wbuf w = { 0 };
-	w_header(&w, OP_CONN_QPATTR, 0, dc_req(id->dc));
-	w_u64(&w, id->handle);
-	w_u8(&w, a->qp_state);
-	w_zero(&w, 7);
+	if (id->state == ID_REQUEST) {
+		uint8_t rep[P_MAD];
+		build_rep(id, rep, NULL);
+		w_header(&w, OP_REQUEST_QPATTR, 0, dc_req(id->dc));
+		w_u64(&w, id->handle);
+		w_u8(&w, a->qp_state);
+		w_zero(&w, 3);
+		w_raw(&w, rep, P_MAD);
+	} else {
+		w_header(&w, OP_CONN_QPATTR, 0, dc_req(id->dc));
+		w_u64(&w, id->handle);
+		w_u8(&w, a->qp_state);
+		w_zero(&w, 7);
+	}
 	int ret = dc_call(id->dc, &w, c);
 	free(w.b);
 	if (!ret && c->status) {

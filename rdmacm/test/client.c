@@ -160,6 +160,13 @@ static void passive(void)
 	CHECK(peer->sin_family == AF_INET && ntohs(peer->sin_port) == 5000 &&
 		      peer->sin_addr.s_addr == htonl(0x7f000002), "the peer's address");
 	rdma_ack_cm_event(e);
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RTR };
+	int mask = 0;
+	CHECK(rdma_init_qp_attr(id, &qa, &mask) == 0, "rdma_init_qp_attr on a request");
+	CHECK(qa.qp_state == IBV_QPS_RTR && qa.dest_qp_num == 0x1234 && qa.path_mtu == IBV_MTU_4096 &&
+		      qa.ah_attr.dlid == 1 && qa.ah_attr.port_num == 1 &&
+		      mask == (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+	      "the request's RTR attributes (mask %#x)", mask);
 	struct rdma_conn_param cp = { .private_data = "pong", .private_data_len = 4,
 				      .responder_resources = 1, .initiator_depth = 1,
 				      .rnr_retry_count = 7, .flow_control = 1 };
