@@ -529,17 +529,11 @@ EXPORT int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr,
 	return ret;
 }
 
-/* The route is built locally, as the kernel builds it for RoCE: one path
- * from the GIDs, the port's MTU, P_Key 0xFFFF. */
-EXPORT int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
+/* fill_path gives the id its one path, built as the kernel builds a RoCE
+ * route: from the GIDs, P_Key 0xFFFF, the port's MTU and packet life time. */
+static void fill_path(struct cma_id *id)
 {
-	struct cma_id *id = (struct cma_id *)cid;
-	(void)timeout_ms;
-	if (!id || id->state != ID_ADDR) {
-		errno = EINVAL;
-		return -1;
-	}
-	pthread_mutex_lock(&ibcm_mu);
+	struct rdma_cm_id *cid = &id->id;
 	struct ibv_sa_path_rec *p = &id->path;
 	struct rdma_ib_addr *ib = &cid->route.addr.addr.ibaddr;
 	memset(p, 0, sizeof *p);
@@ -555,6 +549,19 @@ EXPORT int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 	p->packet_life_time = id->dc->port.plt;
 	cid->route.path_rec = p;
 	cid->route.num_paths = 1;
+}
+
+/* The route is built locally, as the kernel builds it for RoCE. */
+EXPORT int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
+{
+	struct cma_id *id = (struct cma_id *)cid;
+	(void)timeout_ms;
+	if (!id || id->state != ID_ADDR) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&ibcm_mu);
+	fill_path(id);
 	id->state = ID_ROUTE;
 	id_event(id, NULL, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0);
 	int ret = complete(id);
@@ -1131,6 +1138,7 @@ static void on_request(struct dconn *dc, struct rbuf *r)
 	}
 	id->rep_resp_res = m[REQ_INIT_DEPTH];
 	id->rep_init_depth = m[REQ_RESP_RES];
+	fill_path(id);
 	struct cma_event *before = chan_of(l)->tail;
 	id_event(id, l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, pd, len);
 	struct cma_event *e = chan_of(l)->tail;

@@ -159,6 +159,8 @@ static void passive(void)
 	      "CONNECT_REQUEST's parameters");
 	CHECK(peer->sin_family == AF_INET && ntohs(peer->sin_port) == 5000 &&
 		      peer->sin_addr.s_addr == htonl(0x7f000002), "the peer's address");
+	CHECK(id->route.num_paths == 1 && id->route.path_rec->mtu == IBV_MTU_4096 &&
+		      rdma_get_dst_port(id) == htons(5000), "the request's route");
 	rdma_ack_cm_event(e);
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RTR };
 	int mask = 0;
