@@ -355,9 +355,16 @@ func TestPassive(t *testing.T) {
 		f.event(&hostproto.Event{Handle: 9, Kind: 14, State: 12, Msg: mad(t, &wire.DREQ{})})
 		fr = f.expect(hostproto.OpConnClose)
 		assert.Equal(t, &hostproto.HandleReq{Handle: 9}, fr.Body)
+		// a request the program never reads goes with its listener:
+		// rejected, as the kernel destroys it
+		f.send(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: 3, Handle: 11, CommID: 202, From: portAddr, REQ: ipREQ(t, "late")})
+		f.event(&hostproto.Event{Handle: 11, Kind: 2, State: 3})
 		f.reply(fr, &hostproto.Empty{})
 		fr = f.expect(hostproto.OpListenerClose)
 		assert.Equal(t, &hostproto.HandleReq{Handle: 3}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 11}, fr.Body)
 		f.reply(fr, &hostproto.Empty{})
 	})
 }
