@@ -104,16 +104,25 @@ static struct cma_event *chan_pop(struct chan *c)
 	return e;
 }
 
-/* chan_drop removes the queued events of id (or owned by it). */
+static void drop_request(struct cma_id *r);
+
+/* chan_drop removes the queued events of id (or owned by it); a request
+ * the program was never told of goes with its listener's event. */
 static void chan_drop(struct chan *c, struct cma_id *id)
 {
 	if (!c->head)
 		return;
 	struct cma_event **p = &c->head, *last = NULL;
+	struct cma_id *requests = NULL;
 	while (*p) {
 		struct cma_event *e = *p;
 		if (e->owner == id || e->ev.id == &id->id) {
 			*p = e->next;
+			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.id != &id->id) {
+				struct cma_id *r = (struct cma_id *)e->ev.id;
+				r->drop_next = requests;
+				requests = r;
+			}
 			free(e);
 			continue;
 		}
@@ -122,6 +131,12 @@ static void chan_drop(struct chan *c, struct cma_id *id)
 	}
 	c->tail = last;
 	chan_drain_if_empty(c);
+	/* after the queue is whole again: dropping waits for the daemon */
+	while (requests) {
+		struct cma_id *r = requests;
+		requests = r->drop_next;
+		drop_request(r);
+	}
 }
 
 /* chan_dc gives the channel's daemon connection, made now if need be. */
@@ -302,6 +317,35 @@ static int handle_call(struct cma_id *id, uint8_t op)
 	return ret;
 }
 
+static void unlink_id(struct cma_id *id)
+{
+	for (struct cma_id **p = &ids; *p; p = &(*p)->next)
+		if (*p == id) {
+			*p = id->next;
+			return;
+		}
+}
+
+/* drop_request ends a request whose CONNECT_REQUEST was never delivered
+ * (its listener went first), as the kernel destroys it: rejected. */
+static void drop_request(struct cma_id *r)
+{
+	chan_drop(chan_of(r), r);
+	if (r->handle && !r->dc->dead) {
+		if (r->has_qp_ud)
+			reject_locked(r, NULL, 0);
+		else
+			handle_call(r, OP_CONN_CLOSE);
+	}
+	r->state = ID_GONE;
+	r->handle = 0;
+	unlink_id(r);
+	dc_put(r->dc);
+	if (r->sync)
+		chan_free(chan_of(r));
+	free(r);
+}
+
 EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 {
 	struct cma_id *id = (struct cma_id *)cid;
@@ -332,11 +376,7 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	chan_drop(chan_of(id), id);
 	while (id->unacked > 0)
 		pthread_cond_wait(&ibcm_cv, &ibcm_mu);
-	for (struct cma_id **p = &ids; *p; p = &(*p)->next)
-		if (*p == id) {
-			*p = id->next;
-			break;
-		}
+	unlink_id(id);
 	if (id->dc)
 		dc_put(id->dc);
 	if (id->sync)

@@ -64,6 +64,7 @@ enum id_state {
 struct cma_id {
 	struct rdma_cm_id id; /* first */
 	struct cma_id *next;  /* in the list of every id */
+	struct cma_id *drop_next;
 	struct dconn *dc;
 	enum id_state state;
 	uint64_t handle;      /* the daemon's name for it, 0 none */
