@@ -2,7 +2,9 @@ package hostd_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -39,6 +41,9 @@ func startDaemon(t *testing.T, n int, mod func(*hostd.Config)) *daemon {
 		d.eps = append(d.eps, ep)
 		cfg.Ports = append(cfg.Ports, hostd.Port{Name: "sim" + string(rune('0'+i)), Transport: ep,
 			Config: cm.ManagerConfig{MinTimeWait: 50 * time.Millisecond, MaxTimeWait: 100 * time.Millisecond}})
+	}
+	if testing.Verbose() {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -136,7 +141,7 @@ func (rc *rawClient) read() {
 			}
 		case fr.Op == hostproto.OpLAPPolicy:
 			rc.send(hostproto.OpLAPPolicy, 0, fr.ReqID, &hostproto.LAPPolicyReply{})
-		case fr.Op >= hostproto.OpEvent:
+		case fr.Op >= hostproto.OpEvent && fr.Status == hostproto.StatusOK:
 			rc.events <- fr
 		default:
 			rc.mu.Lock()

@@ -249,23 +249,29 @@ func DecodeToDaemon(frame []byte) (Frame, error) {
 
 // DecodeFromDaemon decodes a frame the daemon sent: a reply to one of the
 // client's requests, a request of the daemon's, or an event.
+//
+// A frame with a status other than StatusOK is a reply whatever its op,
+// and carries an ErrorBody: the daemon's refusal of a request it could not
+// decode echoes that request's op, which may be none this side knows.
 func DecodeFromDaemon(frame []byte) (Frame, error) {
 	h, err := DecodeHeader(frame)
-	if err != nil {
+	if err != nil && !(errors.Is(err, ErrUnknownOp) && h.Status != StatusOK) {
 		return Frame{Header: h}, err
 	}
 	var b Body
-	switch i := ops[h.Op]; i.kind {
-	case kindClientCall:
+	switch i := ops[h.Op]; {
+	case h.Status != StatusOK:
+		b = &ErrorBody{}
+	case i.kind == kindClientCall:
 		b = replyBody(i, h.Status)
-	case kindDaemonCall:
-		if h.ReqID == 0 || h.Status != StatusOK {
-			return Frame{Header: h}, fmt.Errorf("%w: request ID %d, status %d in the daemon's request (%s)", ErrBadField, h.ReqID, h.Status, h.Op)
+	case i.kind == kindDaemonCall:
+		if h.ReqID == 0 {
+			return Frame{Header: h}, fmt.Errorf("%w: request ID 0 in the daemon's request (%s)", ErrBadField, h.Op)
 		}
 		b = i.call()
 	default:
-		if h.ReqID != 0 || h.Status != StatusOK {
-			return Frame{Header: h}, fmt.Errorf("%w: request ID %d, status %d in an event (%s)", ErrBadField, h.ReqID, h.Status, h.Op)
+		if h.ReqID != 0 {
+			return Frame{Header: h}, fmt.Errorf("%w: request ID %d in an event (%s)", ErrBadField, h.ReqID, h.Op)
 		}
 		b = i.call()
 	}

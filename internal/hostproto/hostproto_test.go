@@ -286,6 +286,16 @@ func TestFromDaemonChecksDirection(t *testing.T) {
 	assert.ErrorIs(t, err, hostproto.ErrBadField, "an event with a request ID")
 	_, err = hostproto.DecodeFromDaemon(frame(t, hostproto.OpQPModify, 0, &hostproto.QPModifyReq{Attrs: make([]qpattr.Attr, 1)}))
 	assert.ErrorIs(t, err, hostproto.ErrBadField, "a daemon request with request ID 0")
+	// The refusal of an op this side does not know is still a reply.
+	f0, err := hostproto.AppendFrame(nil, hostproto.OpStats, hostproto.StatusUnknownOp, 9, &hostproto.ErrorBody{Code: hostproto.StatusUnknownOp})
+	require.NoError(t, err)
+	f0[1] = 0x3E
+	fr, err := hostproto.DecodeFromDaemon(f0)
+	require.NoError(t, err)
+	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), hostproto.ErrUnknownOp)
+	f0[2] = 0
+	_, err = hostproto.DecodeFromDaemon(f0)
+	assert.ErrorIs(t, err, hostproto.ErrUnknownOp, "an unknown op with status 0")
 	f, err := hostproto.AppendFrame(nil, hostproto.OpConnect, hostproto.StatusTimeout, 3, &hostproto.ErrorBody{Code: hostproto.StatusBusy})
 	require.NoError(t, err)
 	_, err = hostproto.DecodeFromDaemon(f)

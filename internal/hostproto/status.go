@@ -143,6 +143,8 @@ func (s Status) String() string {
 	switch s {
 	case StatusOK:
 		return "ok"
+	case StatusCanceled:
+		return "canceled"
 	case StatusDeadline:
 		return "deadline exceeded"
 	case StatusInvalidState:

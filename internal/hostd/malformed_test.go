@@ -1,0 +1,156 @@
+package hostd_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/internal/hostd"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+func rawFrame(t *testing.T, op hostproto.Op, reqID uint64, b hostproto.Body) []byte {
+	f, err := hostproto.AppendFrame(nil, op, 0, reqID, b)
+	require.NoError(t, err)
+	return f
+}
+
+// A client that sends garbage gets an error reply or loses its own
+// connection; the daemon goes on, and another client's connection with
+// it is not touched.
+func TestMalformedFramesNeverHurtAnotherClient(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	_, rh, ch := establish(t, a, b, ha)
+
+	// Errors the daemon answers, keeping the connection.
+	kept := []struct {
+		name  string
+		frame []byte
+		want  error
+	}{
+		{"unknown op", func() []byte {
+			f := rawFrame(t, hostproto.OpStats, 901, &hostproto.Empty{})
+			f[1] = 0x3E
+			return f
+		}(), hostproto.ErrUnknownOp},
+		{"an event op", rawFrame(t, hostproto.OpEvent, 902, &hostproto.Event{}), hostproto.ErrUnknownOp},
+		{"body cut short", func() []byte {
+			f := rawFrame(t, hostproto.OpConnInfo, 903, &hostproto.HandleReq{Handle: rh})
+			f = f[:len(f)-3]
+			binary.LittleEndian.PutUint32(f[4:], uint32(len(f)-hostproto.HeaderSize))
+			return f
+		}(), hostproto.ErrShortFrame},
+		{"bad flag", func() []byte {
+			f := rawFrame(t, hostproto.OpListen, 904, &hostproto.ListenReq{ServiceID: 1})
+			f[hostproto.HeaderSize+16] = 7
+			return f
+		}(), hostproto.ErrBadField},
+		{"not a REQ MAD", func() []byte {
+			f := rawFrame(t, hostproto.OpConnect, 905, connectReq(ha.Port.LocalAddr, sid, 1))
+			f[hostproto.HeaderSize+68+1] = 0x81 // management class
+			return f
+		}(), hostproto.ErrBadField},
+	}
+	for _, c := range kept {
+		t.Run(c.name, func(t *testing.T) {
+			ch := make(chan hostproto.Frame, 1)
+			id := binary.LittleEndian.Uint64(c.frame[8:])
+			a.mu.Lock()
+			a.waiting[id] = ch
+			a.mu.Unlock()
+			_, err := a.conn.Write(c.frame)
+			require.NoError(t, err)
+			fr := a.wait(ch, 5*time.Second)
+			require.NotEqual(t, hostproto.StatusOK, fr.Status)
+			assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), c.want)
+		})
+	}
+	// Another client's handle, and one never given, are the same error.
+	c := dial(t, d.path)
+	c.hello("sim0")
+	c.fails(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: rh}, hostproto.ErrNoHandle)
+	c.fails(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: rh}, hostproto.ErrNoHandle)
+	c.fails(hostproto.OpConnClose, &hostproto.HandleReq{Handle: 1 << 40}, hostproto.ErrNoHandle)
+	c.fails(hostproto.OpListenerClose, &hostproto.HandleReq{Handle: 1}, hostproto.ErrNoHandle)
+	c.fails(hostproto.OpCommEst, &hostproto.CommEstReq{QPN: 0x200}, hostproto.ErrNoHandle)
+	// A call before HELLO, and a second HELLO.
+	e := dial(t, d.path)
+	e.fails(hostproto.OpStats, &hostproto.Empty{}, hostproto.ErrNotAttached)
+	e.hello("")
+	e.fails(hostproto.OpHello, &hostproto.HelloReq{}, hostproto.ErrNotAttached)
+	f := dial(t, d.path)
+	f.fails(hostproto.OpHello, &hostproto.HelloReq{Port: "mlx5_9/1"}, hostproto.ErrNoPort)
+
+	// Framing the daemon cannot trust: the connection is closed, after a
+	// reply with request ID 0.
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  error
+	}{
+		{"version 2", func() []byte {
+			f := rawFrame(t, hostproto.OpStats, 1, &hostproto.Empty{})
+			f[0] = 2
+			return f
+		}(), hostproto.ErrVersion},
+		{"half a header", []byte{1, 0x10, 0, 0, 0}, hostproto.ErrShortFrame},
+		{"too big", func() []byte {
+			f := make([]byte, hostproto.MaxFrame+1)
+			copy(f, rawFrame(t, hostproto.OpStats, 1, &hostproto.Empty{}))
+			binary.LittleEndian.PutUint32(f[4:], uint32(len(f)-hostproto.HeaderSize))
+			return f
+		}(), hostproto.ErrFrameTooBig},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := dial(t, d.path)
+			x.hello("sim0")
+			_, err := x.conn.Write(c.frame)
+			require.NoError(t, err)
+			fr := x.event(5*time.Second, func(fr hostproto.Frame) bool { return fr.ReqID == 0 && fr.Status != 0 })
+			assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), c.want)
+			assert.True(t, x.gone(5*time.Second), "the daemon closed the connection")
+		})
+	}
+	// After all that, the connection between a and b works as before.
+	b.ok(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: ch})
+	a.connEvent(rh, 18, 5*time.Second)
+}
+
+// A hostile client's flood of calls is bounded: beyond its calls quota it
+// gets QUOTA, and its ids are its user's, within the ids quota.
+func TestQuotasBoundAClient(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 1, func(c *hostd.Config) {
+		c.Quota.IDs = 3
+		c.Quota.Listens = 2
+	})
+	a := dial(t, d.path)
+	a.hello("")
+	a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: 0x5000})
+	a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: 0x5001})
+	a.fails(hostproto.OpListen, &hostproto.ListenReq{ServiceID: 0x5002}, hostproto.ErrQuota)
+	// Same uid, another client: the same account.
+	b := dial(t, d.path)
+	hb := b.hello("")
+	// A REQ to a port nobody has: it waits for its retries.
+	nowhere := hb.Port.LocalAddr
+	nowhere.LID = 999
+	id, ch := b.start(hostproto.OpConnect, connectReq(nowhere, 0x7777, 0x10))
+	b.event(5*time.Second, func(fr hostproto.Frame) bool {
+		e, ok := fr.Body.(*hostproto.Event)
+		return ok && e.CallID == id
+	})
+	b.fails(hostproto.OpConnect, connectReq(nowhere, 0x7777, 0x11), hostproto.ErrQuota)
+	b.send(hostproto.OpCancel, 0, 999, &hostproto.CancelReq{ReqID: id})
+	fr := b.wait(ch, 5*time.Second)
+	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), context.Canceled)
+	d.waitIDs(t, 2, 5*time.Second)
+}

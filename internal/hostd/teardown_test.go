@@ -1,0 +1,119 @@
+package hostd_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+// A client that goes away (its socket closes) has each of its ids torn
+// down as the kernel's close path does, and the peer sees it at once:
+// the REJ or DREQ the table says.
+func TestGoneClientIsTornDownAsTheKernelDoes(t *testing.T) {
+	within := 5 * time.Second
+	setup := func(t *testing.T) (*daemon, *rawClient, *rawClient, *hostproto.HelloReply, *hostproto.HelloReply) {
+		noLeaks(t)
+		d := startDaemon(t, 2, nil)
+		v, p := dial(t, d.path), dial(t, d.path) // the victim, and its peer
+		return d, v, p, v.hello("sim0"), p.hello("sim1")
+	}
+	rejected := func(t *testing.T, fr hostproto.Frame, reason wire.RejectReason) {
+		t.Helper()
+		require.NotEqual(t, hostproto.StatusOK, fr.Status)
+		var rej *cm.RejectError
+		require.True(t, errors.As(fr.Body.(*hostproto.ErrorBody).Err(), &rej), "%v", fr.Body)
+		assert.Equal(t, reason, rej.Reason)
+	}
+
+	t.Run("REQ received: REJ consumer defined", func(t *testing.T) {
+		d, v, p, hv, _ := setup(t)
+		v.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+		_, reply := p.start(hostproto.OpConnect, connectReq(hv.Port.LocalAddr, sid, 0x10))
+		v.request(within)
+		v.conn.Close()
+		rejected(t, p.wait(reply, within), wire.RejectConsumerDefined)
+		d.waitIDs(t, 0, within)
+	})
+
+	t.Run("REQ sent: REJ timeout", func(t *testing.T) {
+		d, v, p, _, hp := setup(t)
+		p.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+		v.start(hostproto.OpConnect, connectReq(hp.Port.LocalAddr, sid, 0x10))
+		req := p.request(within)
+		v.conn.Close()
+		ev := p.connEvent(req.Handle, cm.EventRejected, within)
+		assert.Equal(t, wire.RejectTimeout, ev.Reason)
+		// A request that ended before its answer ends its handle with that
+		// event: it never held a connection, so no TIMEWAIT_EXIT follows.
+		require.Eventually(t, func() bool {
+			fr := p.call(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: req.Handle})
+			return fr.Status == hostproto.StatusNoHandle
+		}, within, 10*time.Millisecond)
+		d.waitIDs(t, 1, within) // the peer's listener
+	})
+
+	t.Run("REP received, QP still moving: REJ", func(t *testing.T) {
+		d, v, p, _, hp := setup(t)
+		moving, stuck := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(stuck) })
+		v.mu.Lock()
+		v.qp = func(q *hostproto.QPModifyReq) error {
+			if q.Wait {
+				close(moving)
+				<-stuck // never answers: the process is stuck, then killed
+			}
+			return nil
+		}
+		v.mu.Unlock()
+		p.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+		v.start(hostproto.OpConnect, connectReq(hp.Port.LocalAddr, sid, 0x10))
+		req := p.request(within)
+		_, acc := p.start(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle})
+		<-moving
+		v.conn.Close()
+		fr := p.wait(acc, within)
+		require.NotEqual(t, hostproto.StatusOK, fr.Status)
+		var rej *cm.RejectError
+		require.True(t, errors.As(fr.Body.(*hostproto.ErrorBody).Err(), &rej), "%v", fr.Body)
+		d.waitIDs(t, 1, within)
+	})
+
+	t.Run("established: DREQ, then TimeWait", func(t *testing.T) {
+		d, v, p, _, hp := setup(t)
+		_, rh, _ := establish(t, p, v, hp)
+		v.conn.Close()
+		p.connEvent(rh, cm.EventDREQReceived, within)
+		p.connEvent(rh, cm.EventTimeWaitExit, within)
+		d.waitIDs(t, 1, within) // TimeWait over on both sides: only the peer's listener is left
+	})
+
+	t.Run("SIDR_REQ received: a reject", func(t *testing.T) {
+		d, v, p, hv, _ := setup(t)
+		v.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+		_, reply := p.start(hostproto.OpResolveSIDR, &hostproto.ResolveSIDRReq{To: hv.Port.LocalAddr, ServiceID: sid})
+		v.event(within, func(fr hostproto.Frame) bool { return fr.Op == hostproto.OpSIDRRequestEvent })
+		v.conn.Close()
+		fr := p.wait(reply, within)
+		require.Equal(t, hostproto.StatusSIDR, fr.Status)
+		eb := fr.Body.(*hostproto.ErrorBody)
+		assert.Equal(t, uint16(wire.SIDRReject), eb.Detail)
+		require.Len(t, eb.Info, wire.MADSize, "the SIDR_REP comes with the refusal")
+		d.waitIDs(t, 0, within)
+	})
+
+	t.Run("listener: removed", func(t *testing.T) {
+		d, v, p, hv, _ := setup(t)
+		v.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+		v.conn.Close()
+		d.waitIDs(t, 0, within)
+		rejected(t, p.call(hostproto.OpConnect, connectReq(hv.Port.LocalAddr, sid, 0x10)), wire.RejectInvalidServiceID)
+		d.waitIDs(t, 0, within)
+	})
+}
