@@ -28,35 +28,54 @@ import (
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// built builds the library and the test program once per test binary,
-// with the package's Makefile, into a directory of its own.
-func built(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "rdmacm-build")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("make", "-s", "OUT="+buildDir).CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("make: " + err.Error() + "\n" + string(out))
-		}
-	})
-	require.NoError(t, buildErr)
-	return buildDir
+// A build of the library and the test program: as shipped, or with the
+// address and undefined-behaviour sanitizers, which fail a run on a
+// memory error the plain build would pass over.
+type build struct {
+	name, cflags string
+	once         sync.Once
+	dir          string
+	err          error
 }
 
+var builds = []*build{
+	{name: "plain"},
+	{name: "sanitized", cflags: "-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"},
+}
+
+var tmpRoot string
+
+// built builds b once per test binary, with the package's Makefile, into
+// a directory of its own.
+func (b *build) built(t *testing.T) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp(tmpRoot, b.name)
+		if b.err != nil {
+			return
+		}
+		args := []string{"-s", "OUT=" + b.dir}
+		if b.cflags != "" {
+			args = append(args, "CFLAGS="+b.cflags)
+		}
+		out, err := exec.Command("make", args...).CombinedOutput()
+		if err != nil {
+			b.err = errors.New("make: " + err.Error() + "\n" + string(out))
+		}
+	})
+	require.NoError(t, b.err)
+	return b.dir
+}
+
+func built(t *testing.T) string { return builds[0].built(t) }
+
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
+	var err error
+	if tmpRoot, err = os.MkdirTemp("", "rdmacm-build"); err != nil {
+		panic(err)
 	}
+	code := m.Run()
+	_ = os.RemoveAll(tmpRoot)
 	os.Exit(code)
 }
 
@@ -182,9 +201,15 @@ func (f *fake) hello() {
 }
 
 // run starts the test program in mode against a fake daemon and runs
-// script on its connection; the program must then exit 0.
+// script on its connection, once with each build; the program must then
+// exit 0.
 func run(t *testing.T, mode string, script func(f *fake)) {
-	dir := built(t)
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) { runBuild(t, b.built(t), mode, script) })
+	}
+}
+
+func runBuild(t *testing.T, dir, mode string, script func(f *fake)) {
 	sock := filepath.Join(t.TempDir(), "ibcmd.sock")
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	require.NoError(t, err)
@@ -192,7 +217,10 @@ func run(t *testing.T, mode string, script func(f *fake)) {
 
 	var out bytes.Buffer
 	cmd := exec.Command(filepath.Join(dir, "rdmacm-client"), mode)
-	cmd.Env = append(filterEnv(os.Environ()), "IBCMD_SOCKET="+sock, "LD_LIBRARY_PATH="+dir)
+	// LeakSanitizer on: every id, event, call and daemon connection the
+	// program let go of must be freed by the time it exits.
+	cmd.Env = append(filterEnv(os.Environ()), "IBCMD_SOCKET="+sock, "LD_LIBRARY_PATH="+dir,
+		"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS=print_stacktrace=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
