@@ -76,7 +76,8 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 		return nil, err
 	}
 	if err := m.do("Manager.Connect", func() error {
-		id, err := m.eng.Connect(m.clock.Now(), &engine.ConnectParams{To: q.To, REQ: *r})
+		m.connecting = engine.ConnectParams{To: q.To, REQ: *r}
+		id, err := m.eng.Connect(m.clock.Now(), &m.connecting)
 		if err != nil {
 			return err
 		}

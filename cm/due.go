@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/clock"
@@ -23,16 +22,16 @@ func newDueSet() dueSet { return dueSet{dueHeap{pos: map[engine.CommID]int{}}} }
 func (s *dueSet) set(id engine.CommID, due clock.Time) {
 	if i, ok := s.h.pos[id]; ok {
 		s.h.items[i].due = due
-		heap.Fix(&s.h, i)
+		s.h.fix(i)
 		return
 	}
-	heap.Push(&s.h, dueEntry{due: due, id: id})
+	s.h.push(dueEntry{due: due, id: id})
 }
 
 // cancel drops id's deadline.
 func (s *dueSet) cancel(id engine.CommID) {
 	if i, ok := s.h.pos[id]; ok {
-		heap.Remove(&s.h, i)
+		s.h.remove(i)
 	}
 }
 
@@ -52,7 +51,7 @@ func (s *dueSet) expired(now clock.Time) (engine.CommID, bool) {
 	if due, ok := s.next(); !ok || due > now {
 		return 0, false
 	}
-	return heap.Pop(&s.h).(dueEntry).id, true
+	return s.h.remove(0).id, true
 }
 
 type dueEntry struct {
@@ -60,28 +59,78 @@ type dueEntry struct {
 	id  engine.CommID
 }
 
-// dueHeap is a heap of entries that keeps each id's index in pos.
+// dueHeap is a heap of entries that keeps each id's index in pos. Its
+// operations are container/heap's, on the entries themselves: through
+// heap.Interface each push and pop would box an entry on the heap.
 type dueHeap struct {
 	items []dueEntry
 	pos   map[engine.CommID]int
 }
 
-func (h *dueHeap) Len() int           { return len(h.items) }
-func (h *dueHeap) Less(i, j int) bool { return h.items[i].due < h.items[j].due }
-func (h *dueHeap) Swap(i, j int) {
+func (h *dueHeap) less(i, j int) bool { return h.items[i].due < h.items[j].due }
+
+func (h *dueHeap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
 	h.pos[h.items[i].id], h.pos[h.items[j].id] = i, j
 }
-func (h *dueHeap) Push(x any) {
-	e := x.(dueEntry)
+
+func (h *dueHeap) push(e dueEntry) {
 	h.pos[e.id] = len(h.items)
 	h.items = append(h.items, e)
+	h.up(len(h.items) - 1)
 }
-func (h *dueHeap) Pop() any {
-	e := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
+
+// remove takes out and returns the entry at index i.
+func (h *dueHeap) remove(i int) dueEntry {
+	n := len(h.items) - 1
+	if n != i {
+		h.swap(i, n)
+		if !h.down(i, n) {
+			h.up(i)
+		}
+	}
+	e := h.items[n]
+	h.items = h.items[:n]
 	delete(h.pos, e.id)
 	return e
+}
+
+// fix restores the order after the entry at index i changed its due.
+func (h *dueHeap) fix(i int) {
+	if !h.down(i, len(h.items)) {
+		h.up(i)
+	}
+}
+
+func (h *dueHeap) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h *dueHeap) down(i0, n int) bool {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2 // = 2*i + 2  // right child
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
 }
 
 // ---- MRAs on the application's behalf.

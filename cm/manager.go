@@ -144,28 +144,31 @@ type Manager struct {
 	told       uint64
 
 	// mu guards the engine and everything below.
-	mu        sync.Mutex
-	eng       *engine.Engine
-	closed    bool
-	timer     clock.Timer
-	armed     bool
-	armedAt   clock.Time
-	outbox    []transport.Packet // the MADs of the step being handled (flush)
-	rx        transport.Packet   // the received MAD being handed to the engine (recv)
-	effects   []effect           // callbacks to run once the lock is let go (deliver)
-	spare     []effect           // a delivered batch's array, for the next (recycle)
-	msgs      []*wire.MAD        // message copies for events, free for reuse (emit)
-	queued    uint64             // callbacks queued in all
-	conns     map[engine.CommID]*Conn
-	byQPN     map[uint32]*Conn // passive connections by local QPN (CommEst)
-	requests  map[engine.CommID]*Request
-	listeners map[engine.CommID]*Listener
-	sidrs     map[engine.CommID]chan sidrResult
-	sidrReqs  map[engine.CommID]*SIDRRequest // SIDR_REQs waiting for the application's answer
-	mra       dueSet                         // ids waiting for the application, by MRA deadline
-	sidrDue   dueSet                         // SIDR_REQs waiting for the application, by when they lapse
-	stats     Stats
-	remote    *remote // Dial made the Manager: the engine is the daemon's (remote.go)
+	mu      sync.Mutex
+	eng     *engine.Engine
+	closed  bool
+	timer   clock.Timer
+	armed   bool
+	armedAt clock.Time
+	outbox  []transport.Packet // the MADs of the step being handled (flush)
+	rx      transport.Packet   // the received MAD being handed to the engine (recv)
+	// connecting is Connect's request as the engine takes it, which it
+	// copies: kept here, so that no Connect moves one to the heap.
+	connecting engine.ConnectParams
+	effects    []effect    // callbacks to run once the lock is let go (deliver)
+	spare      []effect    // a delivered batch's array, for the next (recycle)
+	msgs       []*wire.MAD // message copies for events, free for reuse (emit)
+	queued     uint64      // callbacks queued in all
+	conns      map[engine.CommID]*Conn
+	byQPN      map[uint32]*Conn // passive connections by local QPN (CommEst)
+	requests   map[engine.CommID]*Request
+	listeners  map[engine.CommID]*Listener
+	sidrs      map[engine.CommID]chan sidrResult
+	sidrReqs   map[engine.CommID]*SIDRRequest // SIDR_REQs waiting for the application's answer
+	mra        dueSet                         // ids waiting for the application, by MRA deadline
+	sidrDue    dueSet                         // SIDR_REQs waiting for the application, by when they lapse
+	stats      Stats
+	remote     *remote // Dial made the Manager: the engine is the daemon's (remote.go)
 }
 
 // NewManager starts a Manager over tr.
