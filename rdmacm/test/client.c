@@ -43,7 +43,8 @@ static struct rdma_cm_event *next(enum rdma_cm_event_type want)
 	struct rdma_cm_event *e;
 	CHECK(readable(5000), "no event while waiting for %s", rdma_event_str(want));
 	CHECK(rdma_get_cm_event(ch, &e) == 0, "rdma_get_cm_event");
-	CHECK(e->event == want, "event %s, want %s", rdma_event_str(e->event), rdma_event_str(want));
+	CHECK(e->event == want, "event %s (status %d), want %s", rdma_event_str(e->event), e->status,
+	      rdma_event_str(want));
 	return e;
 }
 
@@ -305,6 +306,101 @@ static void dead(void)
 	rdma_destroy_id(id);
 }
 
+/* e2e_server listens through a real ibcmd, accepts one connection and
+ * waits for its end; it says where it is on stdout, so that the test can
+ * start the client, or kill it while connected. */
+static void e2e_server(void)
+{
+	struct rdma_cm_id *l;
+	struct sockaddr_in me = sin4("127.0.0.1", 7471);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	CHECK(rdma_bind_addr(l, (struct sockaddr *)&me) == 0, "rdma_bind_addr");
+	CHECK(rdma_listen(l, 0) == 0, "rdma_listen");
+	printf("listening\n");
+	fflush(stdout);
+	struct rdma_cm_event *e = next(RDMA_CM_EVENT_CONNECT_REQUEST);
+	struct rdma_cm_id *id = e->id;
+	CHECK(e->param.conn.private_data_len == 56 && !memcmp(e->param.conn.private_data, "ping", 5),
+	      "the client's private data");
+	CHECK(e->param.conn.initiator_depth == 1 && e->param.conn.responder_resources == 1,
+	      "the client's depths");
+	struct sockaddr_in *peer = (struct sockaddr_in *)rdma_get_peer_addr(id);
+	CHECK(peer->sin_family == AF_INET && peer->sin_addr.s_addr == htonl(0x7f000001),
+	      "the client's address from the IP CM header");
+	rdma_ack_cm_event(e);
+	struct rdma_conn_param cp = { .private_data = "pong", .private_data_len = 5,
+				      .responder_resources = 1, .initiator_depth = 1, .rnr_retry_count = 7 };
+	CHECK(rdma_accept(id, &cp) == 0, "rdma_accept");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ESTABLISHED));
+	printf("established\n");
+	fflush(stdout);
+	e = next(RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(e->id == id, "DISCONNECTED's id");
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(id) == 0 && rdma_destroy_id(l) == 0, "rdma_destroy_id");
+}
+
+/* e2e_client connects to e2e_server and disconnects, or (wait) waits for
+ * the server's end. */
+static void e2e_client(int wait)
+{
+	struct rdma_cm_id *id = resolved();
+	/* no QP: the connection is for the program's own QP, qp_num */
+	struct rdma_conn_param cp = { .private_data = "ping", .private_data_len = 5,
+				      .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 7, .rnr_retry_count = 7, .qp_num = 0x4711 };
+	CHECK(rdma_connect(id, &cp) == 0, "rdma_connect");
+	struct rdma_cm_event *e = next(RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(!memcmp(e->param.conn.private_data, "pong", 5), "the server's private data");
+	rdma_ack_cm_event(e);
+	CHECK(rdma_establish(id) == 0, "rdma_establish");
+	printf("connected\n");
+	fflush(stdout);
+	if (!wait)
+		CHECK(rdma_disconnect(id) == 0, "rdma_disconnect");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_DISCONNECTED));
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+
+	/* nobody listens on 7472: the REQ is rejected */
+	struct sockaddr_in none = sin4("127.0.0.1", 7472);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&none, 2000) == 0, "rdma_resolve_addr");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+	CHECK(rdma_connect(id, &cp) == 0, "rdma_connect");
+	e = next(RDMA_CM_EVENT_REJECTED);
+	CHECK(e->status == 8, "REJECTED's status %d, want 8 (invalid service ID)", e->status);
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+}
+
+/* e2e_ud resolves and answers SIDR through a real ibcmd, both ends in
+ * one program. */
+static void e2e_ud(void)
+{
+	struct rdma_cm_id *l, *id;
+	struct sockaddr_in me = sin4("127.0.0.1", 7174);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_UDP) == 0, "rdma_create_id");
+	CHECK(rdma_bind_addr(l, (struct sockaddr *)&me) == 0, "rdma_bind_addr");
+	CHECK(rdma_listen(l, 0) == 0, "rdma_listen");
+	id = resolved_ps(RDMA_PS_UDP, 7174);
+	struct rdma_conn_param cp = { .private_data = "who", .private_data_len = 3 };
+	CHECK(rdma_connect(id, &cp) == 0, "rdma_connect (SIDR)");
+	struct rdma_cm_event *e = next(RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(e->listen_id == l && !memcmp(e->param.ud.private_data, "who", 3), "the SIDR request");
+	struct rdma_cm_id *req = e->id;
+	rdma_ack_cm_event(e);
+	struct rdma_conn_param acp = { .qp_num = 0x4242, .private_data = "me", .private_data_len = 2 };
+	CHECK(rdma_accept(req, &acp) == 0, "rdma_accept (SIDR)");
+	e = next(RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(e->id == id && e->param.ud.qp_num == 0x4242 && e->param.ud.qkey == RDMA_UDP_QKEY &&
+		      !memcmp(e->param.ud.private_data, "me", 2), "the SIDR reply (QPN %#x)", e->param.ud.qp_num);
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(req) == 0 && rdma_destroy_id(id) == 0 && rdma_destroy_id(l) == 0,
+	      "rdma_destroy_id");
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2, "usage: rdmacm-client active|passive");
@@ -323,6 +419,14 @@ int main(int argc, char **argv)
 		ep_active();
 	else if (!strcmp(argv[1], "dead"))
 		dead();
+	else if (!strcmp(argv[1], "e2e-server"))
+		e2e_server();
+	else if (!strcmp(argv[1], "e2e-client"))
+		e2e_client(0);
+	else if (!strcmp(argv[1], "e2e-client-wait"))
+		e2e_client(1);
+	else if (!strcmp(argv[1], "e2e-ud"))
+		e2e_ud();
 	else
 		CHECK(0, "unknown mode %s", argv[1]);
 	rdma_destroy_event_channel(ch);

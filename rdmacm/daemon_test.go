@@ -1,0 +1,184 @@
+package rdmacm_test
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/internal/hostd"
+)
+
+// startDaemon runs ibcmd's server on one simulated port (a loopback
+// destination is the port itself) and returns its socket.
+func startDaemon(t *testing.T) (string, *hostd.Server) {
+	t.Helper()
+	fab := simnet.NewFabric(simnet.Config{Seed: 1})
+	ep := fab.NewEndpoint()
+	cfg := hostd.Config{Group: -1, Ports: []hostd.Port{{Name: "sim0", Transport: ep,
+		Config: cm.ManagerConfig{MinTimeWait: 50 * time.Millisecond, MaxTimeWait: 100 * time.Millisecond}}}}
+	if testing.Verbose() {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s, err := hostd.New(cfg)
+	require.NoError(t, err)
+	sock := filepath.Join(t.TempDir(), "ibcmd.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { _ = s.Serve(l); close(done) }()
+	t.Cleanup(func() {
+		s.Close()
+		<-done
+		ep.Close()
+		fab.Close()
+	})
+	return sock, s
+}
+
+// proc is a test program running against the daemon.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	mu    sync.Mutex
+	out   bytes.Buffer // everything it wrote
+	done  chan error
+}
+
+func start(t *testing.T, dir, sock, mode string) *proc {
+	t.Helper()
+	p := &proc{lines: make(chan string, 16), done: make(chan error, 1)}
+	p.cmd = exec.Command(filepath.Join(dir, "rdmacm-client"), mode)
+	p.cmd.Env = append(filterEnv(os.Environ()), "IBCMD_SOCKET="+sock, "LD_LIBRARY_PATH="+dir,
+		"ASAN_OPTIONS=detect_leaks=1")
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr, err := p.cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.write(sc.Text() + "\n")
+			p.lines <- sc.Text()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		b, _ := io.ReadAll(stderr)
+		p.write(string(b))
+	}()
+	go func() {
+		wg.Wait()
+		p.done <- p.cmd.Wait()
+		close(p.lines)
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", mode, p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) write(s string) {
+	p.mu.Lock()
+	p.out.WriteString(s)
+	p.mu.Unlock()
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// await waits for the program to print line.
+func (p *proc) await(t *testing.T, line string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			require.True(t, ok, "the program ended before %q", line)
+			if l == line {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q from the program", line)
+		}
+	}
+}
+
+// exit waits for the program's end: status 0 and "ok" last.
+func (p *proc) exit(t *testing.T) {
+	t.Helper()
+	for range p.lines {
+	}
+	select {
+	case err := <-p.done:
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(p.output(), "ok\n"))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the program did not exit")
+	}
+}
+
+// TestDaemon runs programs through the library against ibcmd itself: two
+// programs connect to one another, private data both ways, and disconnect;
+// a REQ to a service nobody listens on is REJECTED; SIDR both ways; and a
+// program killed while connected has its connection ended for its peer.
+func TestDaemon(t *testing.T) {
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			dir := b.built(t)
+			t.Run("connect", func(t *testing.T) {
+				sock, s := startDaemon(t)
+				srv := start(t, dir, sock, "e2e-server")
+				srv.await(t, "listening")
+				cli := start(t, dir, sock, "e2e-client")
+				srv.exit(t)
+				cli.exit(t)
+				require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
+					"the daemon still holds %d ids", s.IDs())
+			})
+			t.Run("killed", func(t *testing.T) {
+				sock, s := startDaemon(t)
+				srv := start(t, dir, sock, "e2e-server")
+				srv.await(t, "listening")
+				cli := start(t, dir, sock, "e2e-client-wait")
+				srv.await(t, "established")
+				cli.await(t, "connected")
+				require.NoError(t, srv.cmd.Process.Signal(syscall.SIGKILL))
+				cli.exit(t)
+				require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
+					"the daemon still holds %d ids", s.IDs())
+			})
+			t.Run("sidr", func(t *testing.T) {
+				sock, _ := startDaemon(t)
+				start(t, dir, sock, "e2e-ud").exit(t)
+			})
+		})
+	}
+}
