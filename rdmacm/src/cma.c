@@ -704,6 +704,12 @@ static void build_req(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_con
 		fc = cp->flow_control;
 		srq = cp->srq;
 	}
+	if (!id->id.qp && cp) {
+		/* without a QP here, the connection is for the program's own */
+		m[REQ_LOCAL_QPN] = cp->qp_num >> 16;
+		m[REQ_LOCAL_QPN + 1] = cp->qp_num >> 8;
+		m[REQ_LOCAL_QPN + 2] = cp->qp_num;
+	}
 	m[REQ_RESP_RES] = rr;
 	m[REQ_INIT_DEPTH] = id_;
 	m[REQ_TT_FC] = fc ? 1 : 0; /* transport type RC (0) */
