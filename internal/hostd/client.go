@@ -477,12 +477,23 @@ func (c *client) connEnded(h uint64) {
 	c.forget(h)
 }
 
-// watch ends the handle of conn when its comm ID is free, should no
-// TIMEWAIT_EXIT event say so.
+// watch follows conn for its client beyond the Manager's events: some
+// ends tell OnEvent nothing (a call given up by its context, a Close whose
+// destroy has no event, an attempt released in the step that failed it).
+// So when Done closes, and again when TimeWaitExit does, the client gets
+// an EVENT of kind 0 (no step) with the connection's state and error, the
+// second with state IDLE, after which the handle is gone. Each goes only
+// while the handle is still the client's: after a TIMEWAIT_EXIT event,
+// which the Manager tells before TimeWaitExit closes, neither does.
 func (c *client) watch(h uint64, conn *cm.Conn) {
 	go func() {
+		select {
+		case <-conn.Done():
+		case <-conn.TimeWaitExit():
+		}
+		c.port.tellState(conn, c, h, false)
 		<-conn.TimeWaitExit()
-		c.port.disown(conn)
+		c.port.tellState(conn, c, h, true)
 		c.connEnded(h)
 	}()
 }

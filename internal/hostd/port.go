@@ -191,13 +191,25 @@ func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
 	delete(p.unowned, conn)
 }
 
-// disown forgets conn's owner, for a connection whose end no event will
-// tell (its Manager stopped).
-func (p *port) disown(conn *cm.Conn) {
+// tellState sends c an EVENT of kind hostproto.EventKindState for conn, if c still holds
+// it under h: its state and error, or with exit its end (state IDLE), after
+// which the port forgets the owner.
+func (p *port) tellState(conn *cm.Conn, c *client, h uint64, exit bool) {
+	e := hostproto.Event{Handle: h, Kind: hostproto.EventKindState, CommID: uint32(conn.ID())}
+	e.State, e.Err = stateOf(conn)
+	if exit {
+		e.State = cm.StateIdle
+	}
 	p.mu.Lock()
-	delete(p.owners, conn)
-	delete(p.unowned, conn)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if o, ok := p.owners[conn]; !ok || o.c != c || o.handle != h {
+		return
+	}
+	c.push(hostproto.OpEvent, 0, 0, &e)
+	if exit {
+		delete(p.owners, conn)
+		delete(p.unowned, conn)
+	}
 }
 
 // startConnect waits for the gate and sets the claim for c's CONNECT.

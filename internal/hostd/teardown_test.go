@@ -117,3 +117,40 @@ func TestGoneClientIsTornDownAsTheKernelDoes(t *testing.T) {
 		d.waitIDs(t, 0, within)
 	})
 }
+
+// A CONNECT given up (CANCEL) ends its connection without a step the
+// Manager tells: the client still learns that it ended, and when its id
+// is free, from STATE events.
+func TestGivenUpConnectEndsWithStateEvents(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 1, nil)
+	a := dial(t, d.path)
+	h := a.hello("")
+	nowhere := h.Port.LocalAddr
+	nowhere.LID = 999
+	id, reply := a.start(hostproto.OpConnect, connectReq(nowhere, 0x7777, 0x10))
+	first := a.event(5*time.Second, func(fr hostproto.Frame) bool {
+		e, ok := fr.Body.(*hostproto.Event)
+		return ok && e.CallID == id
+	}).Body.(*hostproto.Event)
+	a.send(hostproto.OpCancel, 0, 999, &hostproto.CancelReq{ReqID: id})
+	fr := a.wait(reply, 5*time.Second)
+	require.Equal(t, hostproto.StatusCanceled, fr.Status)
+	// Whatever steps are told, the handle ends with a TIMEWAIT_EXIT or a
+	// STATE event in IDLE, and the ended state came first.
+	ended := false
+	for {
+		ev := a.event(5*time.Second, func(fr hostproto.Frame) bool {
+			e, ok := fr.Body.(*hostproto.Event)
+			return ok && e.Handle == first.Handle
+		}).Body.(*hostproto.Event)
+		if ev.Err.Code != hostproto.StatusOK {
+			ended = true
+		}
+		if ev.Kind == uint8(cm.EventTimeWaitExit) || (ev.Kind == hostproto.EventKindState && ev.State == cm.StateIdle) {
+			break
+		}
+	}
+	assert.True(t, ended, "an event said why the connection ended")
+	d.waitIDs(t, 0, 5*time.Second)
+}

@@ -1331,6 +1331,15 @@ func (b *LAPPolicyReply) decode(d *dec) {
 	d.pad(7)
 }
 
+// EventKindState is the kind of an Event that reports no step of the
+// Manager's, only that the connection ended (its Done closed: State and
+// Err say how) or, with State IDLE, that its id is free (its TimeWaitExit
+// closed), after which its handle is gone. The daemon sends them because
+// some ends tell OnEvent nothing (a call given up by its context, say);
+// each comes only while no TIMEWAIT_EXIT event has ended the handle. A
+// client tells its OnEvent nothing of them.
+const EventKindState = 0
+
 // Event is one step of one of the client's connections (cm.Event), with
 // the connection's state and error once the step was made.
 //
@@ -1338,7 +1347,7 @@ func (b *LAPPolicyReply) decode(d *dec) {
 //	8  u64 CallID: on the first event of a connection a CONNECT made, that
 //	   CONNECT's request ID (so the client knows the handle before the
 //	   reply); else 0
-//	16 u8 Kind (cm.EventKind), 17 u8 State (cm.State), 18 u16 Reason,
+//	16 u8 Kind (cm.EventKind, or EventKindState), 17 u8 State (cm.State), 18 u16 Reason,
 //	20 u16 Sent (wire.AttrID), 22 u8 HasMsg (0 or 1), 23 1 reserved
 //	24 u32 CommID, 28 4 reserved
 //	32 i64 Time (ns, the daemon's Manager clock)
