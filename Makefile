@@ -92,6 +92,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -run '^(TestBurstsDoNotHoldBackAnswers|TestSlowBurstDoesNotHoldBackAnswers|TestCallsDoNotHoldBackAnswers)$$' ./cm/
 	$(GO) test -count=1 -run '^TestHostilePeerProperty$$' ./rdmapeer/
+	$(GO) test -count=1 -run '^TestSlowClientDoesNotSlowThePort$$' ./internal/hostd/
 
 # ibcm against the Linux kernel CM in two QEMU VMs (tools/interop/README.md):
 # each check a subtest of TestInterop.

@@ -1,0 +1,149 @@
+//go:build !race
+
+// A timing measurement: the race detector's slowdown is no part of it.
+// make unit runs it without the detector.
+
+package hostd_test
+
+import (
+	"context"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/internal/hostd"
+	"github.com/ibcm/ibcm/internal/hostproto"
+)
+
+// One client that never reads must not slow the port for the others: the
+// Manager only queues its events, and its socket's writer, not the
+// Manager, waits on it. A client connects and disconnects 1,000 times
+// (through cm.Dial) while a third one, S, gets a steady stream of events
+// (a flood of REQs to its listener, each given up 20 ms later); in half
+// the rounds S reads them, in the other half it never reads. The
+// connecting client's mean step must not be more than 10% slower when S
+// does not read.
+func TestSlowClientDoesNotSlowThePort(t *testing.T) {
+	const (
+		rounds  = 4
+		perStep = 125 // connections per round and mode: 1,000 in all
+		sidS    = 0x2000_0000_0000_0001
+		sidB    = 0x2000_0000_0000_0002
+	)
+	d := startDaemon(t, 3, func(c *hostd.Config) {
+		c.Quota.Events = 1 << 22 // S is not to be cut off during the run
+		c.Quota.UserEvents = 1 << 23
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dialM := func(port string) *cm.Manager {
+		m, err := cm.Dial(ctx, d.path, port, cm.ManagerConfig{})
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	a, b, f := dialM("sim0"), dialM("sim2"), dialM("sim1")
+	lb, err := b.Listen(ctx, cm.ListenParams{ServiceID: sidB})
+	require.NoError(t, err)
+	go func() {
+		for {
+			r, err := lb.Accept(ctx)
+			if err != nil {
+				return
+			}
+			go func() { _, _ = r.Accept(ctx, &cm.AcceptParams{}) }()
+		}
+	}()
+
+	// S: a raw client with a listener, in one of two modes.
+	var reading sync.Mutex // held while S must not read
+	sconn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: d.path, Net: "unixpacket"})
+	require.NoError(t, err)
+	defer sconn.Close()
+	for i, fr := range []struct {
+		op hostproto.Op
+		b  hostproto.Body
+	}{{hostproto.OpHello, &hostproto.HelloReq{Port: "sim0"}}, {hostproto.OpListen, &hostproto.ListenReq{ServiceID: sidS, Backlog: 1 << 20}}} {
+		f, err := hostproto.AppendFrame(nil, fr.op, 0, uint64(i+1), fr.b)
+		require.NoError(t, err)
+		_, err = sconn.Write(f)
+		require.NoError(t, err)
+	}
+	var sFrames int
+	go func() {
+		buf := make([]byte, hostproto.MaxFrame+1)
+		for {
+			reading.Lock()
+			reading.Unlock()
+			if _, err := sconn.Read(buf); err != nil {
+				return
+			}
+			sFrames++
+		}
+	}()
+	require.Eventually(t, func() bool { return d.s.IDs() >= 2 }, 5*time.Second, time.Millisecond)
+	// The flood: REQs to S, each given up after 20 ms (a REJ 4 to S's
+	// request: more events for S).
+	toS := a.LocalAddr()
+	var flood sync.WaitGroup
+	for i := range 64 {
+		flood.Add(1)
+		go func() {
+			defer flood.Done()
+			for ctx.Err() == nil {
+				c, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				req := f.NewREQ(toS, sidS)
+				req.LocalQPN = uint32(0x10000 + i)
+				_, _ = f.Connect(c, &cm.ConnectParams{To: toS, REQ: req})
+				cancel()
+			}
+		}()
+	}
+	toB := b.LocalAddr()
+	step := func(n int) []time.Duration {
+		var ds []time.Duration
+		for i := range n {
+			start := time.Now()
+			req := a.NewREQ(toB, sidB)
+			req.LocalQPN = uint32(0x100 + i)
+			c, err := a.Connect(ctx, &cm.ConnectParams{To: toB, REQ: req})
+			require.NoError(t, err)
+			require.NoError(t, c.Disconnect(ctx, nil))
+			ds = append(ds, time.Since(start))
+		}
+		return ds
+	}
+	step(50) // warm up
+	var readsD, silentD []time.Duration
+	for range rounds {
+		readsD = append(readsD, step(perStep)...)
+		reading.Lock()
+		time.Sleep(20 * time.Millisecond) // S's socket fills
+		silentD = append(silentD, step(perStep)...)
+		reading.Unlock()
+	}
+	cancel()
+	flood.Wait()
+	mean := func(ds []time.Duration) time.Duration {
+		var s time.Duration
+		for _, d := range ds {
+			s += d
+		}
+		return s / time.Duration(len(ds))
+	}
+	median := func(ds []time.Duration) time.Duration {
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
+	}
+	ratio := float64(mean(silentD)) / float64(mean(readsD))
+	t.Logf("connect+disconnect step: S reading: mean %v median %v; S silent: mean %v median %v; ratio of means %.3f; S read %d frames",
+		mean(readsD), median(readsD), mean(silentD), median(silentD), ratio, sFrames)
+	assert.Less(t, ratio, 1.10, "a client that does not read slowed the others' steps")
+}
