@@ -86,8 +86,9 @@ sim: build
 	$(GO) run ./cmd/ibcm sim --conns 2000 --seed 1 --legacy-timewait-qpn
 
 # Every Go test, under the race detector; then the tests it cannot judge,
-# built without it only: the scheduler's order (which it shuffles) and the
-# hostile-peer property (a lying peer's RDMA WRITE races reads by design).
+# built without it only: the scheduler's order (which it shuffles), the
+# hostile-peer property (a lying peer's RDMA WRITE races reads by design)
+# and ibcmd's slow-client timing (its slowdown is no part of the figure).
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -run '^(TestBurstsDoNotHoldBackAnswers|TestSlowBurstDoesNotHoldBackAnswers|TestCallsDoNotHoldBackAnswers)$$' ./cm/

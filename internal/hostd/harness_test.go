@@ -87,7 +87,8 @@ type rawClient struct {
 	qpMoves []hostproto.QPModifyReq
 	qp      func(*hostproto.QPModifyReq) error
 	closed  chan struct{}
-	noRead  bool
+	// lapPolicy answers LAP_POLICY (nil: accept); set before HELLO.
+	lapPolicy func(*hostproto.LAPPolicyReq) wire.APRStatus
 }
 
 func dial(t *testing.T, path string) *rawClient {
@@ -140,7 +141,11 @@ func (rc *rawClient) read() {
 				rc.send(hostproto.OpQPModify, 0, fr.ReqID, &hostproto.Empty{})
 			}
 		case fr.Op == hostproto.OpLAPPolicy:
-			rc.send(hostproto.OpLAPPolicy, 0, fr.ReqID, &hostproto.LAPPolicyReply{})
+			var st wire.APRStatus
+			if rc.lapPolicy != nil {
+				st = rc.lapPolicy(fr.Body.(*hostproto.LAPPolicyReq))
+			}
+			rc.send(hostproto.OpLAPPolicy, 0, fr.ReqID, &hostproto.LAPPolicyReply{Status: st})
 		case fr.Op >= hostproto.OpEvent && fr.Status == hostproto.StatusOK:
 			rc.events <- fr
 		default:
