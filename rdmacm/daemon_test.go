@@ -59,12 +59,13 @@ type proc struct {
 	done  chan error
 }
 
-func start(t *testing.T, dir, sock, mode string) *proc {
+func start(t *testing.T, dir, sock, mode string, env ...string) *proc {
 	t.Helper()
-	p := &proc{lines: make(chan string, 16), done: make(chan error, 1)}
+	p := &proc{lines: make(chan string, 64), done: make(chan error, 1)}
 	p.cmd = exec.Command(filepath.Join(dir, "rdmacm-client"), mode)
 	p.cmd.Env = append(filterEnv(os.Environ()), "IBCMD_SOCKET="+sock, "LD_LIBRARY_PATH="+dir,
-		"ASAN_OPTIONS=detect_leaks=1")
+		"ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0")
+	p.cmd.Env = append(p.cmd.Env, env...)
 	stdout, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
 	stderr, err := p.cmd.StderrPipe()
@@ -131,10 +132,13 @@ func (p *proc) await(t *testing.T, line string) {
 	}
 }
 
-// exit waits for the program's end: status 0 and "ok" last.
-func (p *proc) exit(t *testing.T) {
+// exit waits for the program's end: status 0 and "ok" last. It returns
+// the lines not awaited.
+func (p *proc) exit(t *testing.T) []string {
 	t.Helper()
-	for range p.lines {
+	var rest []string
+	for l := range p.lines {
+		rest = append(rest, l)
 	}
 	select {
 	case err := <-p.done:
@@ -142,6 +146,42 @@ func (p *proc) exit(t *testing.T) {
 		assert.True(t, strings.HasSuffix(p.output(), "ok\n"))
 	case <-time.After(20 * time.Second):
 		t.Fatal("the program did not exit")
+	}
+	return rest
+}
+
+// moves are the QP moves a program's lines report: its QP's number and,
+// in order, "FROM>TO" with the destination QPN of each.
+func moves(t *testing.T, lines []string) (qpn string, got []string) {
+	t.Helper()
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "qpn" {
+			qpn = f[1]
+		}
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 5 && f[0] == "modify":
+			require.Equal(t, 5, len(f), "a move the QP refused: %s", l)
+			require.Equal(t, qpn, f[1], "a move of another QP: %s", l)
+			got = append(got, f[2]+" "+f[4])
+		}
+	}
+	require.NotEmpty(t, qpn, "the program made no QP")
+	return qpn, got
+}
+
+// checkMoves: the QP went to INIT when made, then, from the daemon's
+// QP_MODIFY, INIT, RTR toward the peer's QP and RTS, and later only to
+// ERR (which the daemon may ask for after the program has gone).
+func checkMoves(t *testing.T, got []string, peer string) {
+	t.Helper()
+	want := []string{"0>1 dest=0", "1>1 dest=0", "1>2 dest=" + peer, "2>3 dest=0"}
+	require.GreaterOrEqual(t, len(got), len(want), "moves: %v", got)
+	assert.Equal(t, want, got[:len(want)])
+	for _, m := range got[len(want):] {
+		assert.Contains(t, m, ">6 ", "after RTS only ERR: %v", got)
 	}
 }
 
@@ -172,6 +212,21 @@ func TestDaemon(t *testing.T) {
 				cli.await(t, "connected")
 				require.NoError(t, srv.cmd.Process.Signal(syscall.SIGKILL))
 				cli.exit(t)
+				require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
+					"the daemon still holds %d ids", s.IDs())
+			})
+			t.Run("qp", func(t *testing.T) {
+				// with a device (the stand-in for libibverbs), the
+				// programs' QPs are moved by the daemon's QP_MODIFY
+				sock, s := startDaemon(t)
+				pre := "LD_PRELOAD=" + filepath.Join(dir, "fakeverbs.so")
+				srv := start(t, dir, sock, "e2e-server", pre)
+				srv.await(t, "listening")
+				cli := start(t, dir, sock, "e2e-client", pre)
+				srvQP, srvMoves := moves(t, srv.exit(t))
+				cliQP, cliMoves := moves(t, cli.exit(t))
+				checkMoves(t, srvMoves, cliQP)
+				checkMoves(t, cliMoves, srvQP)
 				require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
 					"the daemon still holds %d ids", s.IDs())
 			})

@@ -440,13 +440,15 @@ static int attach(struct cma_id *id)
 		return -1;
 	dc->refs++;
 	id->dc = dc;
-	if (!id->id.verbs && dc->port.roce) {
-		/* a loopback or wildcard id on a RoCE port: the port's device */
+	if (!id->id.verbs) {
+		/* a loopback or wildcard id: the device the port is named
+		 * after ("<device>/<port>"), if the host has it */
 		char dev[64];
 		snprintf(dev, sizeof dev, "%s", dc->port.name);
 		dev[strcspn(dev, "/")] = 0;
 		id->id.verbs = dev_by_name(dev);
-		id->id.port_num = dc->port.num;
+		if (id->id.verbs)
+			id->id.port_num = dc->port.num;
 	}
 	return 0;
 }

@@ -306,6 +306,21 @@ static void dead(void)
 	rdma_destroy_id(id);
 }
 
+/* make_qp gives id an RC QP when it has a device (the test's stand-in
+ * for libibverbs gives it one), and says its number. */
+static void make_qp(struct rdma_cm_id *id)
+{
+	if (!id->verbs)
+		return;
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						.max_send_sge = 1, .max_recv_sge = 1 } };
+	CHECK(rdma_create_qp(id, NULL, &qa) == 0, "rdma_create_qp");
+	CHECK(id->send_cq && id->recv_cq && id->pd, "the QP's CQs and PD, made by the library");
+	printf("qpn %#x\n", id->qp->qp_num);
+	fflush(stdout);
+}
+
 /* e2e_server listens through a real ibcmd, accepts one connection and
  * waits for its end; it says where it is on stdout, so that the test can
  * start the client, or kill it while connected. */
@@ -328,6 +343,7 @@ static void e2e_server(void)
 	CHECK(peer->sin_family == AF_INET && peer->sin_addr.s_addr == htonl(0x7f000001),
 	      "the client's address from the IP CM header");
 	rdma_ack_cm_event(e);
+	make_qp(id);
 	struct rdma_conn_param cp = { .private_data = "pong", .private_data_len = 5,
 				      .responder_resources = 1, .initiator_depth = 1, .rnr_retry_count = 7 };
 	CHECK(rdma_accept(id, &cp) == 0, "rdma_accept");
@@ -337,6 +353,7 @@ static void e2e_server(void)
 	e = next(RDMA_CM_EVENT_DISCONNECTED);
 	CHECK(e->id == id, "DISCONNECTED's id");
 	rdma_ack_cm_event(e);
+	rdma_destroy_qp(id);
 	CHECK(rdma_destroy_id(id) == 0 && rdma_destroy_id(l) == 0, "rdma_destroy_id");
 }
 
@@ -349,16 +366,21 @@ static void e2e_client(int wait)
 	struct rdma_conn_param cp = { .private_data = "ping", .private_data_len = 5,
 				      .responder_resources = 1, .initiator_depth = 1,
 				      .retry_count = 7, .rnr_retry_count = 7, .qp_num = 0x4711 };
+	make_qp(id);
 	CHECK(rdma_connect(id, &cp) == 0, "rdma_connect");
-	struct rdma_cm_event *e = next(RDMA_CM_EVENT_CONNECT_RESPONSE);
+	/* with a QP the library moves it and the RTU goes: ESTABLISHED; without,
+	 * the program is told the REP and establishes */
+	struct rdma_cm_event *e = next(id->qp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE);
 	CHECK(!memcmp(e->param.conn.private_data, "pong", 5), "the server's private data");
 	rdma_ack_cm_event(e);
-	CHECK(rdma_establish(id) == 0, "rdma_establish");
+	if (!id->qp)
+		CHECK(rdma_establish(id) == 0, "rdma_establish");
 	printf("connected\n");
 	fflush(stdout);
 	if (!wait)
 		CHECK(rdma_disconnect(id) == 0, "rdma_disconnect");
 	rdma_ack_cm_event(next(RDMA_CM_EVENT_DISCONNECTED));
+	rdma_destroy_qp(id);
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 
 	/* nobody listens on 7472: the REQ is rejected */
