@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(child(spec))
 	}
+	if path := os.Getenv(peerEnv); path != "" {
+		os.Exit(peer(path))
+	}
 	os.Exit(m.Run())
 }
 
