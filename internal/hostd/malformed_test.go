@@ -2,6 +2,8 @@ package hostd_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -153,4 +155,60 @@ func TestQuotasBoundAClient(t *testing.T) {
 	fr := b.wait(ch, 5*time.Second)
 	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), context.Canceled)
 	d.waitIDs(t, 2, 5*time.Second)
+}
+
+// A listener closed while its backlog is full leaves nothing behind: its
+// pump stops, the requests it held are rejected.
+func TestListenerClosedWithAFullBacklog(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	lh := a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid, Backlog: 1}).(*hostproto.ListenReply).Handle
+	replies := map[uint32]chan hostproto.Frame{}
+	for i := range 3 {
+		_, ch := b.start(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid, uint32(0x10+i)))
+		replies[uint32(0x10+i)] = ch
+	}
+	// One is delivered; the others wait in the Manager's backlog.
+	held := a.request(5 * time.Second).REQ.LocalQPN
+	a.ok(hostproto.OpListenerClose, &hostproto.HandleReq{Handle: lh})
+	require.Eventually(t, func() bool { return !running("hostd.(*client).pumpREQs") }, 5*time.Second, 5*time.Millisecond,
+		"the closed listener's pump still runs while its client lives")
+	for qpn, ch := range replies {
+		if qpn != held {
+			fr := b.wait(ch, 5*time.Second)
+			require.Equal(t, hostproto.StatusRejected, fr.Status, "%v", fr.Body)
+		}
+	}
+	a.conn.Close() // the delivered request goes with its client
+	fr := b.wait(replies[held], 5*time.Second)
+	require.Equal(t, hostproto.StatusRejected, fr.Status, "%v", fr.Body)
+	d.waitIDs(t, 0, 5*time.Second)
+}
+
+// running reports whether a goroutine runs fn.
+func running(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
+// A REQ that ends in the Manager's backlog, before its listener's client
+// had it, leaves none of its events behind.
+func TestREQEndedBeforeDeliveryLeavesNothing(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid, Backlog: 1})
+	b.start(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid, 0x10))
+	a.request(5 * time.Second) // delivered, never answered: the backlog is full
+	id, ch := b.start(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid, 0x11))
+	require.Eventually(t, func() bool { return d.s.Unowned() == 1 }, 5*time.Second, time.Millisecond, "the second REQ waits, its events kept")
+	b.send(hostproto.OpCancel, 0, 999, &hostproto.CancelReq{ReqID: id}) // its REJ 4 ends it on a's side
+	require.Equal(t, hostproto.StatusCanceled, b.wait(ch, 5*time.Second).Status)
+	require.Eventually(t, func() bool { return d.s.Unowned() == 0 }, 5*time.Second, time.Millisecond,
+		"the ended REQ's events are kept for ever")
 }

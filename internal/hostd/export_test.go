@@ -1,0 +1,13 @@
+package hostd
+
+// Unowned is how many connections have events kept for a client that has
+// yet to claim them, on every port.
+func (s *Server) Unowned() int {
+	n := 0
+	for _, p := range s.ports {
+		p.mu.Lock()
+		n += len(p.unowned)
+		p.mu.Unlock()
+	}
+	return n
+}
