@@ -66,6 +66,7 @@ type entry struct {
 	l      *cm.Listener
 	listen *listenEntry
 	slots  chan struct{} // the backlog: one slot per request delivered and not yet answered
+	closed chan struct{} // closed with the listener: its pumps stop
 
 	// kindConn
 	conn       *cm.Conn

@@ -2,9 +2,9 @@ package hostd_test
 
 import (
 	"context"
+	"encoding/binary"
 	"runtime"
 	"strings"
-	"encoding/binary"
 	"testing"
 	"time"
 

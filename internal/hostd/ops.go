@@ -190,7 +190,7 @@ func (c *client) listen(ctx context.Context, b *hostproto.ListenReq) (hostproto.
 		return nil, err
 	}
 	backlog := int(b.Backlog)
-	e := &entry{kind: kindListener, listen: le}
+	e := &entry{kind: kindListener, listen: le, closed: make(chan struct{})}
 	h, err := c.newHandle(e)
 	if err != nil {
 		c.port.unlisten(le)
@@ -230,6 +230,8 @@ func (c *client) pumpREQs(lh uint64, e *entry) {
 	for {
 		select {
 		case e.slots <- struct{}{}:
+		case <-e.closed:
+			return
 		case <-c.ctx.Done():
 			return
 		}
@@ -278,6 +280,11 @@ func (c *client) pumpSIDR(lh uint64, e *entry) {
 func (c *client) closeListener(h uint64, e *entry) error {
 	c.mu.Lock()
 	l := e.l
+	select {
+	case <-e.closed:
+	default:
+		close(e.closed)
+	}
 	c.mu.Unlock()
 	var err error
 	if l != nil {

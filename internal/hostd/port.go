@@ -157,7 +157,12 @@ func (p *port) onEvent(ev cm.Event) {
 		if q := p.unowned[ev.Conn]; len(q) < maxUnowned {
 			p.unowned[ev.Conn] = append(q, pendingEvent{ev: ev, msg: msg, st: e})
 		}
-		if ev.Kind == cm.EventTimeWaitExit {
+		switch ev.Kind {
+		case cm.EventRejected, cm.EventRejectSent, cm.EventTimedOut, cm.EventStale, cm.EventTimeWaitExit:
+			// A request that ended before its listener's client had it
+			// (the peer gave up, the listener closed): no client will
+			// claim these events. One delivered later has ended, which
+			// its STATE events say.
 			delete(p.unowned, ev.Conn)
 		}
 		p.mu.Unlock()
