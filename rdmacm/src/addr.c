@@ -17,6 +17,11 @@
 
 #include "ibcm.h"
 
+/* Where sysfs is: a test build points it at a tree of its own. */
+#ifndef IBCM_SYSFS
+#define IBCM_SYSFS "/sys"
+#endif
+
 static struct ibv_context **devs;
 static int ndevs = -1;
 
@@ -131,12 +136,12 @@ static int gid_match(const char *dev, int port, const uint8_t gid[16])
 	int best = -1;
 	for (int i = 0; i < 256; i++) {
 		uint8_t g[16];
-		snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gids/%d", dev, port, i);
+		snprintf(path, sizeof path, IBCM_SYSFS "/class/infiniband/%s/ports/%d/gids/%d", dev, port, i);
 		if (read_line(path, line, sizeof line))
 			break;
 		if (inet_pton(AF_INET6, line, g) != 1 || memcmp(g, gid, 16))
 			continue;
-		snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d",
+		snprintf(path, sizeof path, IBCM_SYSFS "/class/infiniband/%s/ports/%d/gid_attrs/types/%d",
 			 dev, port, i);
 		if (read_line(path, line, sizeof line) == 0 && strstr(line, "v2"))
 			return i;
@@ -151,7 +156,7 @@ int addr_local(const struct sockaddr *sa, struct ibv_context **ctx, uint8_t *por
 {
 	uint8_t gid[16];
 	addr_gid(sa, gid);
-	DIR *d = opendir("/sys/class/infiniband");
+	DIR *d = opendir(IBCM_SYSFS "/class/infiniband");
 	if (!d) {
 		errno = ENODEV;
 		return -1;
@@ -162,7 +167,7 @@ int addr_local(const struct sockaddr *sa, struct ibv_context **ctx, uint8_t *por
 			continue;
 		for (int p = 1; p < 256; p++) {
 			char path[512];
-			snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d", e->d_name, p);
+			snprintf(path, sizeof path, IBCM_SYSFS "/class/infiniband/%s/ports/%d", e->d_name, p);
 			if (access(path, F_OK))
 				break;
 			int i = gid_match(e->d_name, p, gid);

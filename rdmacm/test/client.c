@@ -423,6 +423,63 @@ static void e2e_ud(void)
 	      "rdma_destroy_id");
 }
 
+static int gid_is(const union ibv_gid *g, const char *ip)
+{
+	struct in_addr a;
+	inet_pton(AF_INET, ip, &a);
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	return !memcmp(g->raw, mapped, 12) && !memcmp(g->raw + 12, &a, 4);
+}
+
+/* roce: addresses on a RoCE port, from a sysfs tree of the test's (a
+ * device sim0 whose port 1 has 10.0.0.2 as RoCE v1 and v2 GIDs) and the
+ * libibverbs stand-in. */
+static void roce(void)
+{
+	struct rdma_cm_id *id;
+	struct sockaddr_in src = sin4("10.0.0.2", 0), dst = sin4("10.0.0.1", 7471);
+	struct sockaddr_in other = sin4("10.0.0.9", 0);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	errno = 0;
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&other) == -1 && errno == EADDRNOTAVAIL,
+	      "binding an IP no RDMA port has");
+	CHECK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) == 0,
+	      "rdma_resolve_addr");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(id->verbs && !strcmp(ibv_get_device_name(id->verbs->device), "sim0") && id->port_num == 1,
+	      "the device and port of 10.0.0.2");
+	CHECK(gid_is(&id->route.addr.addr.ibaddr.sgid, "10.0.0.2") &&
+		      gid_is(&id->route.addr.addr.ibaddr.dgid, "10.0.0.1"), "the GIDs");
+	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+	CHECK(id->route.path_rec->hop_limit == 64, "a RoCE path's hop limit");
+	make_qp(id);
+	struct rdma_conn_param cp = { .private_data = "roce", .private_data_len = 4,
+				      .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 6, .rnr_retry_count = 0 };
+	CHECK(rdma_connect(id, &cp) == 0, "rdma_connect");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_REJECTED));
+	rdma_destroy_qp(id);
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+
+	id = NULL;
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0, "rdma_create_id");
+	dst.sin_port = htons(7174);
+	CHECK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) == 0,
+	      "rdma_resolve_addr");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+	CHECK(rdma_connect(id, NULL) == 0, "rdma_connect (SIDR)");
+	struct rdma_cm_event *e = next(RDMA_CM_EVENT_ESTABLISHED);
+	struct ibv_ah_attr *ah = &e->param.ud.ah_attr;
+	CHECK(ah->is_global && ah->dlid == 0 && ah->grh.sgid_index == 2 && ah->port_num == 1 &&
+		      ah->grh.hop_limit == 64 && gid_is(&ah->grh.dgid, "10.0.0.1"),
+	      "the peer's address handle on RoCE");
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2, "usage: rdmacm-client active|passive");
@@ -449,6 +506,8 @@ int main(int argc, char **argv)
 		e2e_client(1);
 	else if (!strcmp(argv[1], "e2e-ud"))
 		e2e_ud();
+	else if (!strcmp(argv[1], "roce"))
+		roce();
 	else
 		CHECK(0, "unknown mode %s", argv[1]);
 	rdma_destroy_event_channel(ch);
