@@ -315,8 +315,8 @@ func TestActive(t *testing.T) {
 		// CONNECT's error reply, which must not make a second event
 		fr = f.expect(hostproto.OpConnect)
 		r = &fr.Body.(*hostproto.ConnectReq).REQ
-		assert.Equal(t, [4]uint8{1, 1, 7, 7}, [4]uint8{r.ResponderResources, r.InitiatorDepth, r.RetryCount, r.RNRRetryCount},
-			"a NULL conn_param: librdmacm's defaults")
+		assert.Equal(t, [4]uint8{16, 16, 7, 7}, [4]uint8{r.ResponderResources, r.InitiatorDepth, r.RetryCount, r.RNRRetryCount},
+			"a NULL conn_param: librdmacm's defaults, the device's depths")
 		rej := &wire.REJ{Reason: 28}
 		require.NoError(t, rej.SetPrivateData([]byte("busy")))
 		f.event(&hostproto.Event{Handle: 8, CallID: fr.ReqID, Kind: 1, State: 2})

@@ -692,15 +692,24 @@ static int check_pdata(const void *p, size_t len, size_t max)
 	return 0;
 }
 
+/* build_req builds the whole REQ, as rdma_cm's kernel side builds it (an
+ * RC connection, P_Key 0xFFFF, the port's MTU, a random PSN, CM response
+ * timeouts 20 with 15 retries, and on RoCE the permissive LIDs and a GRH
+ * to the peer's GID), with the program's parameters: a REQ built whole is
+ * one the daemon only completes (the Local ACK Timeout from the port's
+ * packet life time, unless the program set it), never replaces. */
 static void build_req(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_conn_param *cp)
 {
 	struct sockaddr *src = &id->id.route.addr.src_addr, *dst = &id->id.route.addr.dst_addr;
+	const struct p_port *pt = &id->dc->port;
+	const struct p_addr *to = &id->sidr_to;
 	mad_init(m, ATTR_REQ);
 	be64_put(m + REQ_SERVICE_ID, service_id(id, dst));
-	uint8_t rr = 1, id_ = 1, retry = 7, rnr = 7, fc = 1, srq = 0;
+	/* a NULL conn_param: librdmacm's defaults, the device's depths */
+	uint8_t rr = pt->max_rd_atomic, idp = pt->max_rd_atomic, retry = 7, rnr = 7, fc = 1, srq = 0;
 	if (cp) {
 		rr = cp->responder_resources;
-		id_ = cp->initiator_depth;
+		idp = cp->initiator_depth;
 		retry = cp->retry_count;
 		rnr = cp->rnr_retry_count;
 		fc = cp->flow_control;
@@ -713,32 +722,35 @@ static void build_req(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_con
 		m[REQ_LOCAL_QPN + 2] = cp->qp_num;
 	}
 	m[REQ_RESP_RES] = rr;
-	m[REQ_INIT_DEPTH] = id_;
-	m[REQ_TT_FC] = fc ? 1 : 0; /* transport type RC (0) */
-	m[REQ_RETRY] = retry & 7;
-	m[REQ_MTU_RNR] = rnr & 7;
-	if (srq && !id->id.qp)
-		m[REQ_SRQ] = 0x08;
+	m[REQ_INIT_DEPTH] = idp;
+	m[REQ_TT_FC] = 20 << 3 | (fc ? 1 : 0); /* remote CM response timeout; RC is 0 */
+	uint32_t psn = (rnd() & 0xffffff) | 1;
+	m[REQ_PSN] = psn >> 16;
+	m[REQ_PSN + 1] = psn >> 8;
+	m[REQ_PSN + 2] = psn;
+	m[REQ_RETRY] = 20 << 3 | (retry & 7); /* local CM response timeout */
+	be16_put(m + REQ_PKEY, id->pkey);
+	m[REQ_MTU_RNR] = (pt->mtu & 0xf) << 4 | (rnr & 7);
+	m[REQ_SRQ] = 15 << 4 | ((srq && !id->id.qp) ? 0x08 : 0); /* max CM retries */
+	if (to->grh) {
+		be16_put(m + REQ_LOCAL_LID, 0xffff);
+		be16_put(m + REQ_REMOTE_LID, 0xffff);
+		memcpy(m + REQ_LOCAL_GID, id->id.route.addr.addr.ibaddr.sgid.raw, 16);
+		memcpy(m + REQ_REMOTE_GID, to->gid, 16);
+		m[REQ_HOP_LIMIT] = to->hop_limit ? to->hop_limit : 64;
+	} else {
+		be16_put(m + REQ_LOCAL_LID, pt->lid);
+		be16_put(m + REQ_REMOTE_LID, to->lid);
+		memcpy(m + REQ_LOCAL_GID, pt->gid, 16);
+		memcpy(m + REQ_REMOTE_GID, to->gid, 16);
+		m[REQ_SL_SUBNET] = 0x08; /* subnet local */
+	}
 	m[REQ_TCLASS] = id->tos;
 	if (id->ack_timeout)
 		m[REQ_ACK_TIMEOUT] = id->ack_timeout << 3;
 	ipcm_header(m + REQ_PDATA, src, dst);
 	if (cp && cp->private_data_len)
 		memcpy(m + REQ_PDATA + IPCM_HDR, cp->private_data, cp->private_data_len);
-}
-
-static void w_ip(struct wbuf *w, const struct sockaddr *sa, int has)
-{
-	uint8_t a[16];
-	if (!has) {
-		w_zero(w, 20);
-		return;
-	}
-	addr_gid(sa, a);
-	w_raw(w, a, 16);
-	w_u16(w, addr_port(sa));
-	w_u8(w, sa->sa_family == AF_INET ? 4 : 6);
-	w_u8(w, 0);
 }
 
 static int connect_ud(struct cma_id *id, struct rdma_conn_param *cp)
@@ -795,18 +807,18 @@ EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
 	} else {
 		struct call *c = calloc(1, sizeof *c);
 		uint8_t m[P_MAD];
-		struct sockaddr *dst = &cid->route.addr.dst_addr;
-		int roce = !addr_is_loopback(dst);
 		uint32_t qpn = cid->qp ? cid->qp->qp_num : 0;
 		build_req(id, m, cp);
 		struct wbuf w = { 0 };
 		id->connect_req = dc_req(id->dc);
 		w_header(&w, OP_CONNECT, 0, id->connect_req);
-		w_u8(&w, (cid->qp ? 1 : 0) | (roce ? 2 : 0));
+		/* no IP: the REQ is built here, with its IP CM header, and goes
+		 * to the peer's CM address */
+		w_u8(&w, cid->qp ? 1 : 0);
 		w_zero(&w, 3);
 		w_u32(&w, qpn);
 		w_addr(&w, &id->sidr_to);
-		w_ip(&w, dst, roce);
+		w_zero(&w, 20);
 		w_raw(&w, m, P_MAD);
 		w_bytes(&w, NULL, 0);
 		w_bytes(&w, NULL, 0);
