@@ -307,7 +307,12 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 	if b.HasQP {
 		params.QP = &proxyQP{c: c, h: h, qpn: b.QPN}
 	}
-	cl := &connectClaim{c: c, handle: h, callID: reqID, done: make(chan struct{})}
+	// The QPN the REQ will carry, as Connect sets it.
+	qpn := b.REQ.LocalQPN
+	if qpn == 0 && b.HasQP {
+		qpn = b.QPN
+	}
+	cl := &connectClaim{c: c, handle: h, callID: reqID, qpn: qpn, done: make(chan struct{})}
 	if err := p.startConnect(ctx, cl); err != nil {
 		c.forget(h)
 		return nil, err

@@ -30,12 +30,14 @@ type port struct {
 	// events are few (REQ_RECEIVED, an MRA, its end); maxUnowned bounds
 	// them all the same.
 	unowned map[*cm.Conn][]pendingEvent
-	// claim is the CONNECT whose REQ is being sent: Connect names its Conn
-	// only when it returns, so the Manager's REQ_SENT event, the first of
-	// every Connect, names it to the server. gate lets one CONNECT at a
-	// time between its start and that event, so the event is its own.
-	claim *connectClaim
-	gate  chan struct{}
+	// claims are the CONNECTs whose REQ is being sent, by the REQ's local
+	// QPN: Connect names its Conn only when it returns, so the Manager's
+	// REQ_SENT event, the first of every Connect, names it to the server,
+	// and the event's Conn has the QPN. One CONNECT per QPN at a time goes
+	// between its start and that event (startConnect), so the event is its
+	// own; CONNECTs of different QPNs, the usual case, never wait for one
+	// another.
+	claims map[uint32]*connectClaim
 
 	// listens are the service IDs each uid listens on, for refusing
 	// another user's overlapping listen.
@@ -53,6 +55,7 @@ type connectClaim struct {
 	c      *client
 	handle uint64
 	callID uint64
+	qpn    uint32   // the REQ's local QPN
 	conn   *cm.Conn // set by the REQ_SENT event
 	done   chan struct{}
 }
@@ -70,7 +73,7 @@ const maxUnowned = 16
 func (s *Server) newPort(pc Port) (*port, error) {
 	p := &port{s: s, name: pc.Name, tr: pc.Transport, cfg: pc.Config,
 		owners: map[*cm.Conn]owner{}, unowned: map[*cm.Conn][]pendingEvent{},
-		gate: make(chan struct{}, 1), listens: map[*listenEntry]struct{}{}}
+		claims: map[uint32]*connectClaim{}, listens: map[*listenEntry]struct{}{}}
 	cfg := pc.Config
 	cfg.OnEvent = p.onEvent
 	cfg.LAPPolicy = p.lapPolicy
@@ -142,16 +145,14 @@ func (p *port) onEvent(ev cm.Event) {
 	}
 	p.mu.Lock()
 	o, ok := p.owners[ev.Conn]
-	if !ok && ev.Kind == cm.EventREQSent && p.claim != nil && p.claim.conn == nil {
-		cl := p.claim
+	if cl := p.claims[ev.Conn.LocalQPN()]; !ok && ev.Kind == cm.EventREQSent && cl != nil {
 		cl.conn = ev.Conn
 		o = owner{cl.c, cl.handle}
 		p.owners[ev.Conn] = o
 		e.CallID = cl.callID
 		ok = true
-		p.claim = nil
+		delete(p.claims, cl.qpn)
 		close(cl.done)
-		<-p.gate
 	}
 	if !ok {
 		if q := p.unowned[ev.Conn]; len(q) < maxUnowned {
@@ -217,30 +218,37 @@ func (p *port) tellState(conn *cm.Conn, c *client, h uint64, exit bool) {
 	}
 }
 
-// startConnect waits for the gate and sets the claim for c's CONNECT.
+// startConnect waits until no other CONNECT of cl's QPN is between its
+// start and its REQ_SENT, and sets cl as that QPN's claim.
 func (p *port) startConnect(ctx context.Context, cl *connectClaim) error {
-	select {
-	case p.gate <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		p.mu.Lock()
+		other := p.claims[cl.qpn]
+		if other == nil {
+			p.claims[cl.qpn] = cl
+			p.mu.Unlock()
+			return nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-other.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	p.mu.Lock()
-	p.claim = cl
-	p.mu.Unlock()
-	return nil
 }
 
-// endConnect lets the gate go if the CONNECT's REQ_SENT never came (the
-// call failed before sending); it reports whether the claim was taken.
+// endConnect withdraws cl if the CONNECT's REQ_SENT never came (the call
+// failed before sending); it reports whether the claim was taken.
 func (p *port) endConnect(cl *connectClaim) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cl.conn != nil {
 		return true
 	}
-	if p.claim == cl {
-		p.claim = nil
-		<-p.gate
+	if p.claims[cl.qpn] == cl {
+		delete(p.claims, cl.qpn)
+		close(cl.done)
 	}
 	return false
 }

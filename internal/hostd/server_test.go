@@ -79,3 +79,29 @@ func TestConnectAcceptDisconnectThroughTheDaemon(t *testing.T) {
 	st := a.ok(hostproto.OpStats, &hostproto.Empty{}).(*hostproto.StatsReply)
 	assert.NotZero(t, st.Engine.Received)
 }
+
+// Two clients' CONNECTs with the same QP number at once (a lie of one of
+// them, or a reuse): each gets the events of its own attempt.
+func TestConnectsOfOneQPNEachGetTheirOwnEvents(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	l, x, y := dial(t, d.path), dial(t, d.path), dial(t, d.path)
+	hl := l.hello("sim0")
+	x.hello("sim1")
+	y.hello("sim1")
+	l.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+	for range 5 {
+		idx, _ := x.start(hostproto.OpConnect, connectReq(hl.Port.LocalAddr, sid, 0x77))
+		idy, _ := y.start(hostproto.OpConnect, connectReq(hl.Port.LocalAddr, sid, 0x77))
+		for _, c := range []struct {
+			rc *rawClient
+			id uint64
+		}{{x, idx}, {y, idy}} {
+			ev := c.rc.event(5*time.Second, func(fr hostproto.Frame) bool {
+				e, ok := fr.Body.(*hostproto.Event)
+				return ok && e.Kind == uint8(cm.EventREQSent)
+			}).Body.(*hostproto.Event)
+			assert.Equal(t, c.id, ev.CallID, "a REQ_SENT of another client's CONNECT")
+		}
+	}
+}

@@ -27,8 +27,9 @@ import (
 // (through cm.Dial) while a third one, S, gets a steady stream of events
 // (a flood of REQs to its listener, each given up 20 ms later); in half
 // the rounds S reads them, in the other half it never reads. The
-// connecting client's mean step must not be more than 10% slower when S
-// does not read.
+// connecting client's median step must not be more than 10% slower when S
+// does not read. (The median, not the mean: on two shared cores a few
+// steps that wait for the CPU make the mean a figure of the machine.)
 func TestSlowClientDoesNotSlowThePort(t *testing.T) {
 	const (
 		rounds  = 4
@@ -142,8 +143,8 @@ func TestSlowClientDoesNotSlowThePort(t *testing.T) {
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 		return s[len(s)/2]
 	}
-	ratio := float64(mean(silentD)) / float64(mean(readsD))
-	t.Logf("connect+disconnect step: S reading: mean %v median %v; S silent: mean %v median %v; ratio of means %.3f; S read %d frames",
+	ratio := float64(median(silentD)) / float64(median(readsD))
+	t.Logf("connect+disconnect step: S reading: mean %v median %v; S silent: mean %v median %v; ratio of medians %.3f; S read %d frames",
 		mean(readsD), median(readsD), mean(silentD), median(silentD), ratio, sFrames)
 	assert.Less(t, ratio, 1.10, "a client that does not read slowed the others' steps")
 }

@@ -1,0 +1,131 @@
+package hostd_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cmtime"
+	"github.com/ibcm/ibcm/hw/umad"
+	"github.com/ibcm/ibcm/hw/umad/umadfake"
+	"github.com/ibcm/ibcm/internal/hostd"
+)
+
+// BenchmarkCmtimeThroughDaemon is cmtime's client (n connections at once,
+// then every disconnect at once) over two umadfake ports, side by side: the
+// Managers embedded in the process, and the same two ports served by one
+// daemon to two cm.Dial clients. It reports each one's connect and
+// disconnect steps and the daemon's ratio to the embedded.
+func BenchmarkCmtimeThroughDaemon(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			var ec, ed, dc, dd float64
+			for range b.N {
+				c, d := cmtimeRun(b, n, false)
+				ec, ed = ec+c, ed+d
+				c, d = cmtimeRun(b, n, true)
+				dc, dd = dc+c, dd+d
+			}
+			k := float64(b.N)
+			b.ReportMetric(ec/k, "embedded-connect-ms")
+			b.ReportMetric(ed/k, "embedded-disconnect-ms")
+			b.ReportMetric(dc/k, "daemon-connect-ms")
+			b.ReportMetric(dd/k, "daemon-disconnect-ms")
+			b.ReportMetric(dc/ec, "connect-ratio")
+			b.ReportMetric(dd/ed, "disconnect-ratio")
+		})
+	}
+}
+
+// cmtimeRun is one cmtime run of n connections; it returns the connect and
+// disconnect steps' totals in ms.
+func cmtimeRun(b *testing.B, n int, daemon bool) (connectMS, disconnectMS float64) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := umadfake.NewFabric()
+	ta, err := f.AddPort(umadfake.PortConfig{LID: 1}).Transport(umad.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ta.Close()
+	tb, err := f.AddPort(umadfake.PortConfig{LID: 2}).Transport(umad.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Close()
+	var ma, mb *cm.Manager
+	if daemon {
+		s, err := hostd.New(hostd.Config{Group: -1, Ports: []hostd.Port{{Name: "a", Transport: ta}, {Name: "b", Transport: tb}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		path := filepath.Join(b.TempDir(), "s")
+		l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = s.Serve(l) }()
+		defer s.Close()
+		if ma, err = cm.Dial(ctx, path, "a", cm.ManagerConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		if mb, err = cm.Dial(ctx, path, "b", cm.ManagerConfig{}); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		if ma, err = cm.NewManager(ta, cm.ManagerConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		if mb, err = cm.NewManager(tb, cm.ManagerConfig{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer ma.Close()
+	defer mb.Close()
+	const sid = 0x5000
+	l, err := mb.Listen(ctx, cm.ListenParams{ServiceID: sid})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var qpn atomic.Uint32
+	go func() {
+		for {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				rep := r.NewREP()
+				rep.LocalQPN = 0x10000 + qpn.Add(1)
+				_, _ = r.Accept(ctx, &cm.AcceptParams{REP: rep})
+			}()
+		}
+	}()
+	to := mb.LocalAddr()
+	params := make([]cm.ConnectParams, n)
+	for i := range params {
+		params[i] = cm.ConnectParams{To: to, REQ: ma.NewREQ(to, sid)}
+		params[i].REQ.LocalQPN = uint32(0x100 + i)
+	}
+	res, err := cmtime.Run(ctx, cmtime.Config{Manager: ma, Params: params, Log: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.Errors > 0 {
+		b.Fatalf("%d of %d connections failed: %v", res.Errors, n, res.Err)
+	}
+	t := res.Times.Table()
+	c, _ := t.Row("connect")
+	d, _ := t.Row("disconnect")
+	return c.TotalMS, d.TotalMS
+}
+
+var _ transport.Transport
