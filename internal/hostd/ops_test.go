@@ -11,6 +11,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostd"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
@@ -97,4 +98,35 @@ func TestEveryCallThroughTheDaemon(t *testing.T) {
 	st := b.ok(hostproto.OpStats, &hostproto.Empty{}).(*hostproto.StatsReply)
 	assert.NotZero(t, st.Engine.Sent)
 	d.waitIDs(t, 1, within)
+}
+
+// A client that says it has a LAP policy and then does not answer holds
+// back its port's events once, for LAPPolicyWait: after that the daemon
+// stops asking it, so that it cannot stall the port again and again.
+func TestSilentLAPPolicyIsAskedOnce(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, func(c *hostd.Config) { c.LAPPolicyWait = 300 * time.Millisecond })
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	asked := make(chan struct{}, 16)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	b.lapPolicy = func(*hostproto.LAPPolicyReq) wire.APRStatus {
+		asked <- struct{}{}
+		<-stuck // never answers in time
+		return wire.APRSuccess
+	}
+	hb := b.ok(hostproto.OpHello, &hostproto.HelloReq{Port: "sim1", Flags: hostproto.HelloLAPPolicy}).(*hostproto.HelloReply)
+	_, _, ch := establish(t, b, a, hb)
+	lap := &hostproto.LoadAltPathReq{Handle: ch, LAP: wire.LAP{AlternateLocalPortLID: 11, AlternateRemotePortLID: 12,
+		AlternateLocalPortGID: ha.Port.LocalAddr.GID, AlternateRemotePortGID: hb.Port.LocalAddr.GID,
+		AlternateLocalAckTimeout: 18, RemoteCMResponseTimeout: 18}}
+	a.ok(hostproto.OpLoadAltPath, lap)
+	<-asked
+	for range 3 {
+		start := time.Now()
+		a.ok(hostproto.OpLoadAltPath, lap)
+		assert.Less(t, time.Since(start), 150*time.Millisecond, "a LAP waited for a client that did not answer before")
+	}
+	assert.Empty(t, asked, "the daemon asked again")
 }
