@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,9 @@ type client struct {
 	// Set by HELLO, on the reader goroutine, before any call runs.
 	port      *port
 	lapPolicy bool
+	// lapSilent: the client let a LAP_POLICY go unanswered; it is not
+	// asked again (each wait holds back every event of the port).
+	lapSilent atomic.Bool
 
 	mu         sync.Mutex
 	dead       bool
@@ -568,8 +572,18 @@ func (c *client) qpModify(h uint64, qpn uint32, as []qpattr.Attr, wait bool) err
 }
 
 // askLAPPolicy asks the client's LAPPolicy; no answer in time accepts.
+// The Manager tells its events in order, the policy's question among
+// them, so the wait holds back every event of the port: a client that
+// once lets it run out is not asked again, its LAPs accepted.
 func (c *client) askLAPPolicy(h uint64, lap *wire.LAP) wire.APRStatus {
+	if c.lapSilent.Load() {
+		return wire.APRSuccess
+	}
 	fr, err := c.daemonCall(hostproto.OpLAPPolicy, &hostproto.LAPPolicyReq{Handle: h, LAP: *lap}, c.s.cfg.LAPPolicyWait)
+	if err != nil && !errors.Is(err, errClientGone) {
+		c.lapSilent.Store(true)
+		c.s.log.Warn("LAP policy unanswered: its LAPs are accepted from now on", c.logAttrs("err", err)...)
+	}
 	if err != nil || fr.Status != hostproto.StatusOK {
 		return wire.APRSuccess
 	}
