@@ -45,6 +45,10 @@ import (
 // for a longer campaign:
 //
 //	IBCM_CMPROP_SEQUENCES=5000 go test -race ./cm/ -run '^TestAPIProperty$' -timeout 0
+//
+// IBCM_CMPROP_REPLAY=S, with the same three, runs only the sequence whose
+// seed is S (the seed=S a failure prints): the others are still drawn, so
+// that S's commands are the same, but not run.
 const (
 	apSequences = 150
 	apMaxLen    = 40
@@ -79,6 +83,11 @@ func TestAPIProperty(t *testing.T) {
 	t.Logf("IBCM_CMPROP_SEED=%d IBCM_CMPROP_SEQUENCES=%d IBCM_CMPROP_MAXLEN=%d", seed, n, maxLen)
 
 	st := &apSuite{}
+	if v := os.Getenv("IBCM_CMPROP_REPLAY"); v != "" {
+		r, err := strconv.ParseUint(v, 0, 64)
+		require.NoError(t, err, "IBCM_CMPROP_REPLAY=%q", v)
+		st.replay = &r
+	}
 	p := gopter.DefaultTestParametersWithSeed(seed)
 	p.MinSuccessfulTests = int(n)
 	p.MinSize = int(max(maxLen/4, 1))
@@ -137,6 +146,7 @@ type apSuite struct {
 	sequences, cmds, mads, calls int
 	first                        string
 	outcomes                     map[string]int
+	replay                       *uint64 // the one sequence to run (IBCM_CMPROP_REPLAY)
 }
 
 // coverage returns the outcomes of the calls, most frequent first.
@@ -156,6 +166,9 @@ func (st *apSuite) coverage() string {
 func (st *apSuite) commands() commands.Commands {
 	return &commands.ProtoCommands{
 		NewSystemUnderTestFunc: func(init commands.State) commands.SystemUnderTest {
+			if st.replay != nil && init.(apModel).Seed != *st.replay {
+				return (*apSys)(nil)
+			}
 			st.sequences++
 			return apNewSys(init.(apModel), false)
 		},
@@ -163,6 +176,9 @@ func (st *apSuite) commands() commands.Commands {
 		// gopter reports (and shrinks) like a failed command.
 		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) {
 			s := sut.(*apSys)
+			if s == nil {
+				return // not the sequence replayed
+			}
 			fails := s.finish()
 			st.cmds += s.ops
 			st.mads += int(s.mads.Load())
@@ -265,6 +281,9 @@ type apResult struct{ fails []string }
 
 func (o apOp) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*apSys)
+	if s == nil {
+		return apResult{} // not the sequence replayed
+	}
 	s.run(o)
 	return apResult{fails: s.check()}
 }
