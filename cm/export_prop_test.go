@@ -31,7 +31,8 @@ func HeldIDsWithin(ctx context.Context, m *Manager) ([]engine.IDInfo, error) {
 // Quiet reports whether the Manager has nothing left to do until a MAD
 // arrives or a timer fires: no received MAD waiting or being handled,
 // nothing queued for the sender or being sent, no engine output or
-// callback not yet handled, no deadline due. A closed Manager is quiet.
+// callback not yet run, no deadline due. A closed Manager is quiet once
+// its callbacks have run.
 func Quiet(ctx context.Context, m *Manager) (bool, error) {
 	if m.dialed() {
 		return quietDialed(ctx, m)
@@ -40,14 +41,19 @@ func Quiet(ctx context.Context, m *Manager) (bool, error) {
 		return false, err
 	}
 	defer m.mu.Unlock()
+	// A callback is handled once it has run, not once the deliverer has
+	// taken it off m.effects: until then the channel it closes (a
+	// TimeWaitExit behind its TIMEWAIT-EXIT) may still be open.
+	m.tellMu.Lock()
+	delivered := m.told == m.queued
+	m.tellMu.Unlock()
 	if m.closed {
-		return true, nil
+		return delivered, nil
 	}
 	if d, ok := m.deadline(); ok && d <= m.clock.Now() {
 		return false, nil // a deadline is due: its tick has yet to run
 	}
-	return len(m.incoming) == 0 && !m.receiving.Load() && m.sendq.quiet() && !m.eng.HasReady() &&
-		len(m.effects) == 0, nil
+	return len(m.incoming) == 0 && !m.receiving.Load() && m.sendq.quiet() && !m.eng.HasReady() && delivered, nil
 }
 
 // lockWithin takes the Manager's lock, or fails when ctx ends first.
