@@ -326,6 +326,17 @@ func TestActive(t *testing.T) {
 		fr = f.expect(hostproto.OpConnClose)
 		assert.Equal(t, &hostproto.HandleReq{Handle: 8}, fr.Body)
 		f.send(hostproto.OpConnClose, hostproto.StatusNoHandle, fr.ReqID, &hostproto.ErrorBody{Code: hostproto.StatusNoHandle})
+
+		// the third ends with only a STATE event (kind 0), IDLE: the
+		// program is told DISCONNECTED, and the library, its handle
+		// gone, sends no CONN_CLOSE (the program's socket ends next)
+		fr = f.expect(hostproto.OpConnect)
+		assert.Equal(t, uint32(0x333), fr.Body.(*hostproto.ConnectReq).REQ.LocalQPN)
+		f.event(&hostproto.Event{Handle: 9, CallID: fr.ReqID, Kind: 1, State: 2})
+		f.event(&hostproto.Event{Handle: 9, Kind: 6, State: 7, Msg: mad(t, &wire.REP{LocalQPN: 0x444})})
+		f.event(&hostproto.Event{Handle: 9, Kind: 8, State: 10})
+		f.reply(fr, &hostproto.ConnInfo{Handle: 9, State: 10, Active: true})
+		f.event(&hostproto.Event{Handle: 9, Kind: 0, State: 0, Err: hostproto.ErrorBody{Code: hostproto.StatusClosed}})
 	})
 }
 

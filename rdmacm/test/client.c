@@ -138,6 +138,17 @@ static void active(void)
 	rdma_ack_cm_event(e);
 	CHECK(!readable(200), "a second event after REJECTED");
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+
+	/* a connection that ends with no step to tell (the daemon's STATE
+	 * event) is DISCONNECTED, and its handle is gone */
+	id = resolved();
+	struct rdma_conn_param cp3 = { .qp_num = 0x333 };
+	CHECK(rdma_connect(id, &cp3) == 0, "rdma_connect");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_CONNECT_RESPONSE));
+	e = next(RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(e->id == id, "DISCONNECTED's id");
+	rdma_ack_cm_event(e);
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 }
 
 static void passive(void)
