@@ -1249,6 +1249,21 @@ static void end_event(struct cma_id *id, enum rdma_cm_event_type type, int statu
 	id_event(id, NULL, type, status, pd, len);
 }
 
+/* end_with tells the end of a connection the daemon gave as an error. */
+static void end_with(struct cma_id *id, const struct p_error *e)
+{
+	if (id->state == ID_CONNECTED)
+		/* established before its end (a connection without a QP is, at
+		 * its REP): what ends it now is a disconnection */
+		end_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+	else if (e->code == ST_REJECTED)
+		end_event(id, RDMA_CM_EVENT_REJECTED, e->detail, e->pdata, e->pdata_len);
+	else if (e->code == ST_TIMEOUT)
+		end_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0);
+	else
+		end_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -status_errno(e->code), NULL, 0);
+}
+
 static void on_event(struct dconn *dc, struct rbuf *r)
 {
 	struct p_event e;
@@ -1309,6 +1324,15 @@ static void on_event(struct dconn *dc, struct rbuf *r)
 		end_event(id, RDMA_CM_EVENT_DISCONNECTED, 0,
 			  m && be16_get(m + MAD_ATTR_ID) == ATTR_DREQ ? m + DREQ_PDATA : NULL,
 			  m && be16_get(m + MAD_ATTR_ID) == ATTR_DREQ ? DREQ_PDATA_LEN : 0);
+		break;
+	case EV_STATE:
+		/* an end no step told (a call given up, a teardown that sent
+		 * nothing), or the release of the handle */
+		if (e.err.code && (id->state == ID_CONNECTING || id->state == ID_ACCEPTING ||
+				   id->state == ID_CONNECTED))
+			end_with(id, &e.err);
+		if (e.state == 0)
+			id->handle = 0;
 		break;
 	case EV_TIMEWAIT_EXIT:
 		id->handle = 0; /* the daemon forgets it now */
@@ -1493,14 +1517,6 @@ void on_async_reply(struct call *c)
 	struct rbuf r = { .b = c->body, .len = c->len };
 	struct p_error e;
 	r_error(&r, &e);
-	if (id->state == ID_CONNECTED)
-		/* established before the call's end (a connection without a
-		 * QP is, at its REP): what ends it now is a disconnection */
-		end_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
-	else if (c->status == ST_REJECTED)
-		end_event(id, RDMA_CM_EVENT_REJECTED, e.detail, e.pdata, e.pdata_len);
-	else if (c->status == ST_TIMEOUT)
-		end_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0);
-	else
-		end_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -status_errno(c->status), NULL, 0);
+	e.code = c->status;
+	end_with(id, &e);
 }

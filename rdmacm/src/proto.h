@@ -36,8 +36,10 @@ enum {
 	ST_REJECTED = 41, ST_SIDR = 43, ST_PORT_DOWN = 44,
 };
 
-/* cm.EventKind */
+/* cm.EventKind; 0 (STATE) tells no step: an end, or (state IDLE) the
+ * handle's release */
 enum {
+	EV_STATE = 0,
 	EV_REQ_SENT = 1, EV_REQ_RECEIVED, EV_MRA_SENT, EV_MRA_RECEIVED,
 	EV_REP_SENT, EV_REP_RECEIVED, EV_RTU_SENT, EV_ESTABLISHED,
 	EV_REJECTED, EV_REJECT_SENT, EV_TIMED_OUT, EV_STALE, EV_DREQ_SENT,
