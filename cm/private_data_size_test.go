@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,4 +21,24 @@ func TestRTUPrivateDataFillsItsField(t *testing.T) {
 	p.RTUPrivateData = make([]byte, wire.RTUPrivateDataSize+1)
 	_, err = m.connectParams(p)
 	require.ErrorIs(t, err, ErrBadParam)
+}
+
+// The IP CM header leaves 56 bytes of the REQ's private data: SetIPCM
+// takes 56, and refuses 57 with ErrBadParam, saying how many fit.
+func TestIPCMPrivateDataFillsWhatTheHeaderLeaves(t *testing.T) {
+	const room = wire.REQPrivateDataSize - wire.IPCMHeaderSize
+	require.Equal(t, 56, room)
+	h := wire.IPCMHeader{IPVersion: 4, SrcPort: 40000, SrcIP: netip.MustParseAddr("10.0.0.1"),
+		DstIP: netip.MustParseAddr("10.0.0.2")}
+	var r wire.REQ
+	pd := make([]byte, room)
+	pd[room-1] = 0xee
+	require.NoError(t, SetIPCM(&r, &h, 4791, pd))
+	_, port, rest, ok := ParseIPCM(&r)
+	require.True(t, ok)
+	require.Equal(t, uint16(4791), port)
+	require.Equal(t, pd, rest)
+	err := SetIPCM(&r, &h, 4791, make([]byte, room+1))
+	require.ErrorIs(t, err, ErrBadParam)
+	require.ErrorContains(t, err, "57 bytes of private data after the IP CM header, at most 56")
 }
