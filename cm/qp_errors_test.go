@@ -1,12 +1,18 @@
 package cm_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/cm/wire"
 )
 
 // errQP is a QP whose move to ERR fails when fail is set (its device went
@@ -48,4 +54,46 @@ func qpErrors(t *testing.T, fail bool) {
 		require.Equal(t, qpattr.Err, qp.State(), "the QP went to ERR when the connection ended")
 	}
 	require.Equal(t, want, p.a.Stats().QPErrors)
+}
+
+// altFailQP refuses to load an alternate path; every other move succeeds.
+type altFailQP struct{ *fakeQP }
+
+func (q altFailQP) Modify(a qpattr.Attr) error {
+	if a.Mask&qpattr.MaskAltPath != 0 && a.Mask&qpattr.MaskState == 0 {
+		return errors.New("altFailQP: no alternate path")
+	}
+	return q.fakeQP.Modify(a)
+}
+
+// An agreed alternate path that a QP refuses to load counts in
+// Stats.QPErrors on its side; one loaded counts nothing.
+func TestFailedAltPathLoadsAreCounted(t *testing.T) {
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	qa, qb := altFailQP{newFakeQP(0x11)}, newFakeQP(0x22)
+	accepted := make(chan error, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err == nil {
+			_, err = r.Accept(ctx, &cm.AcceptParams{QP: qb})
+		}
+		accepted <- err
+	}()
+	params := fastREQ(p.eb, 0x1000, 0x11)
+	params.QP = qa
+	c, err := p.a.Connect(ctx, params)
+	require.NoError(t, err)
+	require.NoError(t, <-accepted)
+	lap := &wire.LAP{AlternateLocalPortLID: 11, AlternateRemotePortLID: 12,
+		AlternateLocalPortGID: p.a.Port().GID, AlternateRemotePortGID: p.b.LocalAddr().GID,
+		AlternateLocalAckTimeout: 18, RemoteCMResponseTimeout: 18}
+	require.NoError(t, c.LoadAltPath(ctx, lap), "agreed, whatever the QP does with it")
+	require.Equal(t, uint64(1), p.a.Stats().QPErrors, "the active side's QP refused the path")
+	require.Eventually(t, func() bool { return slices.Contains(moves(qb), "ALT") }, 2*time.Second, time.Millisecond,
+		"the passive side's QP: %v", moves(qb))
+	require.Zero(t, p.b.Stats().QPErrors, "the passive side's QP loaded it")
 }
