@@ -87,6 +87,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.quota.Events, "quota-events", hostd.DefaultQuotaEvents, "frames queued for one client before it is cut off")
 	fs.IntVar(&o.quota.UserEvents, "quota-user-events", hostd.DefaultQuotaUserEvents, "frames queued for all of one user's clients")
 	fs.IntVar(&o.quota.Calls, "quota-calls", hostd.DefaultQuotaCalls, "calls one client may have in progress")
+	fs.IntVar(&o.quota.Clients, "quota-clients", hostd.DefaultQuotaClients, "connections one user may have to the socket at once")
 	fs.DurationVar(&o.minTW, "min-timewait", 0, "lower bound of every connection's TimeWait")
 	fs.DurationVar(&o.maxTW, "max-timewait", 0, "upper bound of every connection's TimeWait (default 1m)")
 	if err := fs.Parse(args); err != nil {

@@ -33,7 +33,12 @@ type client struct {
 
 	ctx    context.Context // ends when the client does
 	cancel context.CancelFunc
-	out    chan []byte // frames to write, bounded: full means cut off
+	// The frames to write, bounded (Quota.Events): full means cut off.
+	qmu     sync.Mutex
+	queue   [][]byte
+	writing int           // frames the writer has taken and not yet written
+	qclosed bool          // the writer has stopped
+	wake    chan struct{} // a frame was queued
 
 	// Set by HELLO, on the reader goroutine, before any call runs.
 	port      *port
@@ -86,7 +91,7 @@ type entry struct {
 func newClient(s *Server, c *net.UnixConn, cred unix.Ucred, id uint64, u *user) *client {
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &client{s: s, conn: c, cred: cred, id: id, ctx: ctx, cancel: cancel,
-		out: make(chan []byte, s.cfg.Quota.Events), handles: map[uint64]*entry{},
+		wake: make(chan struct{}, 1), handles: map[uint64]*entry{},
 		calls: map[uint64]context.CancelFunc{}, dcalls: map[uint64]chan hostproto.Frame{}}
 	cl.groups = procGroups(cred.Pid)
 	cl.user = u
@@ -214,41 +219,72 @@ func (c *client) refuse(frame []byte, fr hostproto.Frame, err error) bool {
 // (or after a second).
 func (c *client) flushThenKill(why string) {
 	deadline := time.Now().Add(time.Second)
-	for len(c.out) > 0 && time.Now().Before(deadline) {
+	for c.queued() > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(5 * time.Millisecond)
 	c.kill(why)
 }
 
-// write sends the queued frames in order.
+// queued is how many frames wait to be written, the one being written
+// included.
+func (c *client) queued() int {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return len(c.queue) + c.writing
+}
+
+// write sends the queued frames in order, taking all that wait at once.
 func (c *client) write() {
+	var batch [][]byte
 	for {
 		select {
-		case f := <-c.out:
+		case <-c.wake:
+		case <-c.ctx.Done():
+			c.closeQueue()
+			return
+		}
+		c.qmu.Lock()
+		batch, c.queue = c.queue, batch[:0]
+		c.writing = len(batch)
+		c.qmu.Unlock()
+		for i, f := range batch {
+			_, err := c.conn.Write(f)
 			c.user.events.Add(-1)
-			if _, err := c.conn.Write(f); err != nil {
+			batch[i] = nil
+			if err != nil {
+				c.user.events.Add(-int64(len(batch) - i - 1))
+				c.qmu.Lock()
+				c.writing = 0
+				c.qmu.Unlock()
+				c.closeQueue()
 				c.kill("write: " + err.Error())
 				return
 			}
-		case <-c.ctx.Done():
-			for {
-				select {
-				case <-c.out:
-					c.user.events.Add(-1)
-				default:
-					return
-				}
-			}
 		}
+		c.qmu.Lock()
+		c.writing = 0
+		c.qmu.Unlock()
 	}
+}
+
+// closeQueue ends the queue: what waits in it is dropped, and nothing
+// more is queued, so that the user's count of queued frames comes back to
+// what its other clients hold.
+func (c *client) closeQueue() {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	c.qclosed = true
+	c.user.events.Add(-int64(len(c.queue)))
+	c.queue = nil
 }
 
 // push queues a frame for the client without waiting: a client whose
 // queue (or its user's) is full is cut off. It reports whether the frame
-// was queued.
+// was queued. The queue grows with what waits in it, so that an idle
+// client costs nothing.
 func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b hostproto.Body) bool {
-	f, err := hostproto.AppendFrame(nil, op, status, reqID, b)
+	f, err := hostproto.AppendFrame(make([]byte, 0, 512), op, status, reqID, b)
 	if err != nil {
 		c.s.log.Error("frame does not encode", c.logAttrs("op", op, "err", err)...)
 		if reqID == 0 || op >= hostproto.OpQPModify {
@@ -270,14 +306,25 @@ func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b 
 		go c.kill("the user's queued events are over quota")
 		return false
 	}
-	select {
-	case c.out <- f:
-		return true
-	default:
+	c.qmu.Lock()
+	if c.qclosed {
+		c.qmu.Unlock()
+		c.user.events.Add(-1)
+		return false
+	}
+	if len(c.queue)+c.writing >= c.s.cfg.Quota.Events {
+		c.qmu.Unlock()
 		c.user.events.Add(-1)
 		go c.kill("event queue full")
 		return false
 	}
+	c.queue = append(c.queue, f)
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // kill ends the client once: its calls are cancelled, the socket closed,

@@ -11,3 +11,8 @@ func (s *Server) Unowned() int {
 	}
 	return n
 }
+
+// UserFrames is how many frames wait to be written to uid's clients.
+func (s *Server) UserFrames(uid uint32) int64 {
+	return s.userOf(uid).events.Load()
+}

@@ -18,6 +18,7 @@ func TestLimitsDocStatesTheDefaults(t *testing.T) {
 		"Quota.Events":     limitsdoc.Thousands(DefaultQuotaEvents) + " per client",
 		"Quota.UserEvents": limitsdoc.Thousands(DefaultQuotaUserEvents) + " per user",
 		"Quota.Calls":      limitsdoc.Thousands(DefaultQuotaCalls) + " per client",
+		"Quota.Clients":    limitsdoc.Thousands(DefaultQuotaClients) + " per user",
 		"QPModifyTimeout":  fmt.Sprint(DefaultQPModifyTimeout.Seconds()) + " s",
 		"LAPPolicyWait":    fmt.Sprint(DefaultLAPPolicyWait.Seconds()) + " s",
 		"frame size":       limitsdoc.Thousands(hostproto.MaxFrame) + " bytes",

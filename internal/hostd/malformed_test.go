@@ -212,3 +212,20 @@ func TestREQEndedBeforeDeliveryLeavesNothing(t *testing.T) {
 	require.Eventually(t, func() bool { return d.s.Unowned() == 0 }, 5*time.Second, time.Millisecond,
 		"the ended REQ's events are kept for ever")
 }
+
+// A user may hold so many connections to the socket at once: the next is
+// refused with QUOTA (request ID 0) and closed.
+func TestClientsQuota(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 1, func(c *hostd.Config) { c.Quota.Clients = 2 })
+	a, b := dial(t, d.path), dial(t, d.path)
+	a.hello("")
+	b.hello("")
+	c := dial(t, d.path)
+	fr := c.event(5*time.Second, func(fr hostproto.Frame) bool { return fr.ReqID == 0 && fr.Status != 0 })
+	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), hostproto.ErrQuota)
+	assert.True(t, c.gone(5*time.Second))
+	a.conn.Close()
+	require.Eventually(t, func() bool { return d.s.Clients() == 1 }, 5*time.Second, time.Millisecond)
+	dial(t, d.path).hello("")
+}

@@ -55,6 +55,9 @@ type Quota struct {
 	UserEvents int
 	// Calls bounds one client's calls in progress at once.
 	Calls int
+	// Clients bounds a user's connections to the socket at once (each
+	// costs a 64 KiB receive buffer and its goroutines).
+	Clients int
 }
 
 // The default quotas (docs/limits.md).
@@ -64,6 +67,7 @@ const (
 	DefaultQuotaEvents     = 8192
 	DefaultQuotaUserEvents = 65536
 	DefaultQuotaCalls      = 4096
+	DefaultQuotaClients    = 256
 )
 
 // Default waits for a client's answers.
@@ -110,8 +114,8 @@ type Server struct {
 
 // user is what one uid holds across its clients.
 type user struct {
-	ids, listens int
-	events       atomic.Int64
+	ids, listens, clients int
+	events                atomic.Int64
 }
 
 // New starts a Manager on each port.
@@ -130,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 	def(&q.Events, DefaultQuotaEvents)
 	def(&q.UserEvents, DefaultQuotaUserEvents)
 	def(&q.Calls, DefaultQuotaCalls)
+	def(&q.Clients, DefaultQuotaClients)
 	if cfg.Privileged == nil {
 		cfg.Privileged = PrivilegedIPPorts
 	}
@@ -252,6 +257,17 @@ func (s *Server) serveConn(c *net.UnixConn) {
 		c.Close()
 		return
 	}
+	if u.clients >= s.cfg.Quota.Clients {
+		s.mu.Unlock()
+		s.log.Warn("client refused: the user's clients quota", "uid", cred.Uid, "gid", cred.Gid, "pid", cred.Pid, "clients", u.clients)
+		b := hostproto.ErrorBody{Code: hostproto.StatusQuota, Message: fmt.Sprintf("uid %d has %d clients connected", cred.Uid, u.clients)}
+		if f, err := hostproto.AppendFrame(nil, hostproto.OpHello, b.Code, 0, &b); err == nil {
+			_, _ = c.Write(f)
+		}
+		c.Close()
+		return
+	}
+	u.clients++
 	s.nextID++
 	cl := newClient(s, c, cred, s.nextID, u)
 	s.clients[cl] = struct{}{}
@@ -295,6 +311,7 @@ func (s *Server) closePorts() {
 func (s *Server) clientGone(c *client) {
 	s.mu.Lock()
 	delete(s.clients, c)
+	c.user.clients--
 	s.mu.Unlock()
 	s.wg.Done()
 }

@@ -46,6 +46,10 @@ func TestClientThatNeverReadsIsCutOff(t *testing.T) {
 	b.ok(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: ch})
 	a.connEvent(rh, cm.EventTimeWaitExit, 5*time.Second)
 	assert.Equal(t, 2, d.s.Clients())
+	// What was queued for the client cut off no longer counts against its
+	// user.
+	require.Eventually(t, func() bool { return d.s.UserFrames(0) == 0 }, 5*time.Second, time.Millisecond,
+		"frames queued for uid 0: %d", d.s.UserFrames(0))
 }
 
 // establish2 is establish on a listener already there.
