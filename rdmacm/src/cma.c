@@ -913,6 +913,8 @@ static int accept_ud(struct cma_id *id, struct rdma_conn_param *cp, uint8_t stat
 EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
 {
 	struct cma_id *id = (struct cma_id *)cid;
+	if (id && id->active)
+		return rdma_establish(cid); /* the active side's RTU, as rdma_cm allows */
 	if (!id || id->state != ID_REQUEST) {
 		errno = EINVAL;
 		return -1;

@@ -123,6 +123,7 @@ static void active(void)
 		      !memcmp(e->param.conn.private_data, "world", 5), "CONNECT_RESPONSE's private data");
 	rdma_ack_cm_event(e);
 	CHECK(rdma_establish(id) == 0, "rdma_establish");
+	CHECK(rdma_accept(id, NULL) == 0, "rdma_accept on the active side, after CONNECT_RESPONSE");
 	quiet();
 	CHECK(rdma_disconnect(id) == 0, "rdma_disconnect");
 	e = next(RDMA_CM_EVENT_DISCONNECTED);
