@@ -296,7 +296,8 @@ struct cma_id *id_by_call(struct dconn *dc, uint64_t req)
 	return NULL;
 }
 
-/* simple_call makes a call with a handle body and waits; under ibcm_mu. */
+/* handle_call makes a call whose body is a handle and waits for its reply;
+ * under ibcm_mu. */
 static int handle_call(struct cma_id *id, uint8_t op)
 {
 	struct wbuf w = { 0 };
