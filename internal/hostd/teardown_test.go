@@ -10,6 +10,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/hostd"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
@@ -153,4 +154,21 @@ func TestGivenUpConnectEndsWithStateEvents(t *testing.T) {
 	}
 	assert.True(t, ended, "an event said why the connection ended")
 	d.waitIDs(t, 0, 5*time.Second)
+}
+
+// A SIDR_REQ the client never answers is let go by the Manager after
+// SIDRWait, and its handle with it.
+func TestUnansweredSIDRRequestIsLetGo(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, func(c *hostd.Config) { c.Ports[0].Config.SIDRWait = 50 * time.Millisecond })
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+	_, reply := b.start(hostproto.OpResolveSIDR, &hostproto.ResolveSIDRReq{To: ha.Port.LocalAddr, ServiceID: sid})
+	sr := a.event(5*time.Second, func(fr hostproto.Frame) bool { return fr.Op == hostproto.OpSIDRRequestEvent }).Body.(*hostproto.SIDRRequestEvent)
+	fr := b.wait(reply, 5*time.Second)
+	require.Equal(t, hostproto.StatusSIDR, fr.Status, "let go: answered with a reject")
+	d.waitIDs(t, 1, 5*time.Second) // the listener
+	a.fails(hostproto.OpSIDRReply, &hostproto.SIDRReplyReq{Handle: sr.Handle}, hostproto.ErrNoHandle)
 }
