@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -274,7 +275,19 @@ func (c *client) pumpSIDR(lh uint64, e *entry) {
 			continue
 		}
 		c.push(hostproto.OpSIDRRequestEvent, 0, 0, &hostproto.SIDRRequestEvent{Listener: lh, Handle: h, From: sr.From(), Req: *sr.Request()})
+		// The Manager lets an unanswered SIDR_REQ go after SIDRWait (a
+		// late SIDR_REPLY gets ErrTimeout): so does the handle, which a
+		// client that never answers would hold until it goes.
+		time.AfterFunc(c.port.sidrWait()+time.Second, func() { c.forget(h) })
 	}
+}
+
+// sidrWait is the port's ManagerConfig.SIDRWait, or its default.
+func (p *port) sidrWait() time.Duration {
+	if p.cfg.SIDRWait > 0 {
+		return p.cfg.SIDRWait
+	}
+	return 16 * wire.TimeoutDuration(20)
 }
 
 func (c *client) closeListener(h uint64, e *entry) error {

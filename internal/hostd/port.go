@@ -42,8 +42,6 @@ type port struct {
 	// listens are the service IDs each uid listens on, for refusing
 	// another user's overlapping listen.
 	listens map[*listenEntry]struct{}
-
-	downOnce sync.Once
 }
 
 type owner struct {

@@ -39,7 +39,7 @@ func attr(s qpattr.State) qpattr.Attr {
 		PathMigState: qpattr.Rearm}
 }
 
-func mad(t *testing.T, msg wire.Message) *wire.MAD {
+func mad(t testing.TB, msg wire.Message) *wire.MAD {
 	var buf [wire.MADSize]byte
 	require.NoError(t, wire.EncodeMAD(&buf, wire.Header{TID: 42}, msg))
 	m := new(wire.MAD)
@@ -49,7 +49,7 @@ func mad(t *testing.T, msg wire.Message) *wire.MAD {
 
 // cases are a body of every op in each of its directions, with its fields
 // set (so that a field the codec drops or swaps shows).
-func cases(t *testing.T) []struct {
+func cases(t testing.TB) []struct {
 	name   string
 	op     hostproto.Op
 	status hostproto.Status
@@ -329,8 +329,7 @@ func TestProtocolStatusesMapBothWays(t *testing.T) {
 // or a typed error, never panic, and what they decode encodes back to the
 // same bytes.
 func FuzzDecode(f *testing.F) {
-	t := &testing.T{}
-	for _, c := range cases(t) {
+	for _, c := range cases(f) {
 		reqID := uint64(77)
 		if c.op >= hostproto.OpEvent {
 			reqID = 0
