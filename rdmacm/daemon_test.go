@@ -237,3 +237,51 @@ func TestDaemon(t *testing.T) {
 		})
 	}
 }
+
+// startIbcmd runs the ibcmd binary itself on one simulated port and
+// returns its socket once it has said READY=1 on its notify socket.
+func startIbcmd(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ibcmd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/ibcm/ibcm/cmd/ibcmd").CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/ibcmd: %s", out)
+	ready := filepath.Join(dir, "notify")
+	nl, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ready, Net: "unixgram"})
+	require.NoError(t, err)
+	defer nl.Close()
+	sock := filepath.Join(dir, "ibcmd.sock")
+	var log bytes.Buffer
+	cmd := exec.Command(bin, "--sim", "1", "--socket", sock, "--max-timewait", "100ms")
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ready)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("ibcmd's log:\n%s", log.String())
+		}
+	})
+	require.NoError(t, nl.SetReadDeadline(time.Now().Add(30*time.Second)))
+	buf := make([]byte, 512)
+	for {
+		n, err := nl.Read(buf)
+		require.NoError(t, err, "no READY=1 from ibcmd")
+		if strings.Contains(string(buf[:n]), "READY=1") {
+			return sock
+		}
+	}
+}
+
+// TestIbcmd: the same two programs through the ibcmd binary (--sim 1).
+func TestIbcmd(t *testing.T) {
+	dir := built(t)
+	sock := startIbcmd(t)
+	srv := start(t, dir, sock, "e2e-server")
+	srv.await(t, "listening")
+	cli := start(t, dir, sock, "e2e-client")
+	srv.exit(t)
+	cli.exit(t)
+	start(t, dir, sock, "e2e-ud").exit(t)
+}
