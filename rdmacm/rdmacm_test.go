@@ -368,7 +368,7 @@ func TestPassive(t *testing.T) {
 		assert.NotZero(t, psn)
 		f.reply(fr, &hostproto.AttrReply{Attr: qpattr.Attr{State: qpattr.RTR, PathMTU: 5, DestQPN: 0x1234, RQPSN: psn,
 			Mask: qpattr.MaskState | qpattr.MaskAV | qpattr.MaskPathMTU | qpattr.MaskDestQPN | qpattr.MaskRQPSN,
-			AH: qpattr.AH{DLID: 1, PortNum: 1}}})
+			AH:   qpattr.AH{DLID: 1, PortNum: 1}}})
 		fr = f.expect(hostproto.OpAccept)
 		a := fr.Body.(*hostproto.AcceptReq)
 		assert.Equal(t, psn, a.REP.StartingPSN, "the REP whose attributes the program has")
