@@ -37,11 +37,12 @@ static int readable(int ms)
 	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
 }
 
-/* next waits for the channel's fd, then takes one event of type want. */
+/* next waits for the channel's fd (long enough for a loaded machine), then
+ * takes one event of type want. */
 static struct rdma_cm_event *next(enum rdma_cm_event_type want)
 {
 	struct rdma_cm_event *e;
-	CHECK(readable(5000), "no event while waiting for %s", rdma_event_str(want));
+	CHECK(readable(20000), "no event while waiting for %s", rdma_event_str(want));
 	CHECK(rdma_get_cm_event(ch, &e) == 0, "rdma_get_cm_event");
 	CHECK(e->event == want, "event %s (status %d), want %s", rdma_event_str(e->event), e->status,
 	      rdma_event_str(want));
@@ -298,7 +299,7 @@ static void dead(void)
 	int seen = 0;
 	for (int i = 0; i < 2; i++) {
 		struct rdma_cm_event *e;
-		CHECK(readable(5000) && rdma_get_cm_event(ch, &e) == 0, "an event after the daemon's end");
+		CHECK(readable(20000) && rdma_get_cm_event(ch, &e) == 0, "an event after the daemon's end");
 		if (e->event == RDMA_CM_EVENT_CONNECT_ERROR && e->id == id)
 			seen |= 1;
 		else if (e->event == RDMA_CM_EVENT_DISCONNECTED && e->id == id2)
