@@ -405,6 +405,13 @@ func (t *apTap) fail() {
 
 var errAPBroken = errors.New("apTap: input/output error")
 
+// apIsBroken reports whether err is the broken transport's: through the
+// daemon, its text in the port's error (an error value does not cross
+// the socket).
+func apIsBroken(err error) bool {
+	return errors.Is(err, errAPBroken) || viaDaemon && err != nil && strings.Contains(err.Error(), errAPBroken.Error())
+}
+
 func (t *apTap) Recv(ctx context.Context) (transport.Packet, error) {
 	if t.broken.Load() {
 		return transport.Packet{}, errAPBroken
@@ -1027,7 +1034,7 @@ func (s *apSys) run(o apOp) {
 			s.spawn("a failing transport", 0, true, func(context.Context) {
 				s.taps[i].fail()
 				<-m.Done() // late, if the Manager does not stop
-				if err := m.Err(); (!errors.Is(err, errAPBroken) || !errors.Is(err, cm.ErrClosed)) && !s.closing[i].Load() {
+				if err := m.Err(); (!apIsBroken(err) || !errors.Is(err, cm.ErrClosed)) && !s.closing[i].Load() {
 					s.fail("Manager %d stopped on a failing transport with Err %v, want the transport's error and ErrClosed", i, err)
 				}
 				_ = m.Close()
