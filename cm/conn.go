@@ -98,12 +98,15 @@ func (c *Conn) State() State {
 	if c.m == nil || !c.m.started() {
 		return StateIdle
 	}
+	if c.m.dialed() {
+		return c.remoteState()
+	}
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	if c.m.closed || c.id == 0 {
 		return StateIdle
 	}
-	return c.m.connState(c)
+	return c.m.eng.State(c.id)
 }
 
 // release closes TimeWaitExit; under the lock.

@@ -55,8 +55,8 @@ func SetDaemonBackend(f func(tr transport.Transport, cfg ManagerConfig) (*Manage
 	daemonBackend = f
 }
 
-// OnClose runs f once the dialed m's Close is done (the tests stop m's
-// daemon there).
+// OnClose runs f as the dialed m's Close starts, before its socket closes
+// (the tests stop m's daemon there).
 func OnClose(m *Manager, f func()) { m.remote.onClose = f }
 
 // DialConn is Dial over a socket connected already.

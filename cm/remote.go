@@ -24,12 +24,12 @@ package cm
 // each move, and the reader applies it to the local QP (the QP given to
 // Connect or Accept) before it reads on: so a connection's QP is in RTS
 // before the daemon sends the RTU or the REP, and moves one goroutine at a
-// time. The mirror Conn holds the QP too, and moves it to ERR when it
-// ends, before Done closes, as the embedded Manager does.
+// time. The daemon moves it to ERR when the connection ends, before the
+// event that says so; the client moves to ERR itself only the QPs of a
+// daemon that is gone (remote_qp.go).
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -69,6 +69,7 @@ const (
 	ropResolveSIDR
 	ropSIDRReply
 	ropStats
+	ropConnInfo // Conn.State: the daemon's Conn's state now
 )
 
 // remoteCall is one call to the daemon: its op and the arguments that op
@@ -105,6 +106,7 @@ type remoteReply struct {
 	attr    qpattr.Attr
 	sidrRep wire.SIDRRep
 	stats   Stats
+	err     error // Conn.State: the Conn's Err now
 }
 
 // remoteKind is an event's kind: an EventKind, or one of the kinds beyond
@@ -151,7 +153,7 @@ type remote struct {
 	conns     map[uint64]*Conn
 	handles   map[*Conn]uint64
 	states    map[*Conn]State
-	qps       map[uint64]QP // the QPs of the connections that have one
+	qps       map[uint64]*remoteQP // the QPs the daemon moves, by handle
 	listeners map[uint64]*Listener
 	lhandles  map[*Listener]uint64
 	sidrReqs  map[uint64]*SIDRRequest
@@ -159,7 +161,7 @@ type remote struct {
 	// newReqs holds each new request until its REQ_RECEIVED event is
 	// told: then it goes to its listener's backlog.
 	newReqs   map[uint64]newRequest
-	onClose   func()        // tests: run once Close is done
+	onClose   func()        // tests: run as Close starts, before the socket closes
 	kick      chan struct{} // the reader queued callbacks (deliverer)
 	delivered chan struct{} // closed once the deliverer has stopped
 	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
@@ -168,18 +170,9 @@ type remote struct {
 
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
-		qps: map[uint64]QP{}, newReqs: map[uint64]newRequest{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
+		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
 		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
-}
-
-// connState is c's state: the engine's, or the daemon's as its last event
-// told it; under the lock.
-func (m *Manager) connState(c *Conn) State {
-	if m.remote == nil {
-		return m.eng.State(c.id)
-	}
-	return m.remote.states[c]
 }
 
 // mirror returns the Conn of handle h, made at the first event that
@@ -203,6 +196,12 @@ func (m *Manager) apply(ev *remoteEvent) {
 	if !m.closed {
 		m.applyLocked(ev)
 	}
+	m.readerUnlock()
+}
+
+// readerUnlock lets go of the lock on the reader's goroutine: the
+// callbacks queued are the deliverer's to run.
+func (m *Manager) readerUnlock() {
 	fx := len(m.effects) > 0
 	m.mu.Unlock()
 	if fx {
@@ -253,19 +252,22 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 		return
 	}
 	c := r.conns[ev.handle]
-	if ev.kind == remoteWatch {
-		if c != nil {
-			m.remoteWatched(c, ev)
-		}
-		return
-	}
 	if c == nil {
+		if EventKind(ev.kind) != EventREQSent {
+			return // a handle let go of already (or never ours)
+		}
+		// The first event of our Connect: the mirror is made here, and
+		// the call's reply names it.
 		c = r.mirror(m, ev.handle, ev.id)
+	}
+	if ev.kind == remoteWatch {
+		m.remoteWatched(c, ev)
+		return
 	}
 	if c.id == 0 {
 		c.id = ev.id
 	}
-	r.adoptQP(c, ev.handle, ev.qp)
+	r.holdQP(ev.handle, ev.qp)
 	r.states[c] = ev.state
 	c.remember(ev.msg)
 	m.mirrorStep(c, ev)
@@ -385,47 +387,11 @@ func (m *Manager) remoteForget(c *Conn) {
 	h := r.handles[c]
 	delete(r.conns, h)
 	delete(r.handles, c)
-	delete(r.qps, h)
+	r.releaseQP(h)
 	delete(r.newReqs, h)
 	delete(r.states, c)
 	c.end(ErrDisconnected)
 	c.release()
-}
-
-// qpModify moves the QP of a call under way (call) or of the connection
-// handle h to a, as the daemon asks; on the reader's goroutine, without
-// the lock (QP.Modify of INIT, RTR and RTS may take its time).
-func (m *Manager) qpModify(call *remoteCall, h uint64, a qpattr.Attr) error {
-	var qp QP
-	if call != nil {
-		qp = call.qp
-	}
-	if qp == nil {
-		m.mu.Lock()
-		qp = m.remote.qps[h]
-		m.mu.Unlock()
-	}
-	if qp == nil {
-		if a.State == qpattr.Err {
-			return nil // the mirror moved it when the connection ended
-		}
-		return fmt.Errorf("%w: no QP for handle %d", ErrBadParam, h)
-	}
-	return qp.Modify(a)
-}
-
-// moveToErr moves the QP of the connection h to ERR as the daemon asks,
-// once: the mirror moves it too when the connection ends, whichever comes
-// first. It reports false when the mirror does not hold the QP (yet).
-func (m *Manager) moveToErr(h uint64, a qpattr.Attr) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := m.remote.conns[h]
-	if c == nil || c.qp == nil {
-		return false
-	}
-	c.moveQP(a)
-	return true
 }
 
 // remoteStop stops a dialed Manager: the daemon is gone, or its Manager of
@@ -446,6 +412,7 @@ func (m *Manager) remoteStop(cause error) {
 		c.end(cause)
 		c.release()
 	}
+	m.remote.qpsToErr()
 	for _, l := range m.remote.listeners {
 		l.shut()
 	}

@@ -78,7 +78,15 @@ func throughDaemon(tr transport.Transport, cfg cm.ManagerConfig) (*cm.Manager, b
 		return nil, true, err
 	}
 	cm.SetBacking(m, srv.Manager("p"))
-	cm.OnClose(m, func() { _ = srv.Close() })
+	// The daemon stops with its client, as an embedded Manager stops: its
+	// Manager's Close first, whose DREQs and REJs go whatever its send
+	// queue holds (a client's teardown is a Conn.Close, whose DREQ a full
+	// queue drops until its timer resends it, and the daemon's clock
+	// stops here), then the server.
+	cm.OnClose(m, func() {
+		_ = srv.Manager("p").Close()
+		_ = srv.Close()
+	})
 	return m, true, nil
 }
 

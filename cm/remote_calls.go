@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,25 +59,10 @@ func (m *Manager) remoteConnect(ctx context.Context, q *ConnectParams) (*Conn, e
 	m.mu.Lock()
 	c := m.remote.mirror(m, rp.handle, rp.id)
 	c.id, c.active, c.localQPN, c.req, c.rtuPD = rp.id, true, q.REQ.LocalQPN, q.REQ, q.RTUPrivateData
-	m.remote.adoptQP(c, rp.handle, q.QP)
+	m.remote.holdQP(rp.handle, q.QP)
 	m.remote.stateNow(c, rp.state)
 	m.remoteUnlock()
 	return c, nil
-}
-
-// adoptQP gives the mirror c its QP, which then moves to ERR when c ends,
-// or at once if c has ended; under the lock.
-func (r *remote) adoptQP(c *Conn, h uint64, qp QP) {
-	if qp == nil || c.qp != nil {
-		return
-	}
-	c.qp = qp
-	if _, live := r.conns[h]; live {
-		r.qps[h] = qp
-	}
-	if c.Err() != nil {
-		c.moveQP(errAttr())
-	}
 }
 
 // stateNow records the state a reply gave c, unless c's id is let go of;
@@ -189,7 +175,6 @@ func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn
 	m := r.m
 	m.mu.Lock()
 	c.rep, c.localQPN = *rep, rep.LocalQPN
-	m.remote.adoptQP(c, rc.handle, qp)
 	m.remote.stateNow(c, rp.state)
 	m.remoteUnlock()
 	return c, nil
@@ -270,17 +255,16 @@ func (m *Manager) remoteClose() error {
 		m.cause = ErrClosed // the reader, which ends with the socket, finds it
 	}
 	m.causeMu.Unlock()
-	err := m.remote.ops.close()
+	if f := m.remote.onClose; f != nil {
+		m.remote.onClose = nil
+		f()
+	}
+	_ = m.remote.ops.close()
 	m.mu.Lock()
 	m.remoteStop(ErrClosed)
 	m.remoteUnlock()
 	m.caughtUp()
 	<-m.remote.delivered
-	if f := m.remote.onClose; f != nil {
-		m.remote.onClose = nil
-		f()
-	}
-	_ = err
 	return nil
 }
 
@@ -301,4 +285,42 @@ func (c *Conn) remoteClose() error {
 func (c *Conn) remoteCommEst(ctx context.Context) error {
 	_, err := c.remoteCall(ctx, &remoteCall{op: ropCommEst})
 	return err
+}
+
+// remoteState is Conn.State: the daemon's Conn's state now, as the
+// embedded Manager's engine gives it, or IDLE once its id is let go of or
+// the Manager has stopped. Without an answer it is the state the last
+// event told.
+func (c *Conn) remoteState() State {
+	m := c.m
+	m.mu.Lock()
+	h, told, closed := m.remote.handles[c], m.remote.states[c], m.closed
+	m.mu.Unlock()
+	if closed || h == 0 || c.id == 0 {
+		return StateIdle
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteAsyncWait)
+	defer cancel()
+	rp, err := m.remote.ops.do(ctx, &remoteCall{op: ropConnInfo, handle: h})
+	switch {
+	case errors.Is(err, hostproto.ErrNoHandle):
+		rp.state = StateIdle // the daemon let go of the id
+	case err != nil:
+		return told
+	}
+	if at := rp.state.Attr(); at.TimeWait || !at.Holds {
+		// The daemon's Conn has ended (and its id is free, in IDLE): so
+		// does the mirror, now, rather than when the event of that step
+		// comes, so that State, Done and TimeWaitExit agree as they do on
+		// the embedded Manager.
+		m.mu.Lock()
+		if m.remote.handles[c] == h {
+			c.end(cmp.Or(rp.err, ErrDisconnected))
+			if !at.Holds {
+				m.remoteForget(c)
+			}
+		}
+		m.remoteUnlock()
+	}
+	return rp.state
 }

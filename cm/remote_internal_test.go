@@ -21,12 +21,18 @@ import (
 type fakeDaemon struct {
 	m      *Manager
 	mu     sync.Mutex
+	told   map[uint64]State // CONN_INFO's answer: the state last told
 	calls  []remoteCall
 	answer func(c *remoteCall) (remoteReply, error)
 	closed bool
 }
 
 func (d *fakeDaemon) do(ctx context.Context, c *remoteCall) (remoteReply, error) {
+	if c.op == ropConnInfo {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return remoteReply{state: d.told[c.handle]}, nil
+	}
 	d.mu.Lock()
 	d.calls = append(d.calls, *c)
 	d.mu.Unlock()
@@ -46,7 +52,17 @@ func (d *fakeDaemon) close() error {
 	return nil
 }
 
-func (d *fakeDaemon) tell(ev remoteEvent) { d.m.apply(&ev) }
+func (d *fakeDaemon) tell(ev remoteEvent) {
+	d.mu.Lock()
+	if d.told == nil {
+		d.told = map[uint64]State{}
+	}
+	if ev.kind < remoteRequest {
+		d.told[ev.handle] = ev.state
+	}
+	d.mu.Unlock()
+	d.m.apply(&ev)
+}
 
 func (d *fakeDaemon) last() remoteCall {
 	d.mu.Lock()
@@ -153,9 +169,8 @@ func TestDialedPassiveConnection(t *testing.T) {
 
 	qp := &fakeQP{}
 	d.answer = func(c *remoteCall) (remoteReply, error) {
-		for _, s := range []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS} {
-			require.NoError(t, m.qpModify(c, c.handle, qpattr.Attr{State: s}))
-		}
+		require.NoError(t, m.moveRemoteQP(c.handle, c.qp,
+			[]qpattr.Attr{{State: qpattr.Init}, {State: qpattr.RTR}, {State: qpattr.RTS}}))
 		d.tell(remoteEvent{kind: remoteKind(EventREPSent), handle: 5, id: 0x20, state: StateRepSent})
 		d.tell(remoteEvent{kind: remoteKind(EventEstablished), handle: 5, id: 0x20, state: StateEstablished})
 		return remoteReply{}, nil
@@ -167,6 +182,7 @@ func TestDialedPassiveConnection(t *testing.T) {
 	assert.Equal(t, StateEstablished, c.State())
 	assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS}, qp.states())
 
+	require.NoError(t, m.moveRemoteQP(5, nil, []qpattr.Attr{{State: qpattr.Err}}), "the daemon's ERR, before the DREP")
 	d.tell(remoteEvent{kind: remoteKind(EventDREQReceived), handle: 5, id: 0x20, state: StateDreqRcvd})
 	d.tell(remoteEvent{kind: remoteKind(EventTimeWait), handle: 5, id: 0x20, state: StateTimeWait, err: ErrDisconnected})
 	<-c.Done()
@@ -197,7 +213,7 @@ func TestDialedActiveConnection(t *testing.T) {
 		rep := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREP}}
 		rep.REP.LocalQPN, rep.REP.LocalCAGUID = 0x22, 0xb
 		d.tell(remoteEvent{kind: remoteKind(EventREPReceived), handle: 7, id: 0x30, msg: rep, state: StateRepRcvd})
-		require.NoError(t, m.qpModify(c, 0, qpattr.Attr{State: qpattr.RTS}))
+		require.NoError(t, m.moveRemoteQP(7, c.qp, []qpattr.Attr{{State: qpattr.RTS}}))
 		d.tell(remoteEvent{kind: remoteKind(EventEstablished), handle: 7, id: 0x30, state: StateEstablished,
 			sent: wire.AttrRTU})
 		return remoteReply{handle: 7, id: 0x30}, nil
@@ -218,6 +234,7 @@ func TestDialedActiveConnection(t *testing.T) {
 	assert.Equal(t, uint32(0x11), call.req.LocalQPN)
 
 	rej := &RejectError{Reason: wire.RejectConsumerDefined}
+	require.NoError(t, m.moveRemoteQP(7, nil, []qpattr.Attr{{State: qpattr.Err}}))
 	d.tell(remoteEvent{kind: remoteKind(EventRejected), handle: 7, id: 0x30, state: StateTimeWait, err: rej})
 	<-c.Done()
 	var got *RejectError
@@ -308,4 +325,34 @@ func TestDialedEndWithoutEvent(t *testing.T) {
 	m.caughtUp()
 	assert.Equal(t, []EventKind{EventREQReceived}, log.kinds())
 	assert.Equal(t, StateIdle, r.Conn().State())
+}
+
+// The daemon's moves reach the QP in the order it sends them, also after
+// the connection ended (a REJ that came while the daemon's Connect moved
+// the QP: its ERR follows the moves); Close moves to ERR a QP the daemon
+// left out of it, once.
+func TestDialedQPMoves(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	qp, qp2 := &fakeQP{}, &fakeQP{}
+	all := []qpattr.Attr{{State: qpattr.Init}, {State: qpattr.RTR}, {State: qpattr.RTS}}
+	d.answer = func(c *remoteCall) (remoteReply, error) {
+		d.tell(remoteEvent{kind: remoteKind(EventREQSent), handle: 7, id: 0x30, state: StateReqSent, qp: c.qp})
+		if c.qp == qp {
+			d.tell(remoteEvent{kind: remoteKind(EventRejected), handle: 7, id: 0x30, state: StateIdle,
+				err: &RejectError{Reason: wire.RejectConsumerDefined}})
+			require.NoError(t, m.moveRemoteQP(7, c.qp, all))
+			require.NoError(t, m.moveRemoteQP(7, nil, []qpattr.Attr{{State: qpattr.Err}}))
+			return remoteReply{}, &RejectError{Reason: wire.RejectConsumerDefined}
+		}
+		require.NoError(t, m.moveRemoteQP(8, c.qp, all))
+		return remoteReply{handle: 8, id: 0x31, state: StateEstablished}, nil
+	}
+	_, err := m.Connect(context.Background(), &ConnectParams{To: transport.Addr{LID: 9}, REQ: wire.REQ{ServiceID: 1}, QP: qp})
+	var rej *RejectError
+	require.ErrorAs(t, err, &rej)
+	assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS, qpattr.Err}, qp.states())
+	_, err = m.Connect(context.Background(), &ConnectParams{To: transport.Addr{LID: 9}, REQ: wire.REQ{ServiceID: 1}, QP: qp2})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS, qpattr.Err}, qp2.states())
 }

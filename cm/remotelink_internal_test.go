@@ -118,10 +118,21 @@ func TestLinkConnect(t *testing.T) {
 	d.send(hostproto.OpConnect, hostproto.StatusOK, f.ReqID, &hostproto.ConnInfo{Handle: 7, CommID: 0x30,
 		State: StateEstablished, Active: true})
 	require.NoError(t, <-res)
-	assert.Equal(t, StateEstablished, c.State())
+	// State asks the daemon (CONN_INFO): its Conn's state now.
+	st := make(chan State, 1)
+	go func() { st <- c.State() }()
+	ci := d.read()
+	require.Equal(t, hostproto.OpConnInfo, ci.Op)
+	assert.Equal(t, uint64(7), ci.Body.(*hostproto.HandleReq).Handle)
+	d.send(hostproto.OpConnInfo, hostproto.StatusOK, ci.ReqID, &hostproto.ConnInfo{Handle: 7, CommID: 0x30,
+		State: StateDreqRcvd})
+	assert.Equal(t, StateDreqRcvd, <-st)
 	assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS}, qp.states())
 
-	// The daemon's Manager ends the connection: the event says why.
+	// The daemon's Manager ends the connection: the QP goes to ERR, then
+	// the event says why.
+	d.send(hostproto.OpQPModify, 0, 100, &hostproto.QPModifyReq{Handle: 7, QPN: 0x11,
+		Attrs: []qpattr.Attr{{State: qpattr.Err}}})
 	d.send(hostproto.OpEvent, 0, 0, &hostproto.Event{Handle: 7, Kind: uint8(EventRejected), State: StateIdle,
 		CommID: 0x30, Reason: wire.RejectStaleConn, Err: hostStatus(&RejectError{Reason: wire.RejectStaleConn})})
 	<-c.Done()

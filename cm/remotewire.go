@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
@@ -74,6 +73,8 @@ func request(c *remoteCall) (hostproto.Op, hostproto.Body) {
 		q := c.sidr
 		return hostproto.OpResolveSIDR, &hostproto.ResolveSIDRReq{To: q.To, ServiceID: q.ServiceID, PKey: q.PKey,
 			MaxRetries: q.MaxRetries, Timeout: q.Timeout, PrivateData: q.PrivateData}
+	case ropConnInfo:
+		return hostproto.OpConnInfo, &hostproto.HandleReq{Handle: h}
 	case ropSIDRReply:
 		return hostproto.OpSIDRReply, &hostproto.SIDRReplyReq{Handle: h, Params: *c.sidrReply}
 	}
@@ -86,7 +87,7 @@ func reply(b hostproto.Body) remoteReply {
 	case *hostproto.ListenReply:
 		return remoteReply{handle: b.Handle, id: CommID(b.CommID)}
 	case *hostproto.ConnInfo:
-		return remoteReply{handle: b.Handle, id: CommID(b.CommID), state: b.State}
+		return remoteReply{handle: b.Handle, id: CommID(b.CommID), state: b.State, err: hostError(&b.Err)}
 	case *hostproto.AttrReply:
 		return remoteReply{attr: b.Attr}
 	case *hostproto.SIDRRepReply:
@@ -137,19 +138,17 @@ func (l *link) qpModify(f *hostproto.Frame) {
 	if b == nil || len(b.Attrs) == 0 {
 		return
 	}
-	last := b.Attrs[len(b.Attrs)-1]
-	var qp QP
+	var callQP QP
 	var call *linkCall
-	if last.State != qpattr.Err || !l.m.moveToErr(b.Handle, last) {
-		qp, call = l.qpOf(b.Handle, b.QPN)
+	l.mu.Lock()
+	for _, c := range l.calls {
+		if c.qp != nil && c.qp.QPN() == b.QPN {
+			callQP, call = c.qp, c
+			break
+		}
 	}
-	var err error
-	switch {
-	case qp != nil:
-		err = applyQP(qp, b.Attrs)
-	case last.State != qpattr.Err:
-		err = errors.New("cm: the daemon moved a QP this client does not hold")
-	}
+	l.mu.Unlock()
+	err := l.m.moveRemoteQP(b.Handle, callQP, b.Attrs)
 	if err != nil && call != nil {
 		l.mu.Lock()
 		call.qpErr = err
@@ -165,24 +164,6 @@ func (l *link) qpModify(f *hostproto.Frame) {
 	}
 	_ = l.write(hostproto.OpQPModify, hostproto.StatusOK, f.ReqID, &hostproto.Empty{})
 }
-
-// qpOf is the QP of the connection h, or of the call under way whose QP
-// has number qpn (a call whose handle the client has yet to learn).
-func (l *link) qpOf(h uint64, qpn uint32) (QP, *linkCall) {
-	l.mu.Lock()
-	for _, c := range l.calls {
-		if c.qp != nil && c.qp.QPN() == qpn {
-			l.mu.Unlock()
-			return c.qp, c
-		}
-	}
-	l.mu.Unlock()
-	m := l.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.remote.qps[h], nil
-}
-
 // lapPolicy runs LAPPolicy on the peer's LAP as a callback, in order with
 // the events, and answers the daemon with its APR status.
 func (l *link) lapPolicy(f *hostproto.Frame) {
@@ -202,5 +183,5 @@ func (l *link) lapPolicy(f *hostproto.Frame) {
 		status := m.cfg.LAPPolicy(c, &lap)
 		_ = l.write(hostproto.OpLAPPolicy, hostproto.StatusOK, id, &hostproto.LAPPolicyReply{Status: status})
 	})
-	m.remoteUnlock()
+	m.readerUnlock()
 }
