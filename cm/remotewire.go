@@ -164,6 +164,7 @@ func (l *link) qpModify(f *hostproto.Frame) {
 	}
 	_ = l.write(hostproto.OpQPModify, hostproto.StatusOK, f.ReqID, &hostproto.Empty{})
 }
+
 // lapPolicy runs LAPPolicy on the peer's LAP as a callback, in order with
 // the events, and answers the daemon with its APR status.
 func (l *link) lapPolicy(f *hostproto.Frame) {
