@@ -141,9 +141,10 @@ type remoteEvent struct {
 	sent     wire.AttrID
 	msg      *wire.MAD // the received message, or nil
 	from     transport.Addr
-	state    State // the Conn's state after the step
-	err      error // why the Conn ended, if it has
-	qp       QP    // the first event of our Connect: its QP
+	state    State     // the Conn's state after the step
+	err      error     // why the Conn ended, if it has
+	qp       QP        // the first event of our Connect: its QP
+	req      *wire.REQ // and its REQ
 }
 
 // remote is a dialed Manager's side of the daemon: the mirror's tables,
@@ -259,6 +260,9 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 		// The first event of our Connect: the mirror is made here, and
 		// the call's reply names it.
 		c = r.mirror(m, ev.handle, ev.id)
+		if ev.req != nil {
+			c.req, c.localQPN = *ev.req, ev.req.LocalQPN
+		}
 	}
 	if ev.kind == remoteWatch {
 		m.remoteWatched(c, ev)
@@ -273,7 +277,7 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 	m.mirrorStep(c, ev)
 	m.emit(Event{Kind: EventKind(ev.kind), Conn: c, ID: c.id, Reason: ev.reason, Msg: ev.msg, From: ev.from, Sent: ev.sent})
 	if ev.err != nil {
-		c.end(ev.err) // after the event: Done closes once it is told
+		m.remoteEnd(c, ev.err)
 	}
 	if nr, ok := r.newReqs[ev.handle]; ok {
 		delete(r.newReqs, ev.handle)
@@ -312,9 +316,54 @@ type newRequest struct {
 func (m *Manager) remoteWatched(c *Conn, ev *remoteEvent) {
 	m.remote.states[c] = ev.state
 	if ev.err != nil {
-		c.end(ev.err)
+		m.remoteEnd(c, ev.err)
 	}
 	if ev.state == StateIdle {
+		m.remoteForget(c)
+	}
+}
+
+// remoteEnd ends the mirror c with err, unless it has ended: Done closes
+// at once, not behind the events of the step as the embedded Manager's
+// does. The events come from the daemon, and a Done that waited for
+// OnEvent to be told them would also wait for the callbacks before them,
+// which may themselves wait for the daemon (State asks it): so Done would
+// lag the state the daemon gives, which the embedded Manager changes in
+// the same step; under the lock.
+func (m *Manager) remoteEnd(c *Conn, err error) {
+	c.mu.Lock()
+	first := c.err == nil
+	if first {
+		c.err = err
+	}
+	c.mu.Unlock()
+	if first {
+		close(c.done)
+	}
+}
+
+// remoteRelease closes c's TimeWaitExit at once, as remoteEnd its Done;
+// under the lock.
+func (m *Manager) remoteRelease(c *Conn) {
+	c.mu.Lock()
+	first := !c.freed
+	c.freed = true
+	c.mu.Unlock()
+	if first {
+		close(c.released)
+	}
+}
+
+// remoteSettleNow ends c with err, and lets go of it (free), as the
+// daemon's Conn.State said: before the events of that step come, which
+// are told when they do. forget drops the handle too: the daemon has let
+// go of it; under the lock.
+func (m *Manager) remoteSettleNow(c *Conn, err error, free, forget bool) {
+	m.remoteEnd(c, err)
+	if free {
+		m.remoteRelease(c)
+	}
+	if forget {
 		m.remoteForget(c)
 	}
 }
@@ -390,8 +439,8 @@ func (m *Manager) remoteForget(c *Conn) {
 	r.releaseQP(h)
 	delete(r.newReqs, h)
 	delete(r.states, c)
-	c.end(ErrDisconnected)
-	c.release()
+	m.remoteEnd(c, ErrDisconnected)
+	m.remoteRelease(c)
 }
 
 // remoteStop stops a dialed Manager: the daemon is gone, or its Manager of
@@ -409,8 +458,8 @@ func (m *Manager) remoteStop(cause error) {
 	cause = m.cause
 	m.causeMu.Unlock()
 	for _, c := range m.remote.conns {
-		c.end(cause)
-		c.release()
+		m.remoteEnd(c, cause)
+		m.remoteRelease(c)
 	}
 	m.remote.qpsToErr()
 	for _, l := range m.remote.listeners {

@@ -57,8 +57,11 @@ func (m *Manager) remoteConnect(ctx context.Context, q *ConnectParams) (*Conn, e
 		return nil, err
 	}
 	m.mu.Lock()
-	c := m.remote.mirror(m, rp.handle, rp.id)
-	c.id, c.active, c.localQPN, c.req, c.rtuPD = rp.id, true, q.REQ.LocalQPN, q.REQ, q.RTUPrivateData
+	c := m.remote.conns[rp.handle]
+	if c == nil { // no event came before the reply
+		c = m.remote.mirror(m, rp.handle, rp.id)
+		c.active, c.localQPN, c.req = true, q.REQ.LocalQPN, q.REQ
+	}
 	m.remote.holdQP(rp.handle, q.QP)
 	m.remote.stateNow(c, rp.state)
 	m.remoteUnlock()
@@ -164,6 +167,14 @@ func (m *Manager) remoteGone(c *Conn) error {
 // remoteAccept is Request.Accept with rep completed.
 func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn, error) {
 	c := r.conn
+	m := r.m
+	m.mu.Lock()
+	if _, live := m.remote.states[c]; live && c.rep == (wire.REP{}) {
+		// As the embedded Accept sets them, before the REP goes: the
+		// events of the Accept may read them.
+		c.rep, c.localQPN = *rep, rep.LocalQPN
+	}
+	m.mu.Unlock()
 	rc := &remoteCall{op: ropAccept, rep: rep, qp: qp}
 	rp, err := c.remoteCall(ctx, rc)
 	if err != nil {
@@ -172,9 +183,7 @@ func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn
 		}
 		return nil, err
 	}
-	m := r.m
 	m.mu.Lock()
-	c.rep, c.localQPN = *rep, rep.LocalQPN
 	m.remote.stateNow(c, rp.state)
 	m.remoteUnlock()
 	return c, nil
@@ -294,9 +303,9 @@ func (c *Conn) remoteCommEst(ctx context.Context) error {
 func (c *Conn) remoteState() State {
 	m := c.m
 	m.mu.Lock()
-	h, told, closed := m.remote.handles[c], m.remote.states[c], m.closed
+	h, told, closed, id := m.remote.handles[c], m.remote.states[c], m.closed, c.id
 	m.mu.Unlock()
-	if closed || h == 0 || c.id == 0 {
+	if closed || h == 0 || id == 0 {
 		return StateIdle
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteAsyncWait)
@@ -315,10 +324,7 @@ func (c *Conn) remoteState() State {
 		// the embedded Manager.
 		m.mu.Lock()
 		if m.remote.handles[c] == h {
-			c.end(cmp.Or(rp.err, ErrDisconnected))
-			if !at.Holds {
-				m.remoteForget(c)
-			}
+			m.remoteSettleNow(c, cmp.Or(rp.err, ErrDisconnected), !at.Holds, err != nil)
 		}
 		m.remoteUnlock()
 	}

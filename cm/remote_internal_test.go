@@ -209,7 +209,8 @@ func TestDialedActiveConnection(t *testing.T) {
 	m, d, log := newFakeDialed(t)
 	qp := &fakeQP{}
 	d.answer = func(c *remoteCall) (remoteReply, error) {
-		d.tell(remoteEvent{kind: remoteKind(EventREQSent), handle: 7, id: 0x30, state: StateReqSent})
+		d.tell(remoteEvent{kind: remoteKind(EventREQSent), handle: 7, id: 0x30, state: StateReqSent,
+			qp: c.qp, req: c.req})
 		rep := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREP}}
 		rep.REP.LocalQPN, rep.REP.LocalCAGUID = 0x22, 0xb
 		d.tell(remoteEvent{kind: remoteKind(EventREPReceived), handle: 7, id: 0x30, msg: rep, state: StateRepRcvd})

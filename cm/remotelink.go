@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
@@ -34,7 +35,8 @@ type link struct {
 type linkCall struct {
 	reply chan hostproto.Frame
 	qp    QP
-	qpErr error // the QP refused a move the daemon asked for
+	req   *wire.REQ // a Connect's REQ, for its mirror
+	qpErr error     // the QP refused a move the daemon asked for
 }
 
 // hand gives the call its reply; a second one (the link's end after the
@@ -70,14 +72,17 @@ func (l *link) write(op hostproto.Op, status hostproto.Status, id uint64, b host
 }
 
 // start registers a call and returns its request ID.
-func (l *link) start(qp QP) (uint64, *linkCall, error) {
+func (l *link) start(rc *remoteCall) (uint64, *linkCall, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.dead != nil {
 		return 0, nil, l.dead
 	}
 	l.next++
-	c := &linkCall{reply: make(chan hostproto.Frame, 1), qp: qp}
+	c := &linkCall{reply: make(chan hostproto.Frame, 1)}
+	if rc != nil {
+		c.qp, c.req = rc.qp, rc.req
+	}
 	l.calls[l.next] = c
 	return l.next, c, nil
 }
@@ -91,8 +96,8 @@ func (l *link) forget(id uint64) {
 // call sends a request and waits for its reply: the reply's body, or the
 // error its status stands for. When ctx ends first the daemon is told to
 // give the call up (CANCEL), and call returns ctx's error once it has.
-func (l *link) call(ctx context.Context, op hostproto.Op, b hostproto.Body, qp QP) (hostproto.Body, error) {
-	id, c, err := l.start(qp)
+func (l *link) call(ctx context.Context, op hostproto.Op, b hostproto.Body, rc *remoteCall) (hostproto.Body, error) {
+	id, c, err := l.start(rc)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 // do is remoteOps.do: c as its request, the reply as remoteReply.
 func (l *link) do(ctx context.Context, c *remoteCall) (remoteReply, error) {
 	op, b := request(c)
-	body, err := l.call(ctx, op, b, c.qp)
+	body, err := l.call(ctx, op, b, c)
 	if err != nil {
 		var se *SIDRError
 		var eb *hostproto.StatusError
@@ -111,7 +111,7 @@ func (l *link) event(f *hostproto.Frame) {
 			// The first event of our CONNECT: its QP is this Conn's.
 			l.mu.Lock()
 			if c := l.calls[b.CallID]; c != nil {
-				ev.qp = c.qp
+				ev.qp, ev.req = c.qp, c.req
 			}
 			l.mu.Unlock()
 		}
