@@ -35,7 +35,7 @@ type client struct {
 	cancel context.CancelFunc
 	// The frames to write, bounded (Quota.Events): full means cut off.
 	qmu     sync.Mutex
-	queue   [][]byte
+	queue   []outFrame
 	writing int           // frames the writer has taken and not yet written
 	qclosed bool          // the writer has stopped
 	wake    chan struct{} // a frame was queued
@@ -236,7 +236,7 @@ func (c *client) queued() int {
 
 // write sends the queued frames in order, taking all that wait at once.
 func (c *client) write() {
-	var batch [][]byte
+	var batch []outFrame
 	for {
 		select {
 		case <-c.wake:
@@ -248,10 +248,17 @@ func (c *client) write() {
 		batch, c.queue = c.queue, batch[:0]
 		c.writing = len(batch)
 		c.qmu.Unlock()
-		for i, f := range batch {
-			_, err := c.conn.Write(f)
+		for i := range batch {
+			b, err := batch[i].bytes(c)
+			if err != nil {
+				c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
+				b, err = nil, nil
+			}
+			if b != nil {
+				_, err = c.conn.Write(b)
+			}
 			c.user.events.Add(-1)
-			batch[i] = nil
+			batch[i] = outFrame{}
 			if err != nil {
 				c.user.events.Add(-int64(len(batch) - i - 1))
 				c.qmu.Lock()
@@ -266,6 +273,24 @@ func (c *client) write() {
 		c.writing = 0
 		c.qmu.Unlock()
 	}
+}
+
+// outFrame is a frame waiting for the writer: encoded, or an event whose
+// connection's state and error are read, and which is encoded, only when
+// it is written.
+type outFrame struct {
+	b    []byte
+	ev   *hostproto.Event
+	conn *cm.Conn
+}
+
+// bytes encodes f, an event with its connection's state and error now.
+func (f *outFrame) bytes(c *client) ([]byte, error) {
+	if f.ev == nil {
+		return f.b, nil
+	}
+	f.ev.State, f.ev.Err = stateOf(f.conn)
+	return hostproto.AppendFrame(make([]byte, 0, 512), hostproto.OpEvent, 0, 0, f.ev)
 }
 
 // closeQueue ends the queue: what waits in it is dropped, and nothing
@@ -295,6 +320,16 @@ func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b 
 			return false
 		}
 	}
+	return c.enqueue(outFrame{b: f})
+}
+
+// pushEvent queues an event, encoded when it is written, with its
+// connection's state and error then.
+func (c *client) pushEvent(e *hostproto.Event, conn *cm.Conn) bool {
+	return c.enqueue(outFrame{ev: e, conn: conn})
+}
+
+func (c *client) enqueue(f outFrame) bool {
 	c.mu.Lock()
 	dead := c.dead
 	c.mu.Unlock()

@@ -61,7 +61,6 @@ type connectClaim struct {
 // pendingEvent is an event kept for a connection no client holds yet; the
 // message is copied, since the Manager's is valid during OnEvent only.
 type pendingEvent struct {
-	ev  cm.Event
 	msg *wire.MAD
 	st  hostproto.Event
 }
@@ -128,14 +127,17 @@ func (p *port) close() {
 }
 
 // onEvent routes one of the Manager's events to the client that holds its
-// connection; it never waits for the client (push only queues).
+// connection; it never waits for the client (pushEvent only queues). The
+// Manager tells its events one at a time, and each call it serves returns
+// once the events before it are told, so this is on the path of every call
+// of the port: the connection's state and error, which take the Manager's
+// lock, and the encoding are left to the client's writer (pushEvent).
 func (p *port) onEvent(ev cm.Event) {
 	if ev.Conn == nil {
 		return // SIDR: the SIDR_REQUEST event, or ResolveSIDR's reply, says it
 	}
 	e := hostproto.Event{Kind: uint8(ev.Kind), Reason: ev.Reason, Sent: ev.Sent, CommID: uint32(ev.ID),
 		Time: int64(ev.Time), From: ev.From}
-	e.State, e.Err = stateOf(ev.Conn)
 	var msg *wire.MAD
 	if ev.Msg != nil {
 		m := *ev.Msg
@@ -154,7 +156,7 @@ func (p *port) onEvent(ev cm.Event) {
 	}
 	if !ok {
 		if q := p.unowned[ev.Conn]; len(q) < maxUnowned {
-			p.unowned[ev.Conn] = append(q, pendingEvent{ev: ev, msg: msg, st: e})
+			p.unowned[ev.Conn] = append(q, pendingEvent{msg: msg, st: e})
 		}
 		switch ev.Kind {
 		case cm.EventRejected, cm.EventRejectSent, cm.EventTimedOut, cm.EventStale, cm.EventTimeWaitExit:
@@ -169,7 +171,7 @@ func (p *port) onEvent(ev cm.Event) {
 	}
 	e.Handle = o.handle
 	e.Msg = msg
-	o.c.push(hostproto.OpEvent, 0, 0, &e)
+	o.c.pushEvent(&e, ev.Conn)
 	if ev.Kind == cm.EventTimeWaitExit {
 		delete(p.owners, ev.Conn)
 	}
@@ -190,7 +192,7 @@ func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
 		e := pe.st
 		e.Handle = handle
 		e.Msg = pe.msg
-		c.push(hostproto.OpEvent, 0, 0, &e)
+		c.pushEvent(&e, conn)
 	}
 	delete(p.unowned, conn)
 }
