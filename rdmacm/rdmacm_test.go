@@ -337,6 +337,17 @@ func TestActive(t *testing.T) {
 		f.event(&hostproto.Event{Handle: 9, Kind: 8, State: 10})
 		f.reply(fr, &hostproto.ConnInfo{Handle: 9, State: 10, Active: true})
 		f.event(&hostproto.Event{Handle: 9, Kind: 0, State: 0, Err: hostproto.ErrorBody{Code: hostproto.StatusClosed}})
+
+		// IPv6 (::1)
+		fr = f.expect(hostproto.OpConnect)
+		h, _ = ipcm(t, fr.Body.(*hostproto.ConnectReq).REQ.PrivateData[:])
+		assert.Equal(t, wire.IPCMHeader{IPVersion: 6, SrcPort: h.SrcPort, SrcIP: netip.IPv6Loopback(), DstIP: netip.IPv6Loopback()}, h)
+		f.event(&hostproto.Event{Handle: 10, CallID: fr.ReqID, Kind: 1, State: 2})
+		f.event(&hostproto.Event{Handle: 10, Kind: 9, Reason: 28, Err: eb})
+		f.send(hostproto.OpConnect, hostproto.StatusRejected, fr.ReqID, &eb)
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 10}, fr.Body)
+		f.send(hostproto.OpConnClose, hostproto.StatusNoHandle, fr.ReqID, &hostproto.ErrorBody{Code: hostproto.StatusNoHandle})
 	})
 }
 

@@ -151,6 +151,18 @@ static void active(void)
 	CHECK(e->id == id, "DISCONNECTED's id");
 	rdma_ack_cm_event(e);
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+
+	/* IPv6: the IP CM header says 6 and carries the whole addresses */
+	struct sockaddr_in6 dst6 = { .sin6_family = AF_INET6, .sin6_port = htons(7471),
+				     .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst6, 2000) == 0, "rdma_resolve_addr (::1)");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+	CHECK(rdma_connect(id, &cp3) == 0, "rdma_connect (IPv6)");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_REJECTED));
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 }
 
 static void passive(void)
@@ -186,10 +198,18 @@ static void passive(void)
 	struct rdma_conn_param cp = { .private_data = "pong", .private_data_len = 4,
 				      .responder_resources = 1, .initiator_depth = 1,
 				      .rnr_retry_count = 7, .flow_control = 1 };
+	/* the request's id moves to a channel of its own (as ucmatose's
+	 * threads do) for its ESTABLISHED, then back */
+	struct rdma_event_channel *main_ch = ch, *ch2 = rdma_create_event_channel();
+	CHECK(ch2 && rdma_migrate_id(id, ch2) == 0 && id->channel == ch2, "rdma_migrate_id");
 	CHECK(rdma_accept(id, &cp) == 0, "rdma_accept");
+	ch = ch2;
 	e = next(RDMA_CM_EVENT_ESTABLISHED);
 	CHECK(e->id == id, "ESTABLISHED's id");
 	rdma_ack_cm_event(e);
+	ch = main_ch;
+	CHECK(rdma_migrate_id(id, ch) == 0 && id->channel == ch, "rdma_migrate_id back");
+	rdma_destroy_event_channel(ch2);
 
 	e = next(RDMA_CM_EVENT_CONNECT_REQUEST);
 	struct rdma_cm_id *id2 = e->id;
