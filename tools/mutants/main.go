@@ -150,6 +150,9 @@ var catalogue = []mutant{
 	{"lapse-keeps-id", "the lapse of a REQ nobody answers fires but keeps the id: it holds its half-open slot for ever", "gen/def/cm.go",
 		`{From: passiveReq, On: "TimeoutFinal", To: "IDLE", Send: REJ, Reason: RejTimeout, About: REQ, Effects: toIdle, Notice: TimedOut,`,
 		`{From: passiveReq, On: "TimeoutFinal", Kind: Drop,`},
+	{"dup-req-rearms-lapse", "a duplicate REQ after our MRA arms the lapse afresh: a peer that repeats its REQ holds the half-open slot as long as it likes", "gen/def/cm.go",
+		`{From: s("MRA_REQ_SENT"), On: "RecvREQ", Send: MRA, About: REQ, Effects: e(Resend),`,
+		`{From: s("MRA_REQ_SENT"), On: "RecvREQ", Send: MRA, About: REQ, Effects: e(Resend, StartLapse),`},
 	{"halfopen-forgets-mra-rep", "MRA_REP_RCVD is not counted as half open: the REQ backlog bound leaks", "gen/def/cm.go",
 		`QPRTS: true,
 		HalfOpen: true, Attempt: true, Replies: true, Doc: "passive: the peer MRAed our REP"},`,
@@ -191,6 +194,7 @@ var catalogue = []mutant{
 var deepEscapes = map[string]string{
 	"mra-no-extend":            "the model has no time: an MRA's longer wait is not in it (def.Build and the gopter suite check MRAExtends)",
 	"dreq-other-qpn-taken":     "no peer in the model sends a DREQ naming a QPN other than its connection's, so no state reaches the cell (def.Build and the gopter suite check IgnoredChangesNothing)",
+	"dup-req-rearms-lapse":     "the model has no time: when a lapse runs out is not in it, only that it does (def.Build and the gopter suite check HalfOpenEnds)",
 	"halfopen-forgets-mra-rep": "only the depth-bounded cm_drop.cfg and cm_limits.cfg reach a half-open bound; without their bounds they grew past 700,000 states and were not searched to the end (TLC catches it in cm_drop.cfg, def.Build and the gopter suite too)",
 }
 
