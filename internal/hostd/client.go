@@ -40,6 +40,8 @@ type client struct {
 	qclosed bool          // the writer has stopped
 	wake    chan struct{} // a frame was queued
 
+	badFrames int // frames that did not decode; the reader's own
+
 	// Set by HELLO, on the reader goroutine, before any call runs.
 	port      *port
 	lapPolicy bool
@@ -182,6 +184,10 @@ func (c *client) read() {
 	}
 }
 
+// maxBadFrameWarnings is how many bad frames of one client are logged as
+// warnings.
+const maxBadFrameWarnings = 10
+
 // refuse answers a frame that does not decode, and reports whether the
 // connection goes on: it does when the header could be read (the reply
 // names its request ID), not when the frame's own framing is wrong.
@@ -192,7 +198,14 @@ func (c *client) refuse(frame []byte, fr hostproto.Frame, err error) bool {
 	if !keep {
 		reqID = 0
 	}
-	c.s.log.Warn("bad frame", c.logAttrs("op", fr.Op, "err", err)...)
+	// A client may send bad frames as fast as it can write: the first
+	// few are warned of, the rest only at debug level.
+	c.badFrames++
+	lvl := slog.LevelWarn
+	if c.badFrames > maxBadFrameWarnings {
+		lvl = slog.LevelDebug
+	}
+	c.s.log.Log(context.Background(), lvl, "bad frame", c.logAttrs("op", fr.Op, "err", err, "bad_frames", c.badFrames)...)
 	if fr.Op == hostproto.OpQPModify || fr.Op == hostproto.OpLAPPolicy {
 		// A reply of the client's that does not decode: the daemon's call
 		// fails as if the client had refused it.
