@@ -161,17 +161,20 @@ type remote struct {
 	shandles  map[*SIDRRequest]uint64
 	// newReqs holds each new request until its REQ_RECEIVED event is
 	// told: then it goes to its listener's backlog.
-	newReqs   map[uint64]newRequest
-	onClose   func()        // tests: run as Close starts, before the socket closes
-	kick      chan struct{} // the reader queued callbacks (deliverer)
-	delivered chan struct{} // closed once the deliverer has stopped
+	newReqs map[uint64]newRequest
+	// unanswered: the handles of requests, which end on their own when the
+	// peer gives up before the application answers.
+	unanswered map[uint64]bool
+	onClose    func()        // tests: run as Close starts, before the socket closes
+	kick       chan struct{} // the reader queued callbacks (deliverer)
+	delivered  chan struct{} // closed once the deliverer has stopped
 	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
 	maxHalfOpen int
 }
 
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
-		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
+		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, unanswered: map[uint64]bool{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
 		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
 }
@@ -283,8 +286,15 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 		delete(r.newReqs, ev.handle)
 		m.toBacklog(nr, ev.handle)
 	}
-	if EventKind(ev.kind) == EventTimeWaitExit {
+	switch EventKind(ev.kind) {
+	case EventTimeWaitExit:
 		m.remoteForget(c) // the daemon forgets the handle
+	case EventRejected, EventTimedOut, EventStale:
+		if r.unanswered[ev.handle] && !ev.state.Attr().Holds {
+			// A request that ended before it was answered: its id is
+			// free (requestEnded), and the daemon forgets the handle.
+			m.remoteForget(c)
+		}
 	}
 }
 
@@ -379,6 +389,7 @@ func (m *Manager) remoteRequest(ev *remoteEvent) {
 	}
 	c.remoteQPN, c.remoteGUID, c.from = c.req.LocalQPN, c.req.LocalCAGUID, ev.from
 	r.states[c] = StateReqRcvd
+	r.unanswered[ev.handle] = true
 	r.newReqs[ev.handle] = newRequest{req: &Request{m: m, id: ev.id, conn: c, from: ev.from}, listener: ev.listener}
 }
 
@@ -438,6 +449,7 @@ func (m *Manager) remoteForget(c *Conn) {
 	delete(r.handles, c)
 	r.releaseQP(h)
 	delete(r.newReqs, h)
+	delete(r.unanswered, h)
 	delete(r.states, c)
 	m.remoteEnd(c, ErrDisconnected)
 	m.remoteRelease(c)

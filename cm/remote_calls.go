@@ -125,13 +125,8 @@ func (l *Listener) remoteClose() error {
 // remoteCall forwards a call on the connection c.
 func (c *Conn) remoteCall(ctx context.Context, rc *remoteCall) (remoteReply, error) {
 	rc.handle = c.m.handleOf(c)
-	if rc.handle == 0 {
-		// Its id is let go of: the embedded table refuses every call but
-		// Close, which has nothing left to do.
-		if rc.op == ropConnClose {
-			return remoteReply{}, nil
-		}
-		return remoteReply{}, c.m.remoteGone(c)
+	if rc.handle == 0 { // its id is let go of
+		return remoteReply{}, c.m.remoteForgotten(c, rc.op)
 	}
 	rp, err := c.m.remoteDo(ctx, rc)
 	if errors.Is(err, hostproto.ErrNoHandle) {
@@ -140,10 +135,15 @@ func (c *Conn) remoteCall(ctx context.Context, rc *remoteCall) (remoteReply, err
 	return rp, err
 }
 
-// remoteForgotten is the error of a call on c that the daemon no longer
-// knows (its id ended, and the daemon forgot it, before the call came):
-// what the embedded Manager says of the same call on an ended id.
+// remoteForgotten is the error of a call on c whose id has ended and been
+// let go of (by the client, or by the daemon before the call came): what
+// the embedded Manager says of the same call on an ended id. Close has
+// nothing left to do; an answer to a request says why it ended; the
+// table refuses the rest in IDLE.
 func (m *Manager) remoteForgotten(c *Conn, op remoteOp) error {
+	if m.isClosed() {
+		return m.closedErr()
+	}
 	switch op {
 	case ropConnClose:
 		return nil
@@ -153,16 +153,12 @@ func (m *Manager) remoteForgotten(c *Conn, op remoteOp) error {
 		}
 		return fmt.Errorf("%w: the request is answered already", ErrInvalidState)
 	}
-	return m.remoteGone(c)
+	return &StateError{ID: c.ID(), State: StateIdle, Call: remoteCallNames[op]}
 }
 
-// remoteGone is the error of a call on a Conn whose id is free.
-func (m *Manager) remoteGone(c *Conn) error {
-	if m.isClosed() {
-		return m.closedErr()
-	}
-	return &StateError{ID: c.id, State: StateIdle}
-}
+// remoteCallNames name the calls a table refusal names.
+var remoteCallNames = map[remoteOp]string{ropDisconnect: "Conn.Disconnect", ropCommEst: "Conn.CommEst",
+	ropLoadAltPath: "Conn.LoadAltPath", ropQPAttr: "QPAttr"}
 
 // remoteAccept is Request.Accept with rep completed.
 func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn, error) {

@@ -357,3 +357,24 @@ func TestDialedQPMoves(t *testing.T) {
 	require.NoError(t, m.Close())
 	assert.Equal(t, []qpattr.State{qpattr.Init, qpattr.RTR, qpattr.RTS, qpattr.Err}, qp2.states())
 }
+
+// A request that ends before it is answered (the peer gave up) is let
+// go of at its event, as the daemon lets go of its handle: Done and
+// TimeWaitExit close, and its state is IDLE.
+func TestDialedRequestEndsUnanswered(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	ctx := context.Background()
+	d.answer = func(c *remoteCall) (remoteReply, error) { return remoteReply{handle: 1, id: 0x10}, nil }
+	l, err := m.Listen(ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	d.tell(remoteEvent{kind: remoteRequest, handle: 5, listener: 1, id: 0x20, msg: &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}}})
+	d.tell(remoteEvent{kind: remoteKind(EventREQReceived), handle: 5, id: 0x20, state: StateReqRcvd})
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	d.tell(remoteEvent{kind: remoteKind(EventTimedOut), handle: 5, id: 0x20, state: StateIdle, err: ErrTimeout})
+	<-r.Done()
+	<-r.Conn().TimeWaitExit()
+	assert.ErrorIs(t, r.Err(), ErrTimeout)
+	assert.Equal(t, StateIdle, r.Conn().State())
+	assert.ErrorIs(t, r.Reject(ctx, 0, nil, nil), ErrTimeout, "answered: why it ended")
+}
