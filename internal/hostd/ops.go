@@ -257,7 +257,21 @@ func (c *client) pumpREQs(lh uint64, e *entry) {
 				CommID: uint32(r.ID()), From: r.From(), REQ: *r.REQ()})
 		})
 		c.watch(h, r.Conn())
+		if c.gone() {
+			// The client went while the request was being handed over:
+			// the teardown may have missed it.
+			ctx, cancel := detached()
+			_ = r.Reject(ctx, wire.RejectConsumerDefined, nil, nil)
+			cancel()
+		}
 	}
+}
+
+// gone reports whether the client has been cut off or has gone.
+func (c *client) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
 }
 
 // pumpSIDR hands the listener's SIDR_REQs to the client.
@@ -279,6 +293,12 @@ func (c *client) pumpSIDR(lh uint64, e *entry) {
 		// late SIDR_REPLY gets ErrTimeout): so does the handle, which a
 		// client that never answers would hold until it goes.
 		time.AfterFunc(c.port.sidrWait()+time.Second, func() { c.forget(h) })
+		if c.gone() {
+			ctx, cancel := detached()
+			_ = sr.Reply(ctx, &cm.SIDRReplyParams{Status: wire.SIDRReject})
+			cancel()
+			c.forget(h)
+		}
 	}
 }
 
