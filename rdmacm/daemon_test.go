@@ -56,12 +56,13 @@ type proc struct {
 	lines chan string
 	mu    sync.Mutex
 	out   bytes.Buffer // everything it wrote
-	done  chan error
+	done   chan error    // its exit, once, for exit
+	exited chan struct{} // closed once it has exited
 }
 
 func start(t *testing.T, dir, sock, mode string, env ...string) *proc {
 	t.Helper()
-	p := &proc{lines: make(chan string, 64), done: make(chan error, 1)}
+	p := &proc{lines: make(chan string, 64), done: make(chan error, 1), exited: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(dir, "rdmacm-client"), mode)
 	p.cmd.Env = append(filterEnv(os.Environ()), "IBCMD_SOCKET="+sock, "LD_LIBRARY_PATH="+dir,
 		"ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0")
@@ -88,13 +89,17 @@ func start(t *testing.T, dir, sock, mode string, env ...string) *proc {
 	}()
 	go func() {
 		wg.Wait()
-		p.done <- p.cmd.Wait()
+		err := p.cmd.Wait()
+		close(p.exited)
+		p.done <- err
 		close(p.lines)
 	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.exited:
+		default:
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			<-p.exited
 		}
 		if t.Failed() {
 			t.Logf("%s's output:\n%s", mode, p.output())

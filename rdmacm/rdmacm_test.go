@@ -224,22 +224,24 @@ func runBuild(t *testing.T, dir, mode string, script func(f *fake), env ...strin
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
 		if t.Failed() {
 			t.Logf("the program's output:\n%s", &out)
-		}
-	})
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
 		}
 	}()
 
 	require.NoError(t, ln.SetDeadline(time.Now().Add(20*time.Second)))
 	c, err := ln.AcceptUnix()
-	require.NoError(t, err, "the library never connected; program output:\n%s", &out)
+	require.NoError(t, err, "the library never connected")
 	defer c.Close()
 	f := &fake{t: t, c: c, buf: make([]byte, hostproto.MaxFrame+1)}
 	script(f)
@@ -247,10 +249,10 @@ func runBuild(t *testing.T, dir, mode string, script func(f *fake), env ...strin
 		assert.ErrorIs(t, err, io.EOF, "the program's last frame is its socket's end")
 	}
 	select {
-	case err := <-done:
-		require.NoError(t, err, "program output:\n%s", &out)
+	case <-exited:
+		require.NoError(t, waitErr)
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the program did not exit; output:\n%s", &out)
+		t.Fatal("the program did not exit")
 	}
 	assert.True(t, strings.HasSuffix(out.String(), "ok\n"), "the program's last line is ok")
 }
