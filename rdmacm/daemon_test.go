@@ -52,10 +52,10 @@ func startDaemon(t *testing.T) (string, *hostd.Server) {
 
 // proc is a test program running against the daemon.
 type proc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	mu    sync.Mutex
-	out   bytes.Buffer // everything it wrote
+	cmd    *exec.Cmd
+	lines  chan string
+	mu     sync.Mutex
+	out    bytes.Buffer  // everything it wrote
 	done   chan error    // its exit, once, for exit
 	exited chan struct{} // closed once it has exited
 }
