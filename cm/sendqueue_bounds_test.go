@@ -1,0 +1,61 @@
+package cm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm/transport"
+)
+
+// mad is a MAD of its own (transaction tid), for a send queue's bounds.
+func mad(tid byte) *transport.Packet {
+	p := &transport.Packet{}
+	p.MAD[15] = tid
+	return p
+}
+
+// The send queue's bounds: a call is refused once the MADs queued and the
+// answers promised fill it (full), and no more than its limit is promised
+// (reserve); a push that makes it three quarters full says it is busy;
+// it is behind once more than an eighth is taken.
+func TestSendQueueBounds(t *testing.T) {
+	t.Run("promises count", func(t *testing.T) {
+		q := newSendQueue(2)
+		require.False(t, q.full())
+		require.True(t, q.reserve())
+		require.False(t, q.full())
+		require.True(t, q.reserve())
+		require.True(t, q.full(), "two promised fill a queue of two")
+		require.False(t, q.reserve(), "no third promise")
+		q.release()
+		require.Equal(t, pushedBusy, q.push(mad(1)), "a queue of two is busy with one")
+		require.True(t, q.full(), "one promised and one queued")
+		require.False(t, q.reserve())
+	})
+	t.Run("busy at three quarters", func(t *testing.T) {
+		q := newSendQueue(8)
+		for i := range byte(5) {
+			require.Equal(t, pushed, q.push(mad(i)), "MAD %d", i)
+			require.False(t, q.busy())
+		}
+		require.Equal(t, pushedBusy, q.push(mad(5)), "the sixth MAD of eight")
+		require.True(t, q.busy())
+		require.Equal(t, pushed, q.push(mad(6)))
+		require.Equal(t, pushed, q.push(mad(7)))
+		require.Equal(t, dropped, q.push(mad(8)))
+		require.Equal(t, 1, busyAt(1))
+		require.Equal(t, 1, busyAt(2))
+		require.Equal(t, 3072, busyAt(4096))
+	})
+	t.Run("behind past an eighth", func(t *testing.T) {
+		q := newSendQueue(16)
+		require.False(t, q.behind())
+		for i := range byte(2) {
+			q.push(mad(i))
+			require.False(t, q.behind(), "%d of 16", i+1)
+		}
+		q.push(mad(2))
+		require.True(t, q.behind(), "3 of 16")
+	})
+}
