@@ -1,11 +1,14 @@
 package cm
 
 import (
+	"context"
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm/transport"
+	"github.com/ibcm/ibcm/cm/wire"
 )
 
 // mad is a MAD of its own (transaction tid), for a send queue's bounds.
@@ -58,4 +61,25 @@ func TestSendQueueBounds(t *testing.T) {
 		q.push(mad(2))
 		require.True(t, q.behind(), "3 of 16")
 	})
+}
+
+// A call that starts an exchange goes ahead while fewer than fairDepth
+// requests wait for the sender; at fairDepth it waits its turn (here,
+// with its context ended, it gives up at once), and leaves no place in
+// the line behind.
+func TestCallsWaitOnceFairDepthRequestsWait(t *testing.T) {
+	q := newSendQueue(4096)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range byte(fairDepth - 1) {
+		p := mad(i)
+		binary.BigEndian.PutUint16(p.MAD[16:], uint16(wire.AttrREQ))
+		q.push(p)
+	}
+	require.NoError(t, q.admit(ended), "%d requests wait", fairDepth-1)
+	p := mad(fairDepth)
+	binary.BigEndian.PutUint16(p.MAD[16:], uint16(wire.AttrDREQ))
+	q.push(p)
+	require.ErrorIs(t, q.admit(ended), context.Canceled, "%d requests wait", fairDepth)
+	require.Empty(t, q.admitted)
 }
