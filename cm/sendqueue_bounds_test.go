@@ -83,3 +83,44 @@ func TestCallsWaitOnceFairDepthRequestsWait(t *testing.T) {
 	require.ErrorIs(t, q.admit(ended), context.Canceled, "%d requests wait", fairDepth)
 	require.Empty(t, q.admitted)
 }
+
+// A MAD is pending from its push until the sender takes it: a copy pushed
+// meanwhile is coalesced, one pushed after is queued, and once the sender
+// has taken every MAD nothing is left pending.
+func TestPendingEndsWhenTheSenderTakesTheMAD(t *testing.T) {
+	q := newSendQueue(8)
+	require.Equal(t, pushed, q.push(mad(1)))
+	require.Equal(t, coalesced, q.push(mad(1)), "a copy still queued")
+	require.Equal(t, pushed, q.push(mad(2)))
+	var p transport.Packet
+	require.True(t, q.pop(&p))
+	require.Equal(t, *mad(1), p)
+	require.Equal(t, pushed, q.push(mad(1)), "a copy being written does not count")
+	for range 2 {
+		require.True(t, q.pop(&p))
+	}
+	require.Empty(t, q.pending)
+}
+
+// Once the sender has emptied the queue it lets in up to fairDepth of the
+// callers waiting to start an exchange, in order; once it is closed,
+// every one.
+func TestWaitingCallsAreLetInABatchAtATime(t *testing.T) {
+	q := newSendQueue(4096)
+	waiting := make([]chan struct{}, fairDepth+4)
+	for i := range waiting {
+		waiting[i] = make(chan struct{}, 1)
+	}
+	q.admitted = append(q.admitted, waiting...)
+	q.wakeAdmitted()
+	for i, ch := range waiting {
+		require.Equal(t, i < fairDepth, len(ch) == 1, "caller %d", i)
+	}
+	require.Len(t, q.admitted, 4)
+	q.closed = true
+	q.wakeAdmitted()
+	for i, ch := range waiting {
+		require.Len(t, ch, 1, "caller %d", i)
+	}
+	require.Empty(t, q.admitted)
+}
