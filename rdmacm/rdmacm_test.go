@@ -7,8 +7,10 @@ package rdmacm_test
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -173,6 +175,40 @@ func (f *fake) reply(fr hostproto.Frame, b hostproto.Body) {
 func (f *fake) event(e *hostproto.Event) {
 	f.t.Helper()
 	f.send(hostproto.OpEvent, hostproto.StatusOK, 0, e)
+}
+
+// garbage sends n frames the library must survive without harm (under
+// the sanitizers, without a bad read): headers of any op, short or
+// lying about their length, bodies of random bytes. They name no handle,
+// listener or call of the program's (all at 1000 and above), so that the
+// script goes on as if they had not come.
+func (f *fake) garbage(n int) {
+	f.t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	ops := []byte{0x80, 0x81, 0x82, 0x40, 0x41, 0x04, 0x05, 0x01, 0x13, 0x3f, 0x84, 0xff}
+	for range n {
+		b := make([]byte, rng.IntN(700))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		if len(b) >= hostproto.HeaderSize {
+			b[0] = hostproto.Version
+			b[1] = ops[rng.IntN(len(ops))]
+			if rng.IntN(4) != 0 {
+				binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-hostproto.HeaderSize))
+			}
+			binary.LittleEndian.PutUint64(b[8:], 1000+rng.Uint64N(1<<40))
+			if b[1] >= 0x80 {
+				binary.LittleEndian.PutUint64(b[8:], 0)
+			}
+		}
+		if len(b) >= hostproto.HeaderSize+24 {
+			binary.LittleEndian.PutUint64(b[16:], 1000+rng.Uint64N(1<<40)) // a handle or listener
+			binary.LittleEndian.PutUint64(b[24:], 1000+rng.Uint64N(1<<40)) // a call ID or handle
+		}
+		_, err := f.c.Write(b)
+		require.NoError(f.t, err)
+	}
 }
 
 func mad(t *testing.T, msg wire.Message) *wire.MAD {
@@ -527,6 +563,7 @@ func TestDaemonGone(t *testing.T) {
 		f.event(&hostproto.Event{Handle: 2, CallID: fr.ReqID, Kind: 1, State: 2})
 		f.event(&hostproto.Event{Handle: 2, Kind: 6, State: 7, Msg: mad(t, &wire.REP{LocalQPN: 1})})
 		f.event(&hostproto.Event{Handle: 2, Kind: 8, State: 10})
+		f.garbage(500)
 		// the QP_MODIFY of a connection without a QP is refused, with a
 		// message
 		f.send(hostproto.OpQPModify, 0, 9001, &hostproto.QPModifyReq{Handle: 2, QPN: 0x99, Wait: true,
