@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -96,6 +97,14 @@ static void dispatch(struct dconn *dc, const uint8_t *b, size_t n)
 	on_frame(dc, &f);
 }
 
+/* hung_up tells the end of the daemon's socket from an empty packet,
+ * which a SEQPACKET recv also returns as 0. */
+static int hung_up(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP));
+}
+
 static void *reader(void *arg)
 {
 	struct dconn *dc = arg;
@@ -104,6 +113,8 @@ static void *reader(void *arg)
 		ssize_t n = recv(dc->fd, buf, P_MAX_FRAME + 1, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n == 0 && !hung_up(dc->fd))
+			continue; /* an empty packet, no frame: not the end */
 		if (n <= 0)
 			break;
 		pthread_mutex_lock(&ibcm_mu);
