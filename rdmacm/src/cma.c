@@ -333,7 +333,7 @@ static void drop_request(struct cma_id *r)
 {
 	chan_drop(chan_of(r), r);
 	if (r->handle && !r->dc->dead) {
-		if (r->has_qp_ud)
+		if (r->sidr)
 			reject_locked(r, NULL, 0);
 		else
 			handle_call(r, OP_CONN_CLOSE);
@@ -364,7 +364,7 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 		 * listener stops, a connection is rejected or disconnected. */
 		if (id->state == ID_LISTEN)
 			handle_call(id, OP_LISTENER_CLOSE);
-		else if (!id->has_qp_ud)
+		else if (!id->sidr)
 			handle_call(id, OP_CONN_CLOSE);
 		else if (id->state == ID_REQUEST)
 			reject_locked(id, NULL, 0);
@@ -782,7 +782,7 @@ static int connect_ud(struct cma_id *id, struct rdma_conn_param *cp)
 	w_bytes(&w, pd, len);
 	c->async = 1;
 	c->id = id;
-	id->has_qp_ud = 1;
+	id->sidr = 1;
 	int ret = dc_call(id->dc, &w, c);
 	free(w.b);
 	if (ret)
@@ -921,11 +921,11 @@ EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
 		return -1;
 	}
 	if (check_pdata(cp ? cp->private_data : NULL, cp ? cp->private_data_len : 0,
-			id->has_qp_ud ? SIDR_REP_PDATA_LEN : REP_PDATA_LEN))
+			id->sidr ? SIDR_REP_PDATA_LEN : REP_PDATA_LEN))
 		return -1;
 	pthread_mutex_lock(&ibcm_mu);
 	int ret;
-	if (id->has_qp_ud) {
+	if (id->sidr) {
 		ret = accept_ud(id, cp, 0);
 		if (!ret)
 			id->state = ID_CONNECTED;
@@ -962,7 +962,7 @@ EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
 
 static int reject_locked(struct cma_id *id, const void *pdata, uint8_t len)
 {
-	if (id->has_qp_ud) {
+	if (id->sidr) {
 		struct rdma_conn_param cp = { .private_data = pdata, .private_data_len = len };
 		return accept_ud(id, &cp, 2 /* SIDR status: rejected */);
 	}
@@ -1009,7 +1009,7 @@ EXPORT int rdma_reject(struct rdma_cm_id *cid, const void *private_data, uint8_t
 EXPORT int rdma_disconnect(struct rdma_cm_id *cid)
 {
 	struct cma_id *id = (struct cma_id *)cid;
-	if (!id || !id->handle || id->has_qp_ud ||
+	if (!id || !id->handle || id->sidr ||
 	    (id->state != ID_CONNECTED && id->state != ID_CONNECTING &&
 	     id->state != ID_ACCEPTING && id->state != ID_DISCONNECTED)) {
 		errno = EINVAL;
@@ -1223,7 +1223,7 @@ static void on_sidr_request(struct dconn *dc, struct rbuf *r)
 	struct cma_id *id = new_request(l, h);
 	if (!id)
 		return;
-	id->has_qp_ud = 1;
+	id->sidr = 1;
 	const uint8_t *pd = m + SIDR_REQ_PDATA;
 	size_t len = SIDR_REQ_PDATA_LEN;
 	if (set_peer(id, pd, addr_port(&l->id.route.addr.src_addr))) {

@@ -71,7 +71,7 @@ struct cma_id {
 	uint64_t connect_req; /* the CONNECT whose first event names it */
 	int sync;
 	int unacked;
-	int has_qp_ud;        /* a UD id: SIDR instead of a connection */
+	int sidr;             /* a UD id: SIDR instead of a connection */
 	int told_end;         /* a terminal event was delivered */
 	int active;
 	int own_pd;
