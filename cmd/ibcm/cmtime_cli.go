@@ -123,7 +123,7 @@ func runCmtime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func cmtimeFlags(o *cmtimeOpts, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("cmtime", stderr, cmtimeUsage)
 	o.net = *newNetOpts("cmtime")
-	o.net.register(fs, portFlags, targetFlags, reqFlags, []string{"tcp-port", "src-ip", "qpn", "count", "timeout", "seed", "json"})
+	o.net.register(fs, portFlags, daemonFlags, targetFlags, reqFlags, []string{"tcp-port", "src-ip", "qpn", "count", "timeout", "seed", "json"})
 	alias(fs, "s", "dst-ip") // cmtime's -s
 	alias(fs, "c", "count")
 	alias(fs, "p", "tcp-port")
@@ -155,30 +155,20 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 			"errors", o.net.Count, "error", err))
 		return 1
 	}
-	ep, err := session.OpenEndpoint(&o.net.Options)
+	cfg := cmtime.Config{Connect: session.ConnectRetrying, Log: stdout}
+	ep, err := cmtimeManager(ctx, o, &cfg)
 	if err != nil {
 		return fail(err)
 	}
 	defer ep.Close()
+	if cfg.Device != nil {
+		defer cfg.Device.Close() // after the Manager: it may move a QP to ERR until then
+	}
+	defer cfg.Manager.Close()
 	to, hdr, err := session.Target(&o.net.Options, ep)
 	if err != nil {
 		return fail(err)
 	}
-	mcfg := cm.ManagerConfig{LocalGUID: ep.GUID, LocalGID: wire.GID(ep.Local.GID), Seed: o.net.Seed}
-	cfg := cmtime.Config{Connect: session.ConnectRetrying, Log: stdout}
-	if o.verbsQP {
-		d, err := session.OpenDataDevice(&o.net.Options, ep)
-		if err != nil {
-			return fail(fmt.Errorf("--verbs-qp: %w", err))
-		}
-		defer d.Close()
-		cfg.Device = d.Device
-		mcfg.Port = d.PortInfo()
-	}
-	if cfg.Manager, err = cm.NewManager(ep.Transport, mcfg); err != nil {
-		return fail(err)
-	}
-	defer cfg.Manager.Close()
 	if cfg.Params, err = cmtimeParams(cfg.Manager, o, to, hdr); err != nil {
 		return fail(err)
 	}
@@ -200,6 +190,49 @@ func cmtimeMain(ctx context.Context, o *cmtimeOpts, stdout io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// cmtimeManager opens the port, or dials the daemon that holds it
+// (--daemon), and the --verbs-qp device, into cfg.
+func cmtimeManager(ctx context.Context, o *cmtimeOpts, cfg *cmtime.Config) (*session.Endpoint, error) {
+	if o.net.Daemon != "" {
+		ep, m, err := session.DialDaemon(ctx, &o.net.Options, cm.ManagerConfig{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Manager = m
+		if o.verbsQP {
+			d, err := session.OpenDataDevice(&o.net.Options, ep)
+			if err != nil {
+				ep.Close()
+				return nil, fmt.Errorf("--verbs-qp: %w", err)
+			}
+			cfg.Device = d.Device
+		}
+		return ep, nil
+	}
+	ep, err := session.OpenEndpoint(&o.net.Options)
+	if err != nil {
+		return nil, err
+	}
+	mcfg := cm.ManagerConfig{LocalGUID: ep.GUID, LocalGID: wire.GID(ep.Local.GID), Seed: o.net.Seed}
+	if o.verbsQP {
+		d, err := session.OpenDataDevice(&o.net.Options, ep)
+		if err != nil {
+			ep.Close()
+			return nil, fmt.Errorf("--verbs-qp: %w", err)
+		}
+		cfg.Device = d.Device
+		mcfg.Port = d.PortInfo()
+	}
+	if cfg.Manager, err = cm.NewManager(ep.Transport, mcfg); err != nil {
+		if cfg.Device != nil {
+			_ = cfg.Device.Close()
+		}
+		ep.Close()
+		return nil, err
+	}
+	return ep, nil
 }
 
 // cmtimeParams are the connections' parameters: rdma_cm's REQ with

@@ -52,7 +52,7 @@ func runConnect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // defaults.
 func connectFlags(o *netOpts, ca *session.ConnectConfig, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("connect", stderr, connectUsage+netFlagsHelp)
-	o.register(fs, portFlags, serviceFlags, targetFlags, reqFlags, peerFlags, runFlags)
+	o.register(fs, portFlags, daemonFlags, serviceFlags, targetFlags, reqFlags, peerFlags, runFlags)
 	registerDataFlags(fs, &o.Data)
 	fs.BoolVar(&ca.Overlap, "overlap", false, "send the next REQ as soon as a connection is established, holding them all at once")
 	fs.DurationVar(&ca.Interval, "interval", 0, "pause before each further REQ")

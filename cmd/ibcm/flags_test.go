@@ -13,7 +13,7 @@ import (
 // Every flag of the groups has its one definition, the groups cover every
 // definition, and a flag's default is the command's (newNetOpts).
 func TestNetFlagDefs(t *testing.T) {
-	all := slices.Concat(portFlags, serviceFlags, targetFlags, reqFlags, peerFlags, runFlags, []string{"sidr-port", "sidr-sid"})
+	all := slices.Concat(portFlags, daemonFlags, serviceFlags, targetFlags, reqFlags, peerFlags, runFlags, []string{"sidr-port", "sidr-sid"})
 	for name := range netFlagDefs {
 		assert.Contains(t, all, name)
 	}

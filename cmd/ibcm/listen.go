@@ -54,7 +54,7 @@ func runListen(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // defaults.
 func listenFlags(o *netOpts, la *session.ListenConfig, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("listen", stderr, listenUsage+netFlagsHelp)
-	o.register(fs, portFlags, serviceFlags, []string{"sidr-port", "sidr-sid", "cm-response-timeout", "retries"}, peerFlags, runFlags)
+	o.register(fs, portFlags, daemonFlags, serviceFlags, []string{"sidr-port", "sidr-sid", "cm-response-timeout", "retries"}, peerFlags, runFlags)
 	registerDataFlags(fs, &o.Data)
 	fs.UintVar(&la.Reject, "reject", 0, "answer every REQ with a REJ of this reason (e.g. 28, consumer) instead of a REP")
 	fs.Uint64Var(&la.SIDRQPN, "sidr-qpn", 0, "the UD QPN the SIDR_REPs announce (default --qpn; without --data udaddy no QP stands behind it)")

@@ -112,6 +112,7 @@ var (
 	targetFlags  = []string{"dst-ip", "dst-gid", "dlid"}
 	reqFlags     = []string{"ack-timeout", "cm-response-timeout", "retries", "mtu"}
 	peerFlags    = []string{"sim-peer", "sim-peer-args"}
+	daemonFlags  = []string{"daemon", "daemon-port"}
 	runFlags     = []string{"qpn", "qpn-step", "count", "timeout", "seed", "hold", "expect", "name", "trace",
 		"wait-timewait", "events", "json", "legacy-timewait-qpn"}
 )
@@ -130,6 +131,8 @@ var netFlagDefs = map[string]netFlag{
 	"device":              {"umad: RDMA device (ibdev), e.g. rxe0, mlx5_0 (default: the first ACTIVE port)", func(o *netOpts) any { return &o.Device }},
 	"port":                {"umad: port number on --device (default: the first ACTIVE one)", func(o *netOpts) any { return &o.Port }},
 	"gid-index":           {"umad: local GID index (default: on RoCE the RoCE v2 IPv4-mapped GID, on IB index 0)", func(o *netOpts) any { return &o.GIDIndex }},
+	"daemon":              {"go through the host's CM daemon (ibcmd) at this socket (--daemon alone: " + session.DefaultDaemonSocket + ") instead of opening the port; QPs (--data) stay in this process", func(o *netOpts) any { return (*daemonSocket)(&o.Daemon) }},
+	"daemon-port":         {"with --daemon: the daemon's port by its name, e.g. rxe0/1 or sim0 (default: --device/--port when given, else the daemon's first)", func(o *netOpts) any { return &o.DaemonPort }},
 	"sim-fabric":          {"sim: name of the in-process fabric to attach to", func(o *netOpts) any { return &o.SimFabric }},
 	"guid":                {"local CA GUID (default: the port's node GUID; sim: 0x0002c90300000000+LID)", func(o *netOpts) any { return &o.GUID }},
 	"sim-peer":            {"sim: also run the other side (connect: a listener; listen: a connector; probe: the target, an ibcm listen) in this process", func(o *netOpts) any { return &o.simPeer }},
@@ -180,12 +183,36 @@ func (o *netOpts) register(fs *flag.FlagSet, groups ...[]string) {
 				fs.BoolVar(p, name, *p, d.usage)
 			case *time.Duration:
 				fs.DurationVar(p, name, *p, d.usage)
+			case flag.Value:
+				fs.Var(p, name, d.usage)
 			default:
 				panic("ibcm: flag " + name + " of an unknown type")
 			}
 		}
 	}
 }
+
+// daemonSocket is --daemon's value: a flag that also stands alone
+// (--daemon: the default socket; --daemon=PATH: that one).
+type daemonSocket string
+
+func (d *daemonSocket) String() string { return string(*d) }
+
+func (d *daemonSocket) Set(s string) error {
+	switch s {
+	case "true":
+		*d = session.DefaultDaemonSocket
+	case "false":
+		*d = ""
+	case "":
+		return errors.New("an empty socket path")
+	default:
+		*d = daemonSocket(s)
+	}
+	return nil
+}
+
+func (d *daemonSocket) IsBoolFlag() bool { return true }
 
 // alias makes name another name of the flag of fs called to.
 func alias(fs *flag.FlagSet, name, to string) {
@@ -195,7 +222,7 @@ func alias(fs *flag.FlagSet, name, to string) {
 
 // check validates the options and fills in what they imply.
 func (o *netOpts) check() error {
-	for _, c := range []func() error{o.checkService, o.checkTarget, o.checkNumbers} {
+	for _, c := range []func() error{o.checkService, o.checkTarget, o.checkNumbers, o.checkDaemon} {
 		if err := c(); err != nil {
 			return err
 		}
@@ -262,6 +289,26 @@ func (o *netOpts) checkTarget() error {
 	}
 	if o.Transport == "umad" && o.To == nil && o.DstIP == "" && o.DstGID == "" {
 		return errors.New("--transport umad needs --dst-ip (RoCE) or --dst-gid (and --dlid on IB)")
+	}
+	return nil
+}
+
+// checkDaemon refuses what needs the engine in this process when the
+// daemon runs it.
+func (o *netOpts) checkDaemon() error {
+	if o.Daemon == "" {
+		if o.DaemonPort != "" {
+			return errors.New("--daemon-port needs --daemon")
+		}
+		return nil
+	}
+	switch {
+	case o.Trace:
+		return errors.New("--trace and --daemon exclude each other: the state table steps in the daemon")
+	case o.LegacyTimeWaitQPN:
+		return errors.New("--legacy-timewait-qpn and --daemon exclude each other: the daemon's engine is the real one")
+	case o.simPeer:
+		return errors.New("--sim-peer and --daemon exclude each other: the daemon's ports are not on this process's fabric")
 	}
 	return nil
 }

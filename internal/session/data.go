@@ -53,6 +53,11 @@ func OpenDataDevice(o *Options, ep *Endpoint) (DataDevice, error) {
 		}
 		return DataDevice{SimDataDevice()}, nil
 	}
+	if ep.Device == "" && o.Daemon != "" {
+		if err := findDevice(ep); err != nil {
+			return DataDevice{}, err
+		}
+	}
 	dev, err := rdmapeer.OpenVerbs(rdmapeer.VerbsPort{Device: ep.Device, Port: ep.PortNum,
 		GID: wire.GID(ep.Local.GID), GIDIndex: ep.Local.GIDIndex})
 	return DataDevice{dev}, err

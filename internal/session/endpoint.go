@@ -3,10 +3,14 @@ package session
 // The transports listen, connect, probe and cmtime run on.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 
+	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
@@ -78,6 +82,62 @@ func OpenEndpoint(o *Options) (*Endpoint, error) {
 			"lid", a.LID, "gid", a.IP(), "gid-index", a.GIDIndex, "guid", report.Hex(e.GUID)).Fields
 		return e, nil
 	}
+}
+
+// DefaultDaemonSocket is the socket of the host's CM daemon (ibcmd's
+// --socket default, and its systemd socket unit's).
+const DefaultDaemonSocket = "/run/ibcmd.sock"
+
+// DialDaemon makes a Manager whose CM runs in the host's CM daemon
+// (Options.Daemon) on its port Options.DaemonPort, and the Endpoint that
+// stands for that port in this process: its address, and the device behind
+// it for the data modes' QPs, which stay here. The Endpoint has no
+// transport (the daemon moves the MADs); its Close closes the Manager,
+// which ends the session with the daemon.
+func DialDaemon(ctx context.Context, o *Options, cfg cm.ManagerConfig) (*Endpoint, *cm.Manager, error) {
+	port := o.DaemonPort
+	if port == "" && o.Device != "" {
+		port = o.Device + "/" + strconv.Itoa(max(o.Port, 1))
+	}
+	m, err := cm.Dial(ctx, o.Daemon, port, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := m.LocalAddr()
+	pi := m.Port()
+	e := &Endpoint{Local: a, RoCE: pi.RoCE, PortNum: pi.Num, Close: func() { _ = m.Close() }}
+	if dev, num, ok := strings.Cut(port, "/"); ok {
+		if n, err := strconv.Atoi(num); err == nil {
+			e.Device, e.PortNum = dev, uint8(n)
+		}
+	}
+	if port == "" {
+		port = "default"
+	}
+	e.Desc = (&report.Record{}).With("transport", "daemon", "socket", o.Daemon, "daemon-port", port,
+		"lid", a.LID, "gid", a.IP(), "gid-index", a.GIDIndex).Fields
+	return e, m, nil
+}
+
+// ListUMAD lists the host's umad ports; tests replace it with umadfake's.
+var ListUMAD = func() ([]umad.Port, error) { return umad.Config{}.Ports() }
+
+// findDevice names the RDMA device and port whose GID table holds the
+// endpoint's GID at its index: the daemon's port, whose name the client
+// did not give.
+func findDevice(ep *Endpoint) error {
+	ports, err := ListUMAD()
+	if err != nil {
+		return err
+	}
+	for _, p := range ports {
+		if g, ok := p.GIDAt(int(ep.Local.GIDIndex)); ok && g.GID == ep.Local.GID {
+			ep.Device, ep.PortNum = p.Device, uint8(p.Port)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no local port has the daemon's GID %v at index %d (name it with --daemon-port)",
+		umad.ErrNoPort, ep.Local.IP(), ep.Local.GIDIndex)
 }
 
 // ---- addressing helpers.

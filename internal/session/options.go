@@ -19,6 +19,13 @@ type Options struct {
 	GIDIndex  int // negative: the port's default
 	SimFabric string
 	GUID      uint64 // 0: the port's node GUID (sim: derived from the LID)
+	// Daemon, when set, is the socket of the host's CM daemon: the run
+	// goes through it (cm.Dial) on its port DaemonPort ("": the one Device
+	// and Port name, else the daemon's first) instead of opening the port.
+	// Transport then says what the daemon's port is (sim: the data modes
+	// take SimDataDevice).
+	Daemon     string
+	DaemonPort string
 
 	IP      bool // the RDMA IP CM service format
 	TCPPort uint

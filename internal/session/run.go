@@ -190,6 +190,20 @@ func (r *Run) fold(c *connRec) {
 
 // startManager starts the Manager on r.ep; its events drive the output.
 func (r *Run) startManager() error {
+	if r.mgr == nil {
+		if err := r.newManager(); err != nil {
+			return err
+		}
+	}
+	if !r.o.Events {
+		r.sumDone = make(chan struct{})
+		go r.summarize(r.sumDone)
+	}
+	return nil
+}
+
+// newManager makes the run's own Manager on its endpoint's transport.
+func (r *Run) newManager() error {
 	cfg := cm.ManagerConfig{LocalGUID: r.ep.GUID, LocalGID: wire.GID(r.ep.Local.GID), Seed: r.o.Seed, OnEvent: r.onEvent}
 	sw := cmswitch.Switches{LegacyTimeWaitQPN: r.o.LegacyTimeWaitQPN}
 	if r.o.Trace {
@@ -203,11 +217,21 @@ func (r *Run) startManager() error {
 		return err
 	}
 	r.mgr = m
-	if !r.o.Events {
-		r.sumDone = make(chan struct{})
-		go r.summarize(r.sumDone)
-	}
 	return nil
+}
+
+// openEndpoint opens the run's port, or with Options.Daemon dials the
+// daemon that holds it, whose Manager then is the run's.
+func (r *Run) openEndpoint(ctx context.Context) (*Endpoint, error) {
+	if r.o.Daemon == "" {
+		return OpenEndpoint(r.o)
+	}
+	ep, m, err := DialDaemon(ctx, r.o, cm.ManagerConfig{OnEvent: r.onEvent})
+	if err != nil {
+		return nil, err
+	}
+	r.mgr = m
+	return ep, nil
 }
 
 // traceStep prints one state-table step (Trace).
@@ -356,11 +380,12 @@ func WithTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // runs once the endpoint is open. On failure startRun has printed the
 // result and returns nil and the exit status.
 func startRun(ctx context.Context, o *Options, stdout io.Writer, passive bool, onRun func(*Run), setup func(*Endpoint) error) (*Run, int) {
-	ep, err := OpenEndpoint(o)
+	r := newNetRun(o, stdout)
+	ep, err := r.openEndpoint(ctx)
 	if err != nil {
+		r.out.Close() // nothing was written: setupFailed writes the lines
 		return nil, setupFailed(o, stdout, err)
 	}
-	r := newNetRun(o, stdout)
 	r.ep = ep
 	if onRun != nil {
 		onRun(r)
