@@ -172,3 +172,28 @@ func TestUnansweredSIDRRequestIsLetGo(t *testing.T) {
 	d.waitIDs(t, 1, 5*time.Second) // the listener
 	a.fails(hostproto.OpSIDRReply, &hostproto.SIDRReplyReq{Handle: sr.Handle}, hostproto.ErrNoHandle)
 }
+
+// A port whose transport fails stops its Manager: its clients hear
+// PORT_DOWN, and their calls fail as on a closed Manager; the other port
+// goes on.
+func TestPortDownIsTold(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	a.hello("sim0")
+	b.hello("sim1")
+	lh := a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid}).(*hostproto.ListenReply).Handle
+	require.NoError(t, d.eps[0].Close())
+	fr := a.event(5*time.Second, func(fr hostproto.Frame) bool { return fr.Op == hostproto.OpPortDown })
+	eb := fr.Body.(*hostproto.ErrorBody)
+	assert.ErrorIs(t, eb.Err(), cm.ErrClosed)
+	assert.Contains(t, eb.Message, "sim0")
+	a.fails(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid + 1}, cm.ErrClosed)
+	a.call(hostproto.OpListenerClose, &hostproto.HandleReq{Handle: lh})
+	b.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+	select {
+	case fr := <-b.events:
+		t.Fatalf("the other port's client heard %s", fr.Op)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
