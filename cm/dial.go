@@ -66,6 +66,13 @@ func (a portAddr) Close() error              { return nil }
 // Clock (the events' times); the rest is the daemon's configuration.
 // Close ends the session: the daemon tears down every id the client still
 // holds, as the kernel does for a process that exits.
+//
+// What differs, because the engine is in another process: Conn.State asks
+// the daemon (a round trip; the other read methods read what its events
+// told); a Conn's Done and TimeWaitExit close as the daemon's step reaches
+// the client, which may be before OnEvent has been told that step; the
+// error of a port whose transport failed matches ErrClosed and carries the
+// transport error's text, not its value.
 func Dial(ctx context.Context, socketPath, port string, cfg ManagerConfig) (*Manager, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unixpacket", socketPath)
