@@ -55,9 +55,9 @@ func SetDaemonBackend(f func(tr transport.Transport, cfg ManagerConfig) (*Manage
 	daemonBackend = f
 }
 
-// OnClose runs f as the dialed m's Close starts, before its socket closes
-// (the tests stop m's daemon there).
-func OnClose(m *Manager, f func()) { m.remote.onClose = f }
+// OnClose runs before as the dialed m's Close starts, and after once its
+// socket is closed (the tests stop m's daemon there).
+func OnClose(m *Manager, before, after func()) { m.remote.onClose = [2]func(){before, after} }
 
 // DialConn is Dial over a socket connected already.
 func DialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerConfig) (*Manager, error) {

@@ -30,6 +30,7 @@ package cm
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -165,9 +166,12 @@ type remote struct {
 	// unanswered: the handles of requests, which end on their own when the
 	// peer gives up before the application answers.
 	unanswered map[uint64]bool
-	onClose    func()        // tests: run as Close starts, before the socket closes
-	kick       chan struct{} // the reader queued callbacks (deliverer)
-	delivered  chan struct{} // closed once the deliverer has stopped
+	// onClose: the tests run [0] as Close starts, [1] once the socket is
+	// closed.
+	onClose   [2]func()
+	closing   sync.Once     // Close's work, done once
+	kick      chan struct{} // the reader queued callbacks (deliverer)
+	delivered chan struct{} // closed once the deliverer has stopped
 	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
 	maxHalfOpen int
 }

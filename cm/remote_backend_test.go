@@ -82,11 +82,8 @@ func throughDaemon(tr transport.Transport, cfg cm.ManagerConfig) (*cm.Manager, b
 	// Manager's Close first, whose DREQs and REJs go whatever its send
 	// queue holds (a client's teardown is a Conn.Close, whose DREQ a full
 	// queue drops until its timer resends it, and the daemon's clock
-	// stops here), then the server.
-	cm.OnClose(m, func() {
-		_ = srv.Manager("p").Close()
-		_ = srv.Close()
-	})
+	// stops here); the server once the client has gone.
+	cm.OnClose(m, func() { _ = srv.Manager("p").Close() }, func() { _ = srv.Close() })
 	return m, true, nil
 }
 

@@ -254,20 +254,25 @@ func (m *Manager) remoteStats() Stats {
 
 // remoteClose is Close: the daemon tears down every id of the client as
 // the kernel's close path does, and every mirror ends with ErrClosed.
+// Calls made together all return once the first is done.
 func (m *Manager) remoteClose() error {
-	m.causeMu.Lock()
-	if m.cause == nil {
-		m.cause = ErrClosed // the reader, which ends with the socket, finds it
-	}
-	m.causeMu.Unlock()
-	if f := m.remote.onClose; f != nil {
-		m.remote.onClose = nil
-		f()
-	}
-	_ = m.remote.ops.close()
-	m.mu.Lock()
-	m.remoteStop(ErrClosed)
-	m.remoteUnlock()
+	m.remote.closing.Do(func() {
+		m.causeMu.Lock()
+		if m.cause == nil {
+			m.cause = ErrClosed // the reader, which ends with the socket, finds it
+		}
+		m.causeMu.Unlock()
+		if f := m.remote.onClose[0]; f != nil {
+			f()
+		}
+		_ = m.remote.ops.close()
+		if f := m.remote.onClose[1]; f != nil {
+			f()
+		}
+		m.mu.Lock()
+		m.remoteStop(ErrClosed)
+		m.remoteUnlock()
+	})
 	m.caughtUp()
 	<-m.remote.delivered
 	return nil
