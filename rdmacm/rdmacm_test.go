@@ -623,6 +623,7 @@ func TestRoCE(t *testing.T) {
 		assert.Equal(t, wire.GID(netip.MustParseAddr("::ffff:10.0.0.2").As16()), r.PrimaryLocalPortGID)
 		assert.Equal(t, wire.GID(peer.GID), r.PrimaryRemotePortGID)
 		assert.Equal(t, uint8(64), r.PrimaryHopLimit)
+		assert.Equal(t, uint8(19), r.PrimaryLocalAckTimeout, "RDMA_OPTION_ID_ACK_TIMEOUT")
 		assert.False(t, r.PrimarySubnetLocal)
 		h, rest := ipcm(t, r.PrivateData[:])
 		assert.Equal(t, netip.MustParseAddr("10.0.0.2"), h.SrcIP)

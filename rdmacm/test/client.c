@@ -472,15 +472,21 @@ static void roce(void)
 	struct rdma_cm_id *id;
 	struct sockaddr_in src = sin4("10.0.0.2", 0), dst = sin4("10.0.0.1", 7471);
 	struct sockaddr_in other = sin4("10.0.0.9", 0);
+	int n = 0;
+	struct ibv_context **devs = rdma_get_devices(&n);
+	CHECK(devs && n == 1 && !strcmp(ibv_get_device_name(devs[0]->device), "sim0") && !devs[1],
+	      "rdma_get_devices");
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &(uint8_t){ 19 }, 1) == 0,
+	      "RDMA_OPTION_ID_ACK_TIMEOUT");
 	errno = 0;
 	CHECK(rdma_bind_addr(id, (struct sockaddr *)&other) == -1 && errno == EADDRNOTAVAIL,
 	      "binding an IP no RDMA port has");
 	CHECK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) == 0,
 	      "rdma_resolve_addr");
 	rdma_ack_cm_event(next(RDMA_CM_EVENT_ADDR_RESOLVED));
-	CHECK(id->verbs && !strcmp(ibv_get_device_name(id->verbs->device), "sim0") && id->port_num == 1,
-	      "the device and port of 10.0.0.2");
+	CHECK(id->verbs == devs[0] && id->port_num == 1, "the device and port of 10.0.0.2");
+	rdma_free_devices(devs);
 	CHECK(gid_is(&id->route.addr.addr.ibaddr.sgid, "10.0.0.2") &&
 		      gid_is(&id->route.addr.addr.ibaddr.dgid, "10.0.0.1"), "the GIDs");
 	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route");
