@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/hostd"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
@@ -228,4 +230,37 @@ func TestClientsQuota(t *testing.T) {
 	a.conn.Close()
 	require.Eventually(t, func() bool { return d.s.Clients() == 1 }, 5*time.Second, time.Millisecond)
 	dial(t, d.path).hello("")
+}
+
+// The QP numbers in CONNECT and ACCEPT are a client's word. A client that
+// names the QP of another live client's connection on its port would have
+// the peer find that connection stale and tear it down: the daemon refuses
+// it instead. (A gone client's connections, and those in TimeWait, hold
+// their QP numbers from no one: see TestDeadClientsQPNReusedWithoutBogusStaleReject.)
+func TestAnotherLiveClientsQPNRefused(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	hb := b.hello("sim1")
+	_, rh, ch := establish(t, a, b, ha) // b's QP 0x100, a's 0x200
+	x := dial(t, d.path)
+	x.hello("sim1")
+	x.fails(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid, 0x100), hostproto.ErrPermission)
+	x.fails(hostproto.OpConnect, &hostproto.ConnectReq{To: ha.Port.LocalAddr, REQ: wire.REQ{ServiceID: sid, LocalQPN: 0x100}}, hostproto.ErrPermission)
+	// On the passive side too: a's QP 0x200 is a's.
+	y := dial(t, d.path)
+	y.hello("sim0")
+	y.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid + 1})
+	_, reply := b.start(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid+1, 0x101))
+	req := y.request(5 * time.Second)
+	y.fails(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle, HasQP: true, QPN: 0x200}, hostproto.ErrPermission)
+	y.ok(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle, HasQP: true, QPN: 0x202})
+	require.Equal(t, hostproto.StatusOK, b.wait(reply, 5*time.Second).Status)
+	// The first connection was never touched.
+	info := a.ok(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: rh}).(*hostproto.ConnInfo)
+	assert.Equal(t, cm.StateEstablished, info.State)
+	info = b.ok(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: ch}).(*hostproto.ConnInfo)
+	assert.Equal(t, cm.StateEstablished, info.State)
+	_ = hb
 }
