@@ -85,6 +85,8 @@ type entry struct {
 	answered   bool        // ACCEPT, REJECT or DELAY came: its slot is free
 	release    func()      // frees the request's backlog slot
 	connecting bool        // a CONNECT in progress; conn is set once it returns
+	qpn        uint32      // the local QP number its CONNECT or ACCEPT gave (port.takeQPN)
+	hasQPN     bool
 
 	// kindSIDR
 	sidr *cm.SIDRRequest
@@ -561,6 +563,9 @@ func (c *client) forget(h uint64) {
 	}
 	if e.release != nil {
 		e.release()
+	}
+	if e.hasQPN {
+		c.port.dropQPN(e)
 	}
 	c.s.dropID(c, e.kind == kindListener)
 }

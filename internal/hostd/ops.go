@@ -345,6 +345,12 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 	if qpn == 0 && b.HasQP {
 		qpn = b.QPN
 	}
+	if qpn != 0 {
+		if err := p.takeQPN(c, e, qpn); err != nil {
+			c.forget(h)
+			return nil, err
+		}
+	}
 	cl := &connectClaim{c: c, handle: h, callID: reqID, qpn: qpn, done: make(chan struct{})}
 	if err := p.startConnect(ctx, cl); err != nil {
 		c.forget(h)
@@ -367,8 +373,23 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 }
 
 func (c *client) accept(ctx context.Context, b *hostproto.AcceptReq) (hostproto.Body, error) {
-	e, err := c.request(b.Handle)
+	e, err := c.lookup(b.Handle, kindConn)
 	if err != nil {
+		return nil, err
+	}
+	qpn := b.REP.LocalQPN
+	if qpn == 0 && b.HasQP {
+		qpn = b.QPN
+	}
+	c.mu.Lock()
+	taken := e.hasQPN
+	c.mu.Unlock()
+	if qpn != 0 && !taken {
+		if err := c.port.takeQPN(c, e, qpn); err != nil {
+			return nil, err
+		}
+	}
+	if e, err = c.request(b.Handle); err != nil {
 		return nil, err
 	}
 	ap := &cm.AcceptParams{REP: b.REP, PrivateData: b.PrivateData}

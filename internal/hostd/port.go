@@ -2,6 +2,7 @@ package hostd
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/ibcm/ibcm/cm"
@@ -42,6 +43,10 @@ type port struct {
 	// listens are the service IDs each uid listens on, for refusing
 	// another user's overlapping listen.
 	listens map[*listenEntry]struct{}
+
+	// qpns are the local QP numbers of the clients' connections, from
+	// their CONNECT or ACCEPT until their handle ends (takeQPN).
+	qpns map[uint32]map[*entry]*client
 }
 
 type owner struct {
@@ -70,7 +75,7 @@ const maxUnowned = 16
 func (s *Server) newPort(pc Port) (*port, error) {
 	p := &port{s: s, name: pc.Name, tr: pc.Transport, cfg: pc.Config,
 		owners: map[*cm.Conn]owner{}, unowned: map[*cm.Conn][]pendingEvent{},
-		claims: map[uint32]*connectClaim{}, listens: map[*listenEntry]struct{}{}}
+		claims: map[uint32]*connectClaim{}, listens: map[*listenEntry]struct{}{}, qpns: map[uint32]map[*entry]*client{}}
 	cfg := pc.Config
 	cfg.OnEvent = p.onEvent
 	cfg.LAPPolicy = p.lapPolicy
@@ -263,4 +268,48 @@ func (p *port) lapPolicy(conn *cm.Conn, lap *wire.LAP) wire.APRStatus {
 		return wire.APRSuccess
 	}
 	return o.c.askLAPPolicy(o.handle, lap)
+}
+
+// takeQPN records that c's connection e uses the local QP number qpn,
+// unless another client that is still there holds it for a connection not
+// yet in TimeWait. The QP numbers a client gives are its word: one that
+// named another process's QP would have the peer take that process's
+// connection for stale and tear it down (12.4.1). A gone client's
+// connections, and those in TimeWait, hold their QP from no one: the model
+// lets a new process reuse such a QP at once.
+func (p *port) takeQPN(c *client, e *entry, qpn uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for oe, oc := range p.qpns[qpn] {
+		if oc == c || oc.gone() {
+			continue
+		}
+		oc.mu.Lock()
+		conn := oe.conn
+		oc.mu.Unlock()
+		if conn == nil {
+			return fmt.Errorf("%w: QP %#x is another client's (its CONNECT is under way)", hostproto.ErrPermission, qpn)
+		}
+		if st := conn.State(); st != cm.StateTimeWait && st != cm.StateIdle {
+			return fmt.Errorf("%w: QP %#x is another client's (its connection is %s)", hostproto.ErrPermission, qpn, st)
+		}
+	}
+	if p.qpns[qpn] == nil {
+		p.qpns[qpn] = map[*entry]*client{}
+	}
+	p.qpns[qpn][e] = c
+	e.qpn, e.hasQPN = qpn, true
+	return nil
+}
+
+// dropQPN forgets e's QP number.
+func (p *port) dropQPN(e *entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.qpns[e.qpn]; m != nil {
+		delete(m, e)
+		if len(m) == 0 {
+			delete(p.qpns, e.qpn)
+		}
+	}
 }

@@ -197,3 +197,29 @@ func TestPortDownIsTold(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// A dead client's connection waits out TimeWait under the daemon, and a
+// new process may reuse its QP number at once: a QP in TimeWait is not
+// connected, so its REQ is no stale connection (the seed's invariant,
+// NoBogusStaleReject), on either side.
+func TestDeadClientsQPNReusedWithoutBogusStaleReject(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	_, rh, _ := establish(t, a, b, ha) // b's QPN 0x100
+	b.conn.Close()
+	a.connEvent(rh, cm.EventDREQReceived, 5*time.Second)
+	require.Greater(t, d.s.IDs(), 1, "the dead client's connection is still in TimeWait")
+
+	c := dial(t, d.path)
+	c.hello("sim1")
+	_, reply := c.start(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid, 0x100))
+	req := a.request(5 * time.Second)
+	a.ok(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle, HasQP: true, QPN: 0x201})
+	fr := c.wait(reply, 5*time.Second)
+	require.Equal(t, hostproto.StatusOK, fr.Status, "%v", fr.Body)
+	st := a.ok(hostproto.OpStats, &hostproto.Empty{}).(*hostproto.StatsReply)
+	assert.Zero(t, st.Engine.StaleRejects)
+}
