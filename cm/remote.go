@@ -14,11 +14,15 @@ package cm
 // reader applies each to the mirror under Manager.mu, as notify.go applies
 // the engine's notifications (the fields a step sets, the end and the
 // release of a Conn, a new request handed to its listener's backlog), and
-// queues OnEvent with m.later. So every method that reads (State, Err,
-// Done, TimeWaitExit, PeerPrivateData, REQ, REP, Listener.Accept) works
-// unchanged; a method that acts forwards its call, waits for the reply,
-// which the daemon writes after the events the call caused, and returns
-// once OnEvent has been told them (caughtUp), as do does.
+// queues OnEvent (emit), which a delivering goroutine of its own tells, so
+// that the reader never waits for a callback. So the methods that read
+// (Err, Done, TimeWaitExit, PeerPrivateData, REQ, REP, Listener.Accept)
+// work unchanged; State asks the daemon, whose engine has the state now;
+// a method that acts forwards its call, waits for the reply, which the
+// daemon writes after the events the call caused, and returns once OnEvent
+// has been told them (caughtUp), as do does. A mirror's Done and
+// TimeWaitExit close as the step that closes them is applied, not behind
+// the callbacks (remoteEnd says why).
 //
 // QPs stay in the client: the daemon derives the attributes and sends
 // each move, and the reader applies it to the local QP (the QP given to
@@ -178,7 +182,8 @@ type remote struct {
 
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
-		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, unanswered: map[uint64]bool{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
+		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, unanswered: map[uint64]bool{},
+		listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
 		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
 }
