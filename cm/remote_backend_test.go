@@ -2,6 +2,7 @@ package cm_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -199,4 +200,162 @@ func TestDialThroughOneDaemon(t *testing.T) {
 	require.NoError(t, client.Close())
 	require.NoError(t, server.Close())
 	require.Eventually(t, func() bool { return srv.Clients() == 0 }, 5*time.Second, time.Millisecond)
+}
+
+// backendRecord is what an application sees of one scenario: its events
+// (kind by connection, in order), the outcomes of its calls, the peer's
+// private data, the states, and the counters.
+type backendRecord struct {
+	mu     sync.Mutex
+	conns  [2]map[*cm.Conn]int // each side's, numbered as they come
+	events [2]map[int][]cm.EventKind
+	log    [2][]string // each side's, in the order of its goroutine
+	stats  [2]cm.Stats
+}
+
+func (r *backendRecord) onEvent(side int) func(cm.Event) {
+	return func(ev cm.Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ev.Conn == nil {
+			return // SIDR
+		}
+		n, ok := r.conns[side][ev.Conn]
+		if !ok {
+			n = len(r.conns[side])
+			r.conns[side][ev.Conn] = n
+		}
+		r.events[side][n] = append(r.events[side][n], ev.Kind)
+	}
+}
+
+// told reports whether side has been told of an event of kind.
+func (r *backendRecord) told(side int, kind cm.EventKind) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, evs := range r.events[side] {
+		if slices.Contains(evs, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *backendRecord) say(side int, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log[side] = append(r.log[side], fmt.Sprintf(format, args...))
+}
+
+// runBackendScenario runs one scenario on two Managers that build makes:
+// a connection with QPs and private data both ways, a refused and an
+// accepted LAP, a disconnect by the passive side with private data; a
+// request delayed, then rejected with private data; SIDR.
+func runBackendScenario(t *testing.T, build func(tr transport.Transport, cfg cm.ManagerConfig) *cm.Manager) *backendRecord {
+	rec := &backendRecord{conns: [2]map[*cm.Conn]int{{}, {}}, events: [2]map[int][]cm.EventKind{{}, {}}}
+	fab := simnet.NewFabric(simnet.Config{Seed: 5})
+	defer fab.Close()
+	policy := func(c *cm.Conn, lap *wire.LAP) wire.APRStatus {
+		return map[bool]wire.APRStatus{true: wire.APRSuccess, false: wire.APRInvalidSL}[lap.AlternateSL == 0]
+	}
+	server := build(fab.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xb, MaxTimeWait: 20 * time.Millisecond,
+		OnEvent: rec.onEvent(0), LAPPolicy: policy})
+	client := build(fab.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xa, MaxTimeWait: 20 * time.Millisecond,
+		OnEvent: rec.onEvent(1)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000, Mask: ^uint64(0xff)})
+	require.NoError(t, err)
+	served, finished := make(chan *cm.Conn, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		r, err := l.Accept(ctx)
+		if !assert.NoError(t, err) {
+			served <- nil
+			return
+		}
+		rec.say(0, "REQ pd %q, state %s", r.Conn().PeerPrivateData(wire.AttrREQ)[:5], r.Conn().State())
+		c, err := r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22), PrivateData: []byte("welcome")})
+		rec.say(0, "Accept: %v", err)
+		served <- c
+		r, err = l.Accept(ctx)
+		if assert.NoError(t, err) {
+			rec.say(0, "Delay: %v", r.Delay(ctx, 10, []byte("wait")))
+			// The MRA has reached the client before the REJ goes: the
+			// send queue may otherwise send the REJ first.
+			assert.Eventually(t, func() bool { return rec.told(1, cm.EventMRAReceived) }, 5*time.Second, time.Millisecond)
+			rec.say(0, "Reject: %v, Err %v", r.Reject(ctx, 0, nil, []byte("busy")), r.Err())
+		}
+		sr, err := l.AcceptSIDR(ctx)
+		if assert.NoError(t, err) {
+			rec.say(0, "SIDR_REQ for %#x", sr.Request().ServiceID)
+			rec.say(0, "Reply: %v", sr.Reply(ctx, &cm.SIDRReplyParams{QPN: 0x33, QKey: 7}))
+		}
+	}()
+	qp := newFakeQP(0x11)
+	c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
+		REQ: client.NewREQ(server.LocalAddr(), 0x1001), QP: qp, PrivateData: []byte("hello")})
+	require.NoError(t, err)
+	sc := <-served
+	require.NotNil(t, sc)
+	rec.say(1, "REP pd %q, state %s, remote QPN %#x, QP %s", c.PeerPrivateData(wire.AttrREP)[:7], c.State(),
+		c.RemoteQPN(), qp.State())
+	for _, sl := range []uint8{1, 0} {
+		lap := &wire.LAP{AlternateLocalPortLID: 11, AlternateRemotePortLID: 12, AlternateSL: sl,
+			AlternateLocalPortGID: client.Port().GID, AlternateRemotePortGID: server.LocalAddr().GID,
+			AlternateLocalAckTimeout: 18, RemoteCMResponseTimeout: 18}
+		rec.say(1, "LoadAltPath SL %d: %v", sl, c.LoadAltPath(ctx, lap))
+	}
+	rec.say(0, "Disconnect: %v", sc.Disconnect(ctx, []byte("bye")))
+	<-c.Done()
+	rec.say(1, "%v, DREQ pd %q, state %s, QP %s", c.Err(), c.PeerPrivateData(wire.AttrDREQ)[:3], c.State(), qp.State())
+	<-c.TimeWaitExit()
+	<-sc.TimeWaitExit()
+	rec.say(1, "after TimeWait: %s %s", c.State(), sc.State())
+
+	_, err = client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
+		REQ: client.NewREQ(server.LocalAddr(), 0x1002), QP: newFakeQP(0x12)})
+	var rej *cm.RejectError
+	if assert.ErrorAs(t, err, &rej) {
+		rec.say(1, "rejected %v, pd %q", rej.Reason, rej.PrivateData[:4])
+	}
+	rep, err := client.ResolveSIDR(ctx, &cm.SIDRParams{To: server.LocalAddr(), ServiceID: 0x1003})
+	if assert.NoError(t, err) {
+		rec.say(1, "SIDR QPN %#x QKey %#x", rep.QPN, rep.QKey)
+	}
+	<-finished
+	rec.stats = [2]cm.Stats{server.Stats(), client.Stats()}
+	require.NoError(t, client.Close())
+	require.NoError(t, server.Close())
+	return rec
+}
+
+// Both backends give the application the same: the same outcomes, states,
+// private data, events and counters for one scenario.
+func TestBothBackendsBehaveTheSame(t *testing.T) {
+	if viaDaemon {
+		return // both run in the first run
+	}
+	embedded := runBackendScenario(t, func(tr transport.Transport, cfg cm.ManagerConfig) *cm.Manager {
+		m, err := cm.NewManager(tr, cfg)
+		require.NoError(t, err)
+		return m
+	})
+	dialed := runBackendScenario(t, func(tr transport.Transport, cfg cm.ManagerConfig) *cm.Manager {
+		m, ok, err := throughDaemon(tr, cfg)
+		require.True(t, ok)
+		require.NoError(t, err)
+		return m
+	})
+	assert.Equal(t, embedded.log, dialed.log)
+	assert.Equal(t, embedded.events, dialed.events)
+	for i := range 2 {
+		e, d := embedded.stats[i], dialed.stats[i]
+		assert.Equal(t, e.Engine.Sent, d.Engine.Sent, "side %d: MADs sent", i)
+		assert.Equal(t, e.Engine.Received, d.Engine.Received, "side %d: MADs received", i)
+		assert.Equal(t, e, d, "side %d: Stats", i)
+	}
+	t.Logf("server: %q", dialed.log[0])
+	t.Logf("client: %q", dialed.log[1])
+	t.Logf("events: %v", dialed.events)
 }
