@@ -64,9 +64,9 @@ type connectClaim struct {
 }
 
 // pendingEvent is an event kept for a connection no client holds yet; the
-// message is copied, since the Manager's is valid during OnEvent only.
+// message is kept encoded, since the Manager's is valid during OnEvent only.
 type pendingEvent struct {
-	msg *wire.MAD
+	msg *[wire.MADSize]byte
 	st  hostproto.Event
 }
 
@@ -143,10 +143,12 @@ func (p *port) onEvent(ev cm.Event) {
 	}
 	e := hostproto.Event{Kind: uint8(ev.Kind), Reason: ev.Reason, Sent: ev.Sent, CommID: uint32(ev.ID),
 		Time: int64(ev.Time), From: ev.From}
-	var msg *wire.MAD
+	var msg *[wire.MADSize]byte
 	if ev.Msg != nil {
-		m := *ev.Msg
-		msg = &m
+		msg = new([wire.MADSize]byte)
+		if err := ev.Msg.Encode(msg); err != nil {
+			msg = nil // a message the Manager took: it encodes
+		}
 	}
 	p.mu.Lock()
 	o, ok := p.owners[ev.Conn]
@@ -175,7 +177,7 @@ func (p *port) onEvent(ev cm.Event) {
 		return
 	}
 	e.Handle = o.handle
-	e.Msg = msg
+	e.Raw = msg
 	o.c.pushEvent(&e, ev.Conn)
 	if ev.Kind == cm.EventTimeWaitExit {
 		delete(p.owners, ev.Conn)
@@ -196,7 +198,7 @@ func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
 	for _, pe := range p.unowned[conn] {
 		e := pe.st
 		e.Handle = handle
-		e.Msg = pe.msg
+		e.Raw = pe.msg
 		c.pushEvent(&e, conn)
 	}
 	delete(p.unowned, conn)

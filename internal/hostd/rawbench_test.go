@@ -49,7 +49,7 @@ func dialFrames(b *testing.B, path, port string, onEvent func(hostproto.Frame)) 
 	}
 	fc := &frameConn{c: c, replies: map[hostproto.Op]chan hostproto.Frame{}, onEvent: onEvent}
 	for _, op := range []hostproto.Op{hostproto.OpHello, hostproto.OpListen, hostproto.OpConnect, hostproto.OpDisconnect, hostproto.OpAccept} {
-		fc.replies[op] = make(chan hostproto.Frame, 100000)
+		fc.replies[op] = make(chan hostproto.Frame, 4096)
 	}
 	go func() {
 		buf := make([]byte, hostproto.MaxFrame+1)

@@ -3,6 +3,7 @@ package hostproto
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/ibcm/ibcm/cm/engine"
@@ -197,6 +198,30 @@ func decMAD(d *dec, field string, want wire.AttrID) *wire.MAD {
 
 // decAnyMAD reads a received MAD of any CM message.
 func decAnyMAD(d *dec, field string) *wire.MAD { return decMAD(d, field, 0) }
+
+// madPool holds the MAD unions the typed fields decode into: a union is
+// some kilobytes, of which a field keeps one member.
+var madPool = sync.Pool{New: func() any { return new(wire.MAD) }}
+
+// decMsg reads a 256-byte MAD of kind want and hands it to keep, which
+// copies what it needs: the union goes back to the pool after.
+func decMsg(d *dec, field string, want wire.AttrID, keep func(m *wire.MAD)) {
+	p := d.take(wire.MADSize)
+	if p == nil {
+		return
+	}
+	m := madPool.Get().(*wire.MAD)
+	defer madPool.Put(m)
+	if err := wire.DecodeMAD(p, m); err != nil {
+		d.err = fmt.Errorf("%w: %s: %w", ErrBadField, field, err)
+		return
+	}
+	if m.AttrID != want {
+		d.bad(field, "a %s MAD, not %s", m.AttrID, want)
+		return
+	}
+	keep(m)
+}
 
 func encDur(e *enc, v time.Duration) { e.i64(int64(v)) }
 func decDur(d *dec) time.Duration    { return time.Duration(d.i64()) }
@@ -550,9 +575,7 @@ func (b *ConnectReq) decode(d *dec) {
 	b.QPN = d.u32()
 	b.To = decAddr(d, "ConnectReq.To")
 	b.IP = decIP(d, "ConnectReq.IP", fl&ConnHasIP != 0)
-	if m := decMAD(d, "ConnectReq.REQ", wire.AttrREQ); m != nil {
-		b.REQ = m.REQ
-	}
+	decMsg(d, "ConnectReq.REQ", wire.AttrREQ, func(m *wire.MAD) { b.REQ = m.REQ })
 	b.PrivateData = d.optBytes("ConnectReq.PrivateData", fl&ConnHasPrivateData != 0)
 	b.RTUPrivateData = d.optBytes("ConnectReq.RTUPrivateData", fl&ConnHasRTUPrivateData != 0)
 	if !b.HasQP && b.QPN != 0 && d.err == nil {
@@ -676,16 +699,12 @@ func (b *ConnInfo) decode(d *dec) {
 	b.RemoteGUID = d.u64()
 	b.TimeWait = decDur(d)
 	if hasREQ {
-		if m := decMAD(d, "ConnInfo.REQ", wire.AttrREQ); m != nil {
-			b.REQ = &m.REQ
-		}
+		decMsg(d, "ConnInfo.REQ", wire.AttrREQ, func(m *wire.MAD) { r := m.REQ; b.REQ = &r })
 	} else {
 		d.pad(wire.MADSize)
 	}
 	if hasREP {
-		if m := decMAD(d, "ConnInfo.REP", wire.AttrREP); m != nil {
-			b.REP = &m.REP
-		}
+		decMsg(d, "ConnInfo.REP", wire.AttrREP, func(m *wire.MAD) { r := m.REP; b.REP = &r })
 	} else {
 		d.pad(wire.MADSize)
 	}
@@ -739,9 +758,7 @@ func (b *AcceptReq) decode(d *dec) {
 	d.pad(3)
 	b.HasQP = fl&ConnHasQP != 0
 	b.QPN = d.u32()
-	if m := decMAD(d, "AcceptReq.REP", wire.AttrREP); m != nil {
-		b.REP = m.REP
-	}
+	decMsg(d, "AcceptReq.REP", wire.AttrREP, func(m *wire.MAD) { b.REP = m.REP })
 	b.PrivateData = d.optBytes("AcceptReq.PrivateData", fl&ConnHasPrivateData != 0)
 	if !b.HasQP && b.QPN != 0 && d.err == nil {
 		d.bad("AcceptReq.QPN", "%#x without HasQP", b.QPN)
@@ -853,9 +870,7 @@ func (b *RequestQPAttrReq) decode(d *dec) {
 	b.Handle = d.u64()
 	b.QPState = decQPState(d, "RequestQPAttrReq.QPState")
 	d.pad(3)
-	if m := decMAD(d, "RequestQPAttrReq.REP", wire.AttrREP); m != nil {
-		b.REP = m.REP
-	}
+	decMsg(d, "RequestQPAttrReq.REP", wire.AttrREP, func(m *wire.MAD) { b.REP = m.REP })
 }
 
 func decQPState(d *dec, field string) qpattr.State {
@@ -1064,9 +1079,7 @@ func (b *LoadAltPathReq) encode(e *enc) error {
 
 func (b *LoadAltPathReq) decode(d *dec) {
 	b.Handle = d.u64()
-	if m := decMAD(d, "LoadAltPathReq.LAP", wire.AttrLAP); m != nil {
-		b.LAP = m.LAP
-	}
+	decMsg(d, "LoadAltPathReq.LAP", wire.AttrLAP, func(m *wire.MAD) { b.LAP = m.LAP })
 }
 
 // ResolveSIDRReq is Manager.ResolveSIDR's SIDRParams.
@@ -1130,9 +1143,7 @@ type SIDRRepReply struct{ Rep wire.SIDRRep }
 
 func (b *SIDRRepReply) encode(e *enc) error { return encMAD(e, "SIDRRepReply.Rep", &b.Rep) }
 func (b *SIDRRepReply) decode(d *dec) {
-	if m := decMAD(d, "SIDRRepReply.Rep", wire.AttrSIDRRep); m != nil {
-		b.Rep = m.SIDRRep
-	}
+	decMsg(d, "SIDRRepReply.Rep", wire.AttrSIDRRep, func(m *wire.MAD) { b.Rep = m.SIDRRep })
 }
 
 // SIDRReplyReq is SIDRRequest.Reply's SIDRReplyParams.
@@ -1310,9 +1321,7 @@ func (b *LAPPolicyReq) encode(e *enc) error {
 
 func (b *LAPPolicyReq) decode(d *dec) {
 	b.Handle = d.u64()
-	if m := decMAD(d, "LAPPolicyReq.LAP", wire.AttrLAP); m != nil {
-		b.LAP = m.LAP
-	}
+	decMsg(d, "LAPPolicyReq.LAP", wire.AttrLAP, func(m *wire.MAD) { b.LAP = m.LAP })
 }
 
 // LAPPolicyReply is the APR status the client's LAPPolicy gave.
@@ -1365,7 +1374,12 @@ type Event struct {
 	Time   int64
 	From   transport.Addr
 	Msg    *wire.MAD
-	Err    ErrorBody
+	// Raw, when Msg is nil, is the received MAD already encoded: a sender
+	// that holds a message only for the moment (cm.Event.Msg) keeps its
+	// 256 bytes rather than a copy of the decoded union. Decoding fills
+	// Msg.
+	Raw *[wire.MADSize]byte
+	Err ErrorBody
 }
 
 func (b *Event) encode(e *enc) error {
@@ -1378,18 +1392,21 @@ func (b *Event) encode(e *enc) error {
 	e.u8(uint8(b.State))
 	e.u16(uint16(b.Reason))
 	e.u16(uint16(b.Sent))
-	e.bool(b.Msg != nil)
+	e.bool(b.Msg != nil || b.Raw != nil)
 	e.pad(1)
 	e.u32(b.CommID)
 	e.pad(4)
 	e.i64(b.Time)
 	encAddr(e, &b.From)
-	if b.Msg != nil {
+	switch {
+	case b.Msg != nil:
 		var buf [wire.MADSize]byte
 		if err := b.Msg.Encode(&buf); err != nil {
 			return fmt.Errorf("%w: Event.Msg: %w", ErrBadField, err)
 		}
 		e.raw(buf[:])
+	case b.Raw != nil:
+		e.raw(b.Raw[:])
 	}
 	return b.Err.encode(e)
 }
@@ -1450,9 +1467,7 @@ func (b *RequestEvent) decode(d *dec) {
 	b.CommID = d.u32()
 	d.pad(4)
 	b.From = decAddr(d, "RequestEvent.From")
-	if m := decMAD(d, "RequestEvent.REQ", wire.AttrREQ); m != nil {
-		b.REQ = m.REQ
-	}
+	decMsg(d, "RequestEvent.REQ", wire.AttrREQ, func(m *wire.MAD) { b.REQ = m.REQ })
 }
 
 // SIDRRequestEvent is a SIDR_REQ for one of the client's listeners: a
@@ -1482,7 +1497,5 @@ func (b *SIDRRequestEvent) decode(d *dec) {
 	b.Listener = d.u64()
 	b.Handle = d.u64()
 	b.From = decAddr(d, "SIDRRequestEvent.From")
-	if m := decMAD(d, "SIDRRequestEvent.Req", wire.AttrSIDRReq); m != nil {
-		b.Req = m.SIDRReq
-	}
+	decMsg(d, "SIDRRequestEvent.Req", wire.AttrSIDRReq, func(m *wire.MAD) { b.Req = m.SIDRReq })
 }

@@ -128,6 +128,12 @@ func cases(t testing.TB) []struct {
 		{"lap policy reply", hostproto.OpLAPPolicy, 0, true, &hostproto.LAPPolicyReply{Status: wire.APRStatus(2)}},
 		{"event", hostproto.OpEvent, 0, false, &hostproto.Event{Handle: 8, CallID: 3, Kind: 14, State: engine.StateDreqRcvd,
 			Reason: 0, Sent: wire.AttrDREP, CommID: 7, Time: 123456789, From: addr(), Msg: mad(t, &wire.DREQ{LocalCommID: 1, RemoteCommID: 2})}},
+		{"event with a raw msg", hostproto.OpEvent, 0, false, &hostproto.Event{Handle: 8, Kind: 9, State: engine.StateTimeWait,
+			Raw: func() *[wire.MADSize]byte {
+				var b [wire.MADSize]byte
+				require.NoError(t, mad(t, &wire.REJ{LocalCommID: 1, Reason: wire.RejectTimeout}).Encode(&b))
+				return &b
+			}()}},
 		{"event without msg", hostproto.OpEvent, 0, false, &hostproto.Event{Handle: 8, Kind: 11, State: engine.StateTimeWait,
 			Reason: wire.RejectTimeout, Err: hostproto.ErrorBody{Code: hostproto.StatusTimeout}}},
 		{"request", hostproto.OpRequestEvent, 0, false, &hostproto.RequestEvent{Listener: 5, Handle: 8, CommID: 7, From: addr(), REQ: r}},
@@ -155,6 +161,15 @@ func TestEveryBodyRoundTrips(t *testing.T) {
 			assert.Equal(t, c.op, got.Op)
 			assert.Equal(t, c.status, got.Status)
 			assert.Equal(t, reqID, got.ReqID)
+			if ev, ok := c.body.(*hostproto.Event); ok && ev.Raw != nil {
+				// Raw goes out as the MAD that Msg brings back.
+				g := got.Body.(*hostproto.Event)
+				require.NotNil(t, g.Msg)
+				var b [wire.MADSize]byte
+				require.NoError(t, g.Msg.Encode(&b))
+				assert.Equal(t, *ev.Raw, b)
+				return
+			}
 			if ev, ok := c.body.(*hostproto.Event); ok && ev.Msg != nil {
 				// A MAD's union keeps only the member its AttrID names.
 				g := got.Body.(*hostproto.Event)
