@@ -213,3 +213,33 @@ func TestLinkPortDown(t *testing.T) {
 	assert.ErrorIs(t, m.Err(), ErrClosed)
 	assert.Contains(t, m.Err().Error(), "umad0: gone")
 }
+
+// A HELLO the daemon refuses fails Dial with the daemon's error (a port it
+// does not run: ErrNoPort).
+func TestLinkHelloRefused(t *testing.T) {
+	a, b := seqpacketPair(t)
+	d := &scriptedDaemon{t: t, conn: b, buf: make([]byte, hostproto.MaxFrame+1)}
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	res := make(chan error, 1)
+	go func() {
+		_, err := dialConn(context.Background(), a, "nope", ManagerConfig{})
+		res <- err
+	}()
+	f := d.read()
+	d.send(hostproto.OpHello, hostproto.StatusNoPort, f.ReqID, &hostproto.ErrorBody{Code: hostproto.StatusNoPort})
+	assert.ErrorIs(t, <-res, hostproto.ErrNoPort)
+}
+
+// A frame the client cannot follow (another protocol version) ends the
+// session: the Manager stops with ErrClosed, naming why.
+func TestLinkBadFrameEndsTheSession(t *testing.T) {
+	m, d := dialScripted(t, ManagerConfig{})
+	frame, err := hostproto.AppendFrame(nil, hostproto.OpEvent, 0, 0, &hostproto.Event{Handle: 1})
+	require.NoError(t, err)
+	frame[0] = 9 // the version
+	_, err = d.conn.Write(frame)
+	require.NoError(t, err)
+	<-m.Done()
+	assert.ErrorIs(t, m.Err(), ErrClosed)
+	assert.ErrorIs(t, m.Err(), hostproto.ErrVersion)
+}
