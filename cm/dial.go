@@ -95,19 +95,21 @@ func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerC
 	if cfg.LAPPolicy != nil {
 		hello.Flags |= hostproto.HelloLAPPolicy
 	}
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetReadDeadline(d)
-	}
+	// The HELLO's reply is read within ctx.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
 	l.next = 1
 	if err := l.write(hostproto.OpHello, hostproto.StatusOK, 1, hello); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, hostproto.MaxFrame+1)
 	f, err := l.read(buf)
+	if !stop() {
+		return nil, fmt.Errorf("%w: the CM daemon's HELLO: %w", ErrClosed, ctx.Err())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: the CM daemon's HELLO: %w", ErrClosed, err)
 	}
-	_ = conn.SetReadDeadline(time.Time{})
 	if f.Op != hostproto.OpHello || f.ReqID != 1 {
 		return nil, fmt.Errorf("%w: the CM daemon answered HELLO with %s", hostproto.ErrBadField, f.Op)
 	}

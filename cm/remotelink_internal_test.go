@@ -243,3 +243,14 @@ func TestLinkBadFrameEndsTheSession(t *testing.T) {
 	assert.ErrorIs(t, m.Err(), ErrClosed)
 	assert.ErrorIs(t, m.Err(), hostproto.ErrVersion)
 }
+
+// Dial waits for the HELLO's reply only as long as its context lasts.
+func TestLinkHelloWithinContext(t *testing.T) {
+	a, b := seqpacketPair(t)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := dialConn(ctx, a, "", ManagerConfig{})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, ErrClosed)
+}
