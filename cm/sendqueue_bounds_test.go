@@ -124,3 +124,41 @@ func TestWaitingCallsAreLetInABatchAtATime(t *testing.T) {
 	}
 	require.Empty(t, q.admitted)
 }
+
+// A lane's memory follows what it holds: emptied, it keeps an array of up
+// to 1024 MADs for the next ones and lets a burst's larger array go; while
+// a long burst drains, the MADs taken stop holding memory once they are
+// half of it.
+func TestLaneMemoryFollowsWhatItHolds(t *testing.T) {
+	var p transport.Packet
+	for _, c := range []struct {
+		capacity int
+		kept     bool
+	}{{16, true}, {1024, true}, {1025, false}, {4096, false}} {
+		f := fifo{items: make([]transport.Packet, 0, c.capacity)}
+		f.push(mad(1))
+		f.push(mad(2))
+		require.True(t, f.pop(&p))
+		require.NotNil(t, f.items, "not empty yet")
+		require.True(t, f.pop(&p))
+		require.False(t, f.pop(&p))
+		require.Equal(t, c.kept, f.items != nil, "capacity %d", c.capacity)
+		require.Zero(t, f.len())
+	}
+
+	var f fifo
+	for i := range 2048 {
+		f.push(mad(byte(i)))
+	}
+	for i := range 1024 {
+		require.True(t, f.pop(&p))
+		require.Equal(t, byte(i), p.MAD[15])
+	}
+	require.Zero(t, f.head, "1024 taken of 2048: moved down")
+	require.Equal(t, 1024, f.len())
+	for i := range 1024 {
+		require.True(t, f.pop(&p))
+		require.Equal(t, byte(1024+i), p.MAD[15])
+	}
+	require.Zero(t, f.len())
+}
