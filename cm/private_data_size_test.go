@@ -42,3 +42,18 @@ func TestIPCMPrivateDataFillsWhatTheHeaderLeaves(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadParam)
 	require.ErrorContains(t, err, "57 bytes of private data after the IP CM header, at most 56")
 }
+
+// NewIPREQ, and Connect with an IP target, take the 56 bytes the IP CM
+// header leaves, and refuse 57 with ErrBadParam.
+func TestIPREQPrivateDataFillsWhatTheHeaderLeaves(t *testing.T) {
+	m := builderManager(PortInfo{RoCE: true, GID: wire.GID(netip.MustParseAddr("::ffff:10.0.0.1").As16())})
+	dst := netip.MustParseAddrPort("10.0.0.2:4791")
+	_, err := m.NewIPREQ(dst, make([]byte, 56))
+	require.NoError(t, err)
+	_, err = m.NewIPREQ(dst, make([]byte, 57))
+	require.ErrorIs(t, err, ErrBadParam)
+	_, err = m.connectParams(&ConnectParams{IP: dst, PrivateData: make([]byte, 56), REQ: wire.REQ{LocalQPN: 0x11}})
+	require.NoError(t, err)
+	_, err = m.connectParams(&ConnectParams{IP: dst, PrivateData: make([]byte, 57), REQ: wire.REQ{LocalQPN: 0x11}})
+	require.ErrorIs(t, err, ErrBadParam)
+}
