@@ -269,6 +269,15 @@ one goroutine each, then disconnects them at once.
   built on that tree and run in turn with this one, so that both meet the same load. On a shared
   machine other work slows both; the ratio is the figure to read.
 
+On two CPUs the steps meet the collector: the burst's 2,000 goroutines make each mark phase long,
+and a goroutine that allocates while one runs may be parked until it ends (a GC assist). In an
+execution trace of a two-CPU run (\`go test -trace\`, 2026-12-04), the passive side's sender, with
+the first DREPs of the disconnect step queued, waited 2.9 ms in the run queue while a mark worker
+held a CPU, then 3.0 ms parked in an assist (an allocation of the fake device's write) until the
+mark phase ended; the quickest disconnect took 4.5 ms of a 33.6 ms step. What the process
+allocates per connection (the Manager's, the commands' and the fake device's, which is a third of
+it) sets how often that happens.
+
 What keeps it there (each checked by \`TestBurstsDoNotHoldBackAnswers\`, which counts instead of
 timing: on one CPU over the fake umad device, how many calls of a 1,000-call burst begin or return
 while the quickest is under way; under half the burst, where head-of-line blocking makes it nearly
