@@ -378,3 +378,18 @@ func TestDialedRequestEndsUnanswered(t *testing.T) {
 	assert.Equal(t, StateIdle, r.Conn().State())
 	assert.ErrorIs(t, r.Reject(ctx, 0, nil, nil), ErrTimeout, "answered: why it ended")
 }
+
+// A Connect whose reply comes once the Manager has stopped (its events
+// were not applied) fails with the stop's error: no mirror is made that
+// nothing would end.
+func TestDialedConnectAfterStop(t *testing.T) {
+	m, d, _ := newFakeDialed(t)
+	d.answer = func(c *remoteCall) (remoteReply, error) {
+		d.tell(remoteEvent{kind: remoteStopped, err: ErrClosed})
+		d.tell(remoteEvent{kind: remoteKind(EventREQSent), handle: 7, id: 0x30, state: StateReqSent})
+		return remoteReply{handle: 7, id: 0x30, state: StateEstablished}, nil
+	}
+	c, err := m.Connect(context.Background(), &ConnectParams{To: transport.Addr{LID: 9}, REQ: wire.REQ{ServiceID: 1, LocalQPN: 2}})
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.Nil(t, c)
+}
