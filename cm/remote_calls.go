@@ -57,6 +57,12 @@ func (m *Manager) remoteConnect(ctx context.Context, q *ConnectParams) (*Conn, e
 		return nil, err
 	}
 	m.mu.Lock()
+	if m.closed {
+		// The Manager stopped (the daemon's port, say) as the reply came:
+		// the mirror ended with it, or was never made.
+		m.mu.Unlock()
+		return nil, m.closedErr()
+	}
 	c := m.remote.conns[rp.handle]
 	if c == nil { // no event came before the reply
 		c = m.remote.mirror(m, rp.handle, rp.id)
