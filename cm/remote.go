@@ -176,7 +176,7 @@ type remote struct {
 	closing   sync.Once     // Close's work, done once
 	kick      chan struct{} // the reader queued callbacks (deliverer)
 	delivered chan struct{} // closed once the deliverer has stopped
-	// maxHalfOpen is the daemon Manager's, Listen's default backlog.
+	// maxHalfOpen bounds the backlog of a listener that gives none.
 	maxHalfOpen int
 }
 

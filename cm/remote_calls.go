@@ -84,18 +84,23 @@ func (r *remote) stateNow(c *Conn, s State) {
 
 // remoteListen is Listen with p checked.
 func (m *Manager) remoteListen(ctx context.Context, p ListenParams) (*Listener, error) {
-	if p.Backlog == 0 {
-		p.Backlog = m.remote.maxHalfOpen
-	}
 	rp, err := m.remoteDo(ctx, &remoteCall{op: ropListen, listen: p})
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{m: m, id: rp.id, reqs: newBacklog[*Request](p.Backlog), sidrs: newBacklog[*SIDRRequest](p.Backlog),
+	// The daemon bounds the requests it hands over unanswered by the
+	// backlog (0: its engine's MaxHalfOpen), so the local one, which holds
+	// fewer, never refuses.
+	n := p.Backlog
+	if n == 0 {
+		n = m.remote.maxHalfOpen
+	}
+	l := &Listener{m: m, id: rp.id, reqs: newBacklog[*Request](n), sidrs: newBacklog[*SIDRRequest](n),
 		closed: make(chan struct{})}
 	m.mu.Lock()
 	if m.closed {
-		l.shut()
+		m.mu.Unlock()
+		return nil, m.closedErr()
 	}
 	m.remote.listeners[rp.handle], m.remote.lhandles[l] = l, rp.handle
 	m.mu.Unlock()
