@@ -236,7 +236,7 @@ func Build(c *Config) error {
 		cgo  bool
 		args []string
 	}{
-		{false, []string{"build", "-trimpath", "-o", static, "./cmd/ibcm", "./tools/interop/probe", "./tools/interop/mkinitramfs"}},
+		{false, []string{"build", "-trimpath", "-o", static, "./cmd/ibcm", "./cmd/ibcmd", "./tools/interop/probe", "./tools/interop/mkinitramfs"}},
 		{true, []string{"build", "-trimpath", "-ldflags=-s", "-o", cgo, "./cmd/ibcm", "./examples/rdmaclient"}},
 		{true, []string{"test", "-c", "-tags", "rxe", "-trimpath", "-ldflags=-s", "-o", cgo + "verbs.test", "./hw/verbs"}},
 	}

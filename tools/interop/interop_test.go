@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,12 +47,19 @@ var dataPorts = [][2]string{{"D_RPING_C_PORT", "7190"}, {"D_RPING_S_PORT", "7191
 	{"D_UCMA_C_PORT", "7193"}, {"D_RDMA_S_PORT", "7194"}, {"D_RDMA_C_PORT", "7195"}, {"D_EXAMPLE_PORT", "7196"},
 	{"D_UDADDY_PORT", "7174"}}
 
+// The ports of the daemon's scenarios (vm-b.sh runs ibcmd and its clients;
+// H_DONE_PORT: VM A tells VM B that the killed client's peer has ended).
+var daemonPorts = [][2]string{{"H_RPING_S_PORT", "7197"}, {"H_UCMA_C_PORT", "7198"}, {"H_KILL_PORT", "7199"}, {"H_DONE_PORT", "5002"}}
+
 // The scenarios VM B runs, each a log and an ibcm run of that name.
 var (
 	cmScenarios   = []string{"s1-connect-rping", "s4-rej-no-listener", "s5-timewait-qpn-reuse", "s6-stale-live-qpn", "s3-ucmatose-disconnects", "s2-listen-rping"}
 	dataScenarios = []string{"d1-rping-kernel-client", "d2-rping-kernel-server", "d3-ucmatose-kernel-server", "d4-ucmatose-kernel-client",
 		"d5-rdma-kernel-server", "d7-udaddy-kernel-server", "d6-rdma-kernel-client", "d8-udaddy-kernel-client"}
 	probeRuns = []string{"probe-linux", "probe-ibcm", "probe-legacy"}
+	// Two clients of ibcmd at once, each a run of its own (h3, killed,
+	// has no result).
+	daemonScenarios = []string{"h1-daemon-connect-rping", "h2-daemon-listen-ucmatose"}
 )
 
 // VM A's tools that log to a serial port of their own (vm-a.sh).
@@ -125,6 +133,7 @@ func TestInterop(t *testing.T) {
 	r.checkCM(t)
 	r.checkProbe(t, root)
 	r.checkData(t)
+	r.checkDaemon(t)
 }
 
 // boot builds the images and runs both VMs to their end.
@@ -165,7 +174,7 @@ func images(c *Config, st Stage, allow string) (*Image, *Image) {
 		{"STALE_PORT", fmt.Sprint(stalePort)}, {"UCMA_PORT", fmt.Sprint(ucmaPort)}, {"LISTEN_PORT", fmt.Sprint(listenPort)},
 		{"DEAD_PORT", fmt.Sprint(deadPort)}, {"CTL_PORT", fmt.Sprint(ctlPort)}, {"PROBE_PORT", fmt.Sprint(probePort)},
 		{"PROBE_UD_PORT", fmt.Sprint(probeUDPort)}, {"PROBE_READY_PORT", fmt.Sprint(probeReadyPort)}}
-	ports = append(ports, dataPorts...)
+	ports = append(append(ports, dataPorts...), daemonPorts...)
 	static, cgo := filepath.Join(c.Work, "static"), filepath.Join(c.Work, "cgo")
 	a := &Image{Name: "a",
 		ELF:   append(common, "/usr/bin/rping", "/usr/bin/ucmatose", "/usr/bin/rdma_server", "/usr/bin/rdma_client", "/usr/bin/udaddy"),
@@ -175,7 +184,7 @@ func images(c *Config, st Stage, allow string) (*Image, *Image) {
 			{"WAIT_SIGNAL", fmt.Sprint(int(c.Timeout.Seconds()) - 20)}, {"RPING_C_TIME", fmt.Sprint(rpingCTime)}}, ports...),
 	}
 	b := &Image{Name: "b", ELF: common, KMod: kmod,
-		Files: append(files, src("/test.sh", "vm-b.sh"), "/bin/ibcm-probe="+static+"/probe:0755"),
+		Files: append(files, src("/test.sh", "vm-b.sh"), "/bin/ibcm-probe="+static+"/probe:0755", "/bin/ibcmd="+static+"/ibcmd:0755"),
 		Host:  []string{"/bin/ibcm=" + cgo + "/ibcm:0755", "/bin/rdmaclient=" + cgo + "/rdmaclient:0755", "/bin/verbs.test=" + cgo + "/verbs.test:0755"},
 		Env: append([][2]string{{"ROLE", "B"}, {"IP", bIP}, {"PEER", aIP}, {"PROBE_GET_GID", probeGetGID},
 			{"PROBE_LINUX_ALLOW", allow}}, ports...),
@@ -254,7 +263,7 @@ func (r *run) checkResults(t *testing.T) {
 		assert.Positive(t, pass, "hw/verbs' device tests: tests passed")
 		assert.Zero(t, fail, "hw/verbs' device tests: tests failed")
 	})
-	for _, s := range append(append([]string{}, cmScenarios...), dataScenarios...) {
+	for _, s := range slices.Concat(cmScenarios, dataScenarios, daemonScenarios) {
 		t.Run("b:"+s, func(t *testing.T) {
 			res := r.cli(s).Result()
 			assert.Equal(t, s, res.Name, "%s: its RESULT line", s)
@@ -343,11 +352,15 @@ func hasEvents(t *testing.T, ls Lines, conn string, names ...string) {
 func (r *run) checkCM(t *testing.T) {
 	t.Run("verbs:counters", func(t *testing.T) {
 		// The device tests count their own errors (one RNR NAK); the CM
-		// scenarios after them add none in VM B.
+		// scenarios after them add none in VM B, but for the
+		// retransmissions to the client killed mid-data (h3, whose
+		// counters h3:b-counters checks).
 		after := r.b.Log("verbs-counters-after")
 		require.True(t, after.Ended, "VM B printed its counters after the device tests")
-		assert.Equal(t, errorCounters(after), errorCounters(r.b.Log("counters-end")),
-			"VM B's rxe error counters after the CM scenarios: those the device tests left")
+		assert.Equal(t, errorCounters(after), errorCounters(r.b.Log("counters-h12-daemon")),
+			"VM B's rxe error counters up to the killed client: those the device tests left")
+		assert.Equal(t, errorCounters(r.b.Log("counters-h3-daemon")), errorCounters(r.b.Log("counters-end")),
+			"VM B's rxe error counters from the killed client to the end: none added")
 	})
 	s1, s2, s3 := r.cli("s1-connect-rping"), r.cli("s2-listen-rping"), r.cli("s3-ucmatose-disconnects")
 	t.Run("1:ibcm", func(t *testing.T) { hasEvents(t, s1, "1", "ESTABLISHED") })
@@ -684,12 +697,139 @@ func (r *run) checkData(t *testing.T) {
 		})
 	}
 	t.Run("a:counters", func(t *testing.T) {
-		c := r.a.Log("counters")
-		require.True(t, c.Ended, "VM A printed its counters")
-		assert.Empty(t, errorCounters(c), "VM A's rxe error counters are all 0")
+		// All 0 but for the retransmissions to the client killed mid-data
+		// (h3:a-counters), after which none is added.
+		c, before, after := r.a.Log("counters"), r.a.Log("counters-before-kill"), r.a.Log("counters-after-kill")
+		require.True(t, c.Ended && before.Ended && after.Ended, "VM A printed its counters before and after h3, and at the end")
+		assert.Empty(t, errorCounters(before), "VM A's rxe error counters up to the killed client are all 0")
+		assert.Equal(t, errorCounters(after), errorCounters(c), "VM A's rxe error counters from the killed client to the end: none added")
 	})
 	t.Run("b:qps-left", func(t *testing.T) {
 		ended(t, r.b, "rdma-res-qp")
 		assert.NotRegexp(t, `type (RC|UC|UD)`, r.b.Log("rdma-res-qp").Text(), "rdma res show qp in VM B lists no RC, UC or UD QP at the end")
+	})
+}
+
+// clientSpan is the lines of the daemon's log where the client of pid
+// connected and went (-1: none).
+func clientSpan(l *Log, pid string) (connected, gone int) {
+	connected, gone = -1, -1
+	for i, s := range l.Lines {
+		if !strings.Contains(s, " pid="+pid+" ") && !strings.HasSuffix(s, " pid="+pid) {
+			continue
+		}
+		switch {
+		case strings.Contains(s, `msg="client connected"`) && connected < 0:
+			connected = i
+		case strings.Contains(s, `msg="client gone"`) && gone < 0:
+			gone = i
+		}
+	}
+	return connected, gone
+}
+
+// note is VM B's note msg (nil fields when it printed none).
+func (r *run) note(msg string) map[string]string {
+	for _, n := range r.b.Notes {
+		if n.Msg == msg {
+			return n.Fields
+		}
+	}
+	return nil
+}
+
+// checkDaemon: ibcmd on VM B's port, and ibcm commands through it against
+// the kernel's programs in VM A (vm-b.sh, after the data scenarios).
+func (r *run) checkDaemon(t *testing.T) {
+	ibcmd := r.b.Log("ibcmd")
+	clients := r.note("daemon clients")
+	t.Run("h:ibcmd", func(t *testing.T) {
+		// It took rxe0/1's CM class, and ended at SIGTERM with status 0.
+		ended(t, r.b, "ibcmd")
+		assert.Regexp(t, `msg=ready ports=rxe0/1 `, ibcmd.Text())
+	})
+	t.Run("h:at-once", func(t *testing.T) {
+		// h1's and h2's processes were both the daemon's clients before
+		// either went.
+		require.NotNil(t, clients, "VM B marked the clients' pids")
+		c1, g1 := clientSpan(ibcmd, clients["h1"])
+		c2, g2 := clientSpan(ibcmd, clients["h2"])
+		for _, i := range []int{c1, g1, c2, g2} {
+			require.GreaterOrEqual(t, i, 0, "ibcmd's log names both clients' arrival and end: %v", clients)
+		}
+		assert.Less(t, c1, g2, "h1 came before h2 went")
+		assert.Less(t, c2, g1, "h2 came before h1 went")
+	})
+	t.Run("h1:ibcm", func(t *testing.T) {
+		ls := r.cli("h1-daemon-connect-rping")
+		dataLines(t, ls, "rping", "client", 1, "iterations", "10")
+		assert.Equal(t, 10, pings(ls, "ping data: rdma-ping-"), "10 data lines")
+		qps(t, ls, 1)
+	})
+	t.Run("h1:kernel", func(t *testing.T) {
+		r.kernelData(t, "rping-s-h")
+		assert.Equal(t, 10, r.kernelPings("rping-s-h", "server ping data: rdma-ping-"), "rping -s -v -V: 10 lines")
+	})
+	t.Run("h2:ibcm", func(t *testing.T) {
+		ls := r.cli("h2-daemon-listen-ucmatose")
+		dataLines(t, ls, "ucmatose", "server", 4, "sent", "10", "recv", "10", "bytes", "2000", "check", "echo")
+		qps(t, ls, 4)
+	})
+	t.Run("h2:kernel", func(t *testing.T) { r.kernelData(t, "ucmatose-c-h", "data transfers complete", "return status 0") })
+	t.Run("h12:b-counters", func(t *testing.T) {
+		c := r.b.Log("counters-h12-daemon")
+		require.True(t, c.Ended, "VM B printed its counters after h1 and h2")
+		assert.Equal(t, errorCounters(r.b.Log("verbs-counters-after")), errorCounters(c),
+			"VM B's rxe error counters after h1 and h2: those the device tests left")
+	})
+	t.Run("h3:ibcm", func(t *testing.T) {
+		// Killed (SIGKILL: 128+9) while its data phase ran: established,
+		// no data line and no result.
+		l := r.b.Log("h3-daemon-client-killed")
+		require.True(t, l.Ended, "VM B printed the killed client's output")
+		if assert.NotNil(t, l.RC) {
+			assert.Equal(t, 137, *l.RC, "killed by SIGKILL")
+		}
+		ls := ParseCLI(l.Lines)
+		assert.NotEmpty(t, ls.Events("ESTABLISHED", "conn", "1"), "ESTABLISHED conn=1")
+		assert.Empty(t, ls.Select(report.Data, ""), "no data phase ended")
+		assert.Empty(t, ls.Result().Name, "no RESULT")
+	})
+	t.Run("h3:ibcmd", func(t *testing.T) {
+		// The daemon saw the killed client go.
+		killed := r.note("daemon client killed")
+		require.NotNil(t, killed, "VM B marked the killed client's pid")
+		c, g := clientSpan(ibcmd, killed["h3"])
+		assert.GreaterOrEqual(t, c, 0, "ibcmd: the client came")
+		assert.Greater(t, g, c, "ibcmd: the client went")
+	})
+	// What a peer that vanishes mid-data leaves in the counters: its
+	// peer's requests retransmitted (completer_retry_err) and met as
+	// duplicates or out of sequence until the QP is gone; no other error.
+	for _, c := range []struct{ check, before, after string }{
+		{"h3:a-counters", "counters-before-kill", "counters-after-kill"},
+		{"h3:b-counters", "counters-h12-daemon", "counters-h3-daemon"},
+	} {
+		con := map[string]*Console{"h3:a-counters": r.a, "h3:b-counters": r.b}[c.check]
+		t.Run(c.check, func(t *testing.T) {
+			before, after := con.Log(c.before), con.Log(c.after)
+			require.True(t, before.Ended && after.Ended, "%s and %s printed", c.before, c.after)
+			was := errorCounters(before)
+			for k, v := range errorCounters(after) {
+				if v != was[k] {
+					assert.Regexp(t, `^(completer_retry_err|duplicate_request|out_of_seq_request)$`, k,
+						"%s=%s (was %q) after the client was killed", k, v, was[k])
+				}
+			}
+		})
+	}
+	t.Run("h3:kernel", func(t *testing.T) {
+		// rping -s in VM A: its connection, then DISCONNECTED (the
+		// daemon's DREQ for the dead client).
+		l := r.a.Log("data-rping-s-kill")
+		require.True(t, l.Ended, "VM A printed rping -s's log")
+		text := l.Text()
+		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_ESTABLISHED"), "rping -s: ESTABLISHED")
+		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_DISCONNECTED"), "rping -s: DISCONNECTED")
 	})
 }

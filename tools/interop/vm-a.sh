@@ -86,6 +86,25 @@ run() {
 		PROBE_PIDS="$PROBE_PIDS $!"
 		;;
 	rdma-client) bg data-rdma-client "$T" rdma_client -s "$PEER" -p "$D_RDMA_C_PORT" ;;
+	# The daemon's clients in VM B: one connects to rping -s, one listens
+	# for ucmatose's client, at once; one is killed mid-data (its rping -s
+	# without -v: it would print every one of the pings).
+	rping-s-h) bg data-rping-s-h "$T" rping -s -v -V -a "$IP" -p "$H_RPING_S_PORT" ;;
+	ucmatose-c-h) bg data-ucmatose-c-h "$T" ucmatose -s "$PEER" -p "$H_UCMA_C_PORT" -c 4 -C 10 -S 100 ;;
+	rping-s-kill)
+		counters counters-before-kill
+		bg data-rping-s-kill 60 rping -s -d -V -a "$IP" -p "$H_KILL_PORT"
+		;;
+	await\ *)
+		# VM B waits until the program has ended (bounded), then goes on.
+		i=0
+		while [ ! -e "/tmp/data-${1#await }.log.rc" ] && [ $i -lt 150 ]; do
+			sleep 0.2
+			i=$((i + 1))
+		done
+		counters counters-after-kill
+		tell "$H_DONE_PORT" done
+		;;
 	udaddy-c) bg data-udaddy-c "$T" udaddy -s "$PEER" ;;
 	*) note "unknown program $1" ;;
 	esac

@@ -134,6 +134,54 @@ tell "$CTL_PORT" "run udaddy-probe"
 dlisten d6-rdma-kernel-client rdma-client --tcp-port "$D_RDMA_C_PORT" --data rdma --count 1 $DT --expect established
 dlisten d8-udaddy-kernel-client udaddy-c --tcp-port "$D_UDADDY_PORT" --data udaddy --count 1 $DT --expect sidr
 
+# The host's CM daemon: ibcmd owns rxe0's CM class, and ibcm commands go
+# through it (--daemon) with their QPs in their own processes. Two at once
+# against the kernel's programs: h1 connects to rping -s (10 pings), h2
+# listens for ucmatose's client (4 connections); then h3 connects to
+# another rping -s and is killed (kill -9) mid-data: the daemon tears its
+# connection down (DREQ), and rping -s sees DISCONNECTED. The clients'
+# pids are marked, for the daemon's log (its "client connected" and
+# "client gone" lines name them).
+/bin/ibcmd --port rxe0/1 --socket /run/ibcmd.sock >/tmp/ibcmd.out 2>&1 &
+IBCMD=$!
+await_line /tmp/ibcmd.out 'msg=ready'
+DAEMON="$IBCM connect --events --json $UMAD --daemon --ip --dst-ip $PEER"
+$IBCM listen --events --json $UMAD --daemon --ip --tcp-port "$H_UCMA_C_PORT" --data ucmatose --count 4 \
+	$DT --expect local-disconnect --name h2-daemon-listen-ucmatose >/tmp/h2.out 2>&1 &
+H2=$!
+await_line /tmp/h2.out '"name":"LISTENING"'
+tell "$CTL_PORT" "run rping-s-h"
+tell "$CTL_PORT" "run ucmatose-c-h"
+$DAEMON --tcp-port "$H_RPING_S_PORT" --data rping --data-count 10 --data-verbose $DW $DT --expect local-disconnect \
+	--name h1-daemon-connect-rping >/tmp/h1.out 2>&1 &
+H1=$!
+wait $H1
+echo $? >/tmp/h1.out.rc
+wait $H2
+echo $? >/tmp/h2.out.rc
+mark "daemon clients" h1="$H1" h2="$H2"
+logfile h1-daemon-connect-rping /tmp/h1.out
+logfile h2-daemon-listen-ucmatose /tmp/h2.out
+counters counters-h12-daemon
+tell "$CTL_PORT" "run rping-s-kill"
+$DAEMON --tcp-port "$H_KILL_PORT" --data rping --data-count 1000000 --data-timeout 120s $DW --timeout 150s \
+	--expect local-disconnect --name h3-daemon-client-killed >/tmp/h3.out 2>&1 &
+H3=$!
+for _ in 1 2 3; do await_line /tmp/h3.out '"name":"ESTABLISHED"'; done
+sleep 1
+kill -9 "$H3"
+wait $H3
+echo $? >/tmp/h3.out.rc
+mark "daemon client killed" h3="$H3"
+logfile h3-daemon-client-killed /tmp/h3.out
+tell "$CTL_PORT" "run await rping-s-kill"
+await "$H_DONE_PORT" 40 >/dev/null
+counters counters-h3-daemon
+kill -TERM "$IBCMD"
+wait $IBCMD
+echo $? >/tmp/ibcmd.out.rc
+logfile ibcmd /tmp/ibcmd.out
+
 # hw/umad alone: a ClassPortInfo Get with a kernel timeout (not a CM
 # exchange the CLI can drive).
 logrun get-timeout-report /bin/ibcm-probe -peer "$PEER" -device rxe0 2>&1
