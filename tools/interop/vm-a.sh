@@ -75,10 +75,15 @@ run() {
 		;;
 	udaddy-s)
 		# udaddy has one port (UDP 7174), which the probe phase's udaddy
-		# holds from the start: stop it for this scenario; "run
-		# udaddy-probe" starts it again.
+		# holds from the start: stop it for this scenario, and wait until
+		# it is gone (on a loaded host it may take more than a moment to
+		# let go of the port); "run udaddy-probe" starts it again.
 		for p in $(pidof udaddy); do kill "$p"; done
-		sleep 0.3
+		i=0
+		while pidof udaddy >/dev/null && [ $i -lt 50 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
 		bg data-udaddy-s "$T" udaddy -b "$IP"
 		;;
 	udaddy-probe)
