@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,4 +209,20 @@ func TestDaemonNotRunning(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Regexp(t, `IBCM-EVENT ERROR .*msg=.*dialing the CM daemon`, out)
 	require.Contains(t, out, "IBCM-RESULT connect FAIL conns=0")
+}
+
+// listen --count 0 through the daemon keeps each connection's record until
+// its TIMEWAIT-EXIT is told, and judges each by its whole outcome.
+func TestListenAnyNumberThroughTheDaemon(t *testing.T) {
+	d := startTestDaemon(t, fabricName(t), 2)
+	l := runBG(append(append([]string{"listen"}, d.through(0)...), "--sid", "0x3000", "--count", "0",
+		"--expect", "peer-disconnect", "--timeout", "4s")...)
+	l.out.waitFor(t, `IBCM-EVENT LISTENING`)
+	code, out, stderr := runCmd(t, nil, append(append([]string{"connect"}, d.through(1)...), "--dlid", "1", "--sid", "0x3000",
+		"--count", "5", "--hold", "5ms", "--expect", "local-disconnect", "--ack-timeout", "10", "--timeout", "15s")...)
+	require.Equal(t, 0, code, out+stderr)
+	require.Equal(t, 0, l.wait(t), l.out.String()+l.errb.String())
+	require.Contains(t, l.out.String(), "IBCM-RESULT listen PASS conns=5 outcomes=peer-disconnect,peer-disconnect,peer-disconnect,peer-disconnect,peer-disconnect")
+	require.Equal(t, 5, strings.Count(l.out.String(), "IBCM-EVENT TIMEWAIT-EXIT "))
+	d.idle(t)
 }

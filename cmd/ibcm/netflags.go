@@ -26,6 +26,14 @@ const netFlagsHelp = `Transport:
                      the order they attach, GID fe80::LID). --sim-peer adds
                      the other side in the same process, so one command is a
                      complete run.
+  --daemon[=SOCKET]  listen, connect and cmtime: through the host's CM daemon
+                     (ibcmd, default socket /run/ibcmd.sock), which holds the
+                     port: the Manager is cm.Dial's. --daemon-port names the
+                     daemon's port (default --device/--port as "dev/N", else
+                     its first); --transport says what the port is (sim:
+                     --data uses the in-process data path). The QPs of --data
+                     stay in this process. --trace and --legacy-timewait-qpn
+                     need the engine here and are refused.
 
 Queue pairs: without --data, no QP stands behind a connection: --qpn is
 only announced in the REQ or REP (and is the key of the peer's

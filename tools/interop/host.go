@@ -223,7 +223,7 @@ func goBuild(c *Config, cgo bool, args ...string) error {
 }
 
 // Build writes the programs the images hold into Work: static (VM A's
-// ibcm, the Get probe, mkinitramfs) and cgo, against Debian's
+// ibcm, VM B's ibcmd, the Get probe, mkinitramfs) and cgo, against Debian's
 // libibverbs-dev (VM B's ibcm, whose --data drives real QPs through
 // hw/verbs; examples/rdmaclient; hw/verbs' device tests), whose libraries
 // mkinitramfs -hostelf takes from the stage.
