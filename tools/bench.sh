@@ -303,7 +303,8 @@ What the CPU figure is made of, in a CPU profile of the benchmark (\`go test -cp
 about two fifths is the Go runtime's (the collector a fifth; the stacks of the burst's fresh
 goroutines, which grow once to step the engine, a tenth; goroutine switches); the shell
 allocates no copy per message or event (an event's message copy is reused once OnEvent returns),
-and the engine alone takes about 1.2 µs per connection and side (\`BenchmarkLifecycle\`).
+and the engine's own share is small (\`BenchmarkLifecycle\` in the table below times a whole
+lifecycle of both sides in the engine alone).
 
 ## What keeps them there
 
