@@ -128,6 +128,13 @@ func TestDataModesThroughTheDaemon(t *testing.T) {
 		{"ucmatose", []string{"--data", "ucmatose", "--count", "2", "--data-count", "4", "--data-size", "50"},
 			[]string{`IBCM-DATA ucmatose conn=2 role=client .*sent=4 recv=4 bytes=400 verified=true`,
 				`IBCM-DATA ucmatose conn=2 role=server .*sent=4 recv=4 bytes=400 verified=true check=echo`}},
+		{"rdma", []string{"--data", "rdma"},
+			[]string{`IBCM-DATA rdma conn=1 role=client .*sent=1 recv=1 bytes=32 verified=true`,
+				`IBCM-DATA rdma conn=1 role=server .*sent=1 recv=1 bytes=32 verified=true`}},
+		{"udaddy", []string{"--data", "udaddy", "--expect", "sidr"},
+			[]string{`IBCM-DATA udaddy conn=1 role=client .*sent=10 recv=10 bytes=2000 verified=true`,
+				`IBCM-DATA udaddy conn=1 role=server .*sent=10 recv=10 bytes=2000 verified=true`,
+				`SIDR-REP-RECEIVED .*qkey=0x1234567`, `SIDR-REQ-RECEIVED .*ipcm=`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := withMemFabric(t)
@@ -144,7 +151,7 @@ func TestDataModesThroughTheDaemon(t *testing.T) {
 				require.Regexp(t, regexp.MustCompile(w), all)
 			}
 			for _, s := range []string{out, l.out.String()} {
-				require.Regexp(t, `QP-DESTROYED t=[0-9.]+ conn=1 qpn=0x[0-9a-f]+ after=timewait-exit`, s)
+				require.Regexp(t, `QP-DESTROYED t=[0-9.]+ conn=1 qpn=0x[0-9a-f]+ after=(timewait-exit|data)`, s)
 				require.Regexp(t, `DATA-DEVICE-CLOSED t=[0-9.]+ qps-left=0 objects-left=0`, s)
 			}
 			require.Zero(t, f.RNR(), "a SEND found no receive posted")
