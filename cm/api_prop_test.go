@@ -807,14 +807,26 @@ func (s *apSys) checkCloseReachedPeers() {
 			continue
 		}
 		for _, c := range est {
-			for _, in := range ids {
-				if in.RemoteID == c.c.ID() && in.State == cm.StateEstablished {
+			for _, in := range apPeerSides(ids, c.c.ID(), s.eps[i].LocalAddr()) {
+				if in.State == cm.StateEstablished {
 					s.fail("conn %v of Manager %d, established when its Manager closed, still established on Manager %d as %v",
 						c.c.ID(), i, p, in.ID)
 				}
 			}
 		}
 	}
+}
+
+// apPeerSides returns the ids, among a Manager's ids, that hold the other
+// side of the connection whose comm ID is id on the Manager at addr.
+func apPeerSides(ids []engine.IDInfo, id cm.CommID, addr transport.Addr) []engine.IDInfo {
+	var out []engine.IDInfo
+	for _, in := range ids {
+		if in.RemoteID == id {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 func (s *apSys) isClosed(i int) bool {
