@@ -818,11 +818,13 @@ func (s *apSys) checkCloseReachedPeers() {
 }
 
 // apPeerSides returns the ids, among a Manager's ids, that hold the other
-// side of the connection whose comm ID is id on the Manager at addr.
+// side of the connection whose comm ID is id on the Manager at addr. The
+// comm ID alone does not say it: the hostile port sends REQs with the comm
+// IDs it sniffs, and its connections are with its own address.
 func apPeerSides(ids []engine.IDInfo, id cm.CommID, addr transport.Addr) []engine.IDInfo {
 	var out []engine.IDInfo
 	for _, in := range ids {
-		if in.RemoteID == id {
+		if in.RemoteID == id && in.Addr.LID == addr.LID && in.Addr.GID == addr.GID {
 			out = append(out, in)
 		}
 	}
