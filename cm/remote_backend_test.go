@@ -359,3 +359,57 @@ func TestBothBackendsBehaveTheSame(t *testing.T) {
 	t.Logf("client: %q", dialed.log[1])
 	t.Logf("events: %v", dialed.events)
 }
+
+// BenchmarkBackends: one connection's life (Connect, Accept, Disconnect,
+// the other side's end) on embedded Managers and on dialed ones, in one
+// process over simnet, with a short TimeWait.
+func BenchmarkBackends(b *testing.B) {
+	builds := map[string]func(tr transport.Transport, cfg cm.ManagerConfig) *cm.Manager{
+		"embedded": func(tr transport.Transport, cfg cm.ManagerConfig) *cm.Manager {
+			m, err := cm.NewManager(tr, cfg)
+			require.NoError(b, err)
+			return m
+		},
+		"dialed": func(tr transport.Transport, cfg cm.ManagerConfig) *cm.Manager {
+			m, _, err := throughDaemon(tr, cfg)
+			require.NoError(b, err)
+			return m
+		},
+	}
+	for _, name := range []string{"embedded", "dialed"} {
+		b.Run(name, func(b *testing.B) {
+			build := builds[name]
+			fab := simnet.NewFabric(simnet.Config{Seed: 1})
+			defer fab.Close()
+			cfg := cm.ManagerConfig{MaxTimeWait: time.Millisecond}
+			server, client := build(fab.NewEndpoint(), cfg), build(fab.NewEndpoint(), cfg)
+			defer client.Close()
+			defer server.Close()
+			ctx := context.Background()
+			l, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+			require.NoError(b, err)
+			accepted := make(chan *cm.Conn, 1)
+			go func() {
+				for {
+					r, err := l.Accept(ctx)
+					if err != nil {
+						return
+					}
+					c, err := r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
+					if err == nil {
+						accepted <- c
+					}
+				}
+			}()
+			b.ResetTimer()
+			for i := range b.N {
+				c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
+					REQ: client.NewREQ(server.LocalAddr(), 0x1000), QP: newFakeQP(0x100 + uint32(i))})
+				require.NoError(b, err)
+				sc := <-accepted
+				require.NoError(b, c.Disconnect(ctx, nil))
+				<-sc.Done()
+			}
+		})
+	}
+}
