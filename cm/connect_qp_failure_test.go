@@ -50,11 +50,17 @@ func (e *eventLog) has(k cm.EventKind) bool {
 	return false
 }
 
-// connectFailing connects with qp and callCtx to a peer that accepts
-// without a QP, where both fail: it returns Connect's error, the peer's
+// failedConnect is what connectFailing saw: Connect's error, the peer's
 // Accept's, and the events told on the connecting side.
-func connectFailing(t *testing.T, ctx, callCtx context.Context, qp cm.QP) (connectErr, acceptErr error, events *eventLog) {
-	events = &eventLog{}
+type failedConnect struct {
+	connectErr, acceptErr error
+	events                *eventLog
+}
+
+// connectFailing connects with qp and callCtx to a peer that accepts
+// without a QP, where both fail.
+func connectFailing(t *testing.T, ctx, callCtx context.Context, qp cm.QP) failedConnect {
+	events := &eventLog{}
 	p := newPair(t, simnet.Config{}, cm.ManagerConfig{OnEvent: events.add}, cm.ManagerConfig{})
 	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
@@ -65,11 +71,12 @@ func connectFailing(t *testing.T, ctx, callCtx context.Context, qp cm.QP) (conne
 	c, connectErr := p.a.Connect(callCtx, req)
 	require.True(t, c == nil, "Connect failed, yet returned a Conn")
 	select {
-	case acceptErr = <-failed:
+	case acceptErr := <-failed:
+		return failedConnect{connectErr, acceptErr, events}
 	case <-ctx.Done():
 		t.Fatal("the peer's Accept did not fail")
 	}
-	return connectErr, acceptErr, events
+	return failedConnect{}
 }
 
 // A Connect whose QP cannot be moved fails with the QP's error, and
@@ -78,13 +85,13 @@ func connectFailing(t *testing.T, ctx, callCtx context.Context, qp cm.QP) (conne
 func TestConnectRejectsWhenItsQPCannotMove(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	connectErr, acceptErr, events := connectFailing(t, ctx, ctx, &rtrFailQP{stateQP{qpn: 0x11}})
-	require.ErrorIs(t, connectErr, errNoRTR)
+	f := connectFailing(t, ctx, ctx, &rtrFailQP{stateQP{qpn: 0x11}})
+	require.ErrorIs(t, f.connectErr, errNoRTR)
 	var re *cm.RejectError
-	require.ErrorAs(t, acceptErr, &re)
+	require.ErrorAs(t, f.acceptErr, &re)
 	require.Equal(t, wire.RejectConsumerDefined, re.Reason)
-	require.True(t, events.has(cm.EventRejectSent), "the attempt's REJ is told")
-	require.False(t, events.has(cm.EventRTUSent))
+	require.True(t, f.events.has(cm.EventRejectSent), "the attempt's REJ is told")
+	require.False(t, f.events.has(cm.EventRTUSent))
 }
 
 // A Connect given up while its QP moved (its context ended once the QP was
@@ -95,11 +102,11 @@ func TestConnectGivenUpWhileItsQPMovesSendsNoRTU(t *testing.T) {
 	defer cancel()
 	callCtx, giveUp := context.WithCancel(ctx)
 	qp := &stateQP{qpn: 0x11, at: qpattr.RTS, cancel: giveUp}
-	connectErr, acceptErr, events := connectFailing(t, ctx, callCtx, qp)
-	require.ErrorIs(t, connectErr, context.Canceled)
+	f := connectFailing(t, ctx, callCtx, qp)
+	require.ErrorIs(t, f.connectErr, context.Canceled)
 	var re *cm.RejectError
-	require.ErrorAs(t, acceptErr, &re)
+	require.ErrorAs(t, f.acceptErr, &re)
 	require.Equal(t, wire.RejectConsumerDefined, re.Reason)
-	require.False(t, events.has(cm.EventRTUSent))
+	require.False(t, f.events.has(cm.EventRTUSent))
 	require.Equal(t, qpattr.Err, qp.State(), "the QP moved to RTS goes to ERR")
 }
