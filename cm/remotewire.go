@@ -128,6 +128,11 @@ func (l *link) event(f *hostproto.Frame) {
 		return
 	}
 	l.m.apply(&ev)
+	if b, ok := f.Body.(*hostproto.Event); ok {
+		// apply copied what the mirror keeps of the message, and emit
+		// what OnEvent is told: its union serves the next event.
+		b.Release()
+	}
 }
 
 // qpModify moves the QP the daemon names, and answers when the daemon

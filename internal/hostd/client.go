@@ -252,6 +252,7 @@ func (c *client) queued() int {
 // write sends the queued frames in order, taking all that wait at once.
 func (c *client) write() {
 	var batch []outFrame
+	var scratch []byte // the events' encoding, reused frame after frame
 	for {
 		select {
 		case <-c.wake:
@@ -264,15 +265,19 @@ func (c *client) write() {
 		c.writing = len(batch)
 		c.qmu.Unlock()
 		for i := range batch {
-			b, err := batch[i].bytes(c)
+			b, err := batch[i].bytes(scratch[:0])
 			if err != nil {
 				c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
 				b, err = nil, nil
+			}
+			if batch[i].event {
+				scratch = b
 			}
 			if b != nil {
 				_, err = c.conn.Write(b)
 			}
 			c.user.events.Add(-1)
+			batch[i].free()
 			batch[i] = outFrame{}
 			if err != nil {
 				c.user.events.Add(-int64(len(batch) - i - 1))
@@ -290,23 +295,57 @@ func (c *client) write() {
 	}
 }
 
-// outFrame is a frame waiting for the writer: encoded, or an event whose
-// connection's state and error are read, and which is encoded, only when
-// it is written.
+// outFrame is a frame waiting for the writer: encoded (in a buffer of
+// framePool's), or an event whose connection's state and error are read,
+// and which is encoded, only when it is written.
 type outFrame struct {
-	b    []byte
-	ev   *hostproto.Event
-	conn *cm.Conn
+	b     *[]byte
+	event bool
+	ev    hostproto.Event
+	conn  *cm.Conn
 }
 
-// bytes encodes f, an event with its connection's state and error now.
-func (f *outFrame) bytes(c *client) ([]byte, error) {
-	if f.ev == nil {
-		return f.b, nil
+// bytes is f encoded: its frame, or its event appended to scratch with
+// its connection's state and error now.
+func (f *outFrame) bytes(scratch []byte) ([]byte, error) {
+	if !f.event {
+		if f.b == nil {
+			return nil, nil
+		}
+		return *f.b, nil
 	}
 	f.ev.State, f.ev.Err = stateOf(f.conn)
-	return hostproto.AppendFrame(make([]byte, 0, 512), hostproto.OpEvent, 0, 0, f.ev)
+	return hostproto.AppendFrame(scratch, hostproto.OpEvent, 0, 0, &f.ev)
 }
+
+// free gives f's buffers back once it is written.
+func (f *outFrame) free() {
+	if f.b != nil {
+		putFrameBuf(f.b)
+	}
+	if f.ev.Raw != nil {
+		madBufs.Put(f.ev.Raw)
+	}
+}
+
+// framePool holds the buffers the frames of push are encoded in: most
+// frames are replies and events of a few hundred bytes, written at once.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// maxPooledFrame bounds the buffers framePool keeps: a rare big frame
+// (a HELLO reply naming many ports) is left to the collector.
+const maxPooledFrame = 4096
+
+func putFrameBuf(b *[]byte) {
+	if cap(*b) <= maxPooledFrame {
+		*b = (*b)[:0]
+		framePool.Put(b)
+	}
+}
+
+// madBufs holds the 256-byte copies of the messages the Manager's events
+// carry (port.onEvent), given back once the event is written.
+var madBufs = sync.Pool{New: func() any { return new([wire.MADSize]byte) }}
 
 // closeQueue ends the queue: what waits in it is dropped, and nothing
 // more is queued, so that the user's count of queued frames comes back to
@@ -324,24 +363,27 @@ func (c *client) closeQueue() {
 // was queued. The queue grows with what waits in it, so that an idle
 // client costs nothing.
 func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b hostproto.Body) bool {
-	f, err := hostproto.AppendFrame(make([]byte, 0, 512), op, status, reqID, b)
+	buf := framePool.Get().(*[]byte)
+	f, err := hostproto.AppendFrame((*buf)[:0], op, status, reqID, b)
 	if err != nil {
 		c.s.log.Error("frame does not encode", c.logAttrs("op", op, "err", err)...)
 		if reqID == 0 || op >= hostproto.OpQPModify {
 			return false
 		}
 		eb := hostproto.ProtoErrorBody(fmt.Errorf("%w: reply does not encode: %v", hostproto.ErrInternal, err))
-		if f, err = hostproto.AppendFrame(nil, op, eb.Code, reqID, &eb); err != nil {
+		if f, err = hostproto.AppendFrame(f[:0], op, eb.Code, reqID, &eb); err != nil {
+			putFrameBuf(buf)
 			return false
 		}
 	}
-	return c.enqueue(outFrame{b: f})
+	*buf = f
+	return c.enqueue(outFrame{b: buf})
 }
 
 // pushEvent queues an event, encoded when it is written, with its
 // connection's state and error then.
 func (c *client) pushEvent(e *hostproto.Event, conn *cm.Conn) bool {
-	return c.enqueue(outFrame{ev: e, conn: conn})
+	return c.enqueue(outFrame{event: true, ev: *e, conn: conn})
 }
 
 func (c *client) enqueue(f outFrame) bool {

@@ -145,8 +145,9 @@ func (p *port) onEvent(ev cm.Event) {
 		Time: int64(ev.Time), From: ev.From}
 	var msg *[wire.MADSize]byte
 	if ev.Msg != nil {
-		msg = new([wire.MADSize]byte)
+		msg = madBufs.Get().(*[wire.MADSize]byte)
 		if err := ev.Msg.Encode(msg); err != nil {
+			madBufs.Put(msg)
 			msg = nil // a message the Manager took: it encodes
 		}
 	}

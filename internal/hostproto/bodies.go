@@ -60,13 +60,19 @@ func (b *ErrorBody) encode(e *enc) error {
 	if b.Flags&^errorFlags != 0 {
 		return fmt.Errorf("%w: ErrorBody.Flags %#x", ErrBadField, b.Flags)
 	}
-	for _, f := range []struct {
-		n string
-		p []byte
-	}{{"Info", b.Info}, {"PrivateData", b.PrivateData}, {"Call", []byte(b.Call)}, {"Message", []byte(b.Message)}} {
-		if err := checkLen("ErrorBody."+f.n, f.p); err != nil {
-			return err
-		}
+	// Checked one by one: a table of the fields would be allocated for
+	// every error body, and every event carries one.
+	if err := checkLen("ErrorBody.Info", b.Info); err != nil {
+		return err
+	}
+	if err := checkLen("ErrorBody.PrivateData", b.PrivateData); err != nil {
+		return err
+	}
+	if err := checkStrLen("ErrorBody.Call", b.Call); err != nil {
+		return err
+	}
+	if err := checkStrLen("ErrorBody.Message", b.Message); err != nil {
+		return err
 	}
 	e.u16(uint16(b.Code))
 	e.u16(b.Detail)
@@ -77,8 +83,8 @@ func (b *ErrorBody) encode(e *enc) error {
 	e.u8(b.Flags)
 	e.bytes(b.Info)
 	e.bytes(b.PrivateData)
-	e.bytes([]byte(b.Call))
-	e.bytes([]byte(b.Message))
+	e.str(b.Call)
+	e.str(b.Message)
 	return nil
 }
 
@@ -178,26 +184,21 @@ func encMAD(e *enc, field string, msg wire.Message) error {
 	return nil
 }
 
-// decMAD reads a 256-byte MAD that must decode as a message of kind want.
-func decMAD(d *dec, field string, want wire.AttrID) *wire.MAD {
+// decPooledMAD reads a received MAD of any CM message into a union of
+// madPool's, for a field whose holder gives it back (Event.Release).
+func decPooledMAD(d *dec, field string) *wire.MAD {
 	p := d.take(wire.MADSize)
 	if p == nil {
 		return nil
 	}
-	m := new(wire.MAD)
+	m := madPool.Get().(*wire.MAD)
 	if err := wire.DecodeMAD(p, m); err != nil {
+		madPool.Put(m)
 		d.err = fmt.Errorf("%w: %s: %w", ErrBadField, field, err)
-		return nil
-	}
-	if want != 0 && m.AttrID != want {
-		d.bad(field, "a %s MAD, not %s", m.AttrID, want)
 		return nil
 	}
 	return m
 }
-
-// decAnyMAD reads a received MAD of any CM message.
-func decAnyMAD(d *dec, field string) *wire.MAD { return decMAD(d, field, 0) }
 
 // madPool holds the MAD unions the typed fields decode into: a union is
 // some kilobytes, of which a field keeps one member.
@@ -1428,9 +1429,20 @@ func (b *Event) decode(d *dec) {
 	b.Time = d.i64()
 	b.From = decAddr(d, "Event.From")
 	if has {
-		b.Msg = decAnyMAD(d, "Event.Msg")
+		b.Msg = decPooledMAD(d, "Event.Msg")
 	}
 	b.Err.decode(d)
+}
+
+// Release gives the union Msg was decoded into back for the next event's
+// decoding, and clears Msg: a receiver that has copied what it keeps of
+// the message calls it, so that events cost no union each. One that never
+// does leaves the union to the collector.
+func (b *Event) Release() {
+	if b.Msg != nil {
+		madPool.Put(b.Msg)
+		b.Msg = nil
+	}
 }
 
 // RequestEvent is a REQ for one of the client's listeners: a Request the

@@ -36,6 +36,21 @@ func (e *enc) bytes(p []byte) {
 	e.raw(p)
 }
 
+// str writes a string as bytes does, without a copy of it; the caller has
+// checked that it fits (checkStrLen).
+func (e *enc) str(s string) {
+	e.u16(uint16(len(s)))
+	e.b = append(e.b, s...)
+}
+
+// checkStrLen is checkLen of a string.
+func checkStrLen(field string, s string) error {
+	if len(s) > math.MaxUint16 {
+		return fmt.Errorf("%w: %s: %d bytes, at most %d", ErrBadField, field, len(s), math.MaxUint16)
+	}
+	return nil
+}
+
 // checkLen refuses a byte string longer than a u16 length can say.
 func checkLen(field string, p []byte) error {
 	if len(p) > math.MaxUint16 {
