@@ -861,12 +861,14 @@ func (s *apSys) addConn(m int, c *cm.Conn, qp *apQP) {
 		s.fail("a call returned a nil Conn with a nil error")
 		return
 	}
-	// A connection handed out is established, or has ended (Done): its
-	// state changes and Done closes in one step of the loop.
+	// A connection handed out is established, or has ended (Done). The
+	// peer may have ended it since the call returned: its state changes
+	// under the lock, and Done closes once OnEvent has been told the
+	// step's events, so Done has a grace to close in.
 	if st := c.State(); st != engine.StateEstablished {
 		select {
 		case <-c.Done():
-		default:
+		case <-time.After(apGrace):
 			s.fail("Manager %d handed out connection %v in %s with its Done open", m, c.ID(), st)
 		}
 	}
