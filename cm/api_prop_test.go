@@ -1783,8 +1783,14 @@ func (s *apSys) settle() {
 	}
 	fs := s.fab.Stats()
 	s.unsettled = true
-	s.fail("the network did not go quiet within %s: fabric %+v, read %d+%d+%d", apGrace, fs,
-		s.taps[0].recvd.Load(), s.taps[1].recvd.Load(), s.hrecvd.Load())
+	var busy [2]string
+	for i, m := range s.mgrs {
+		ctx, cancel := context.WithTimeout(context.Background(), apGrace)
+		busy[i], _ = cm.Busy(ctx, m)
+		cancel()
+	}
+	s.fail("the network did not go quiet within %s: fabric %+v, read %d+%d+%d, Managers busy with %q", apGrace, fs,
+		s.taps[0].recvd.Load(), s.taps[1].recvd.Load(), s.hrecvd.Load(), busy)
 }
 
 // release lets go of every handle the application holds, as a careful

@@ -2,6 +2,8 @@ package cm
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,26 +36,53 @@ func HeldIDsWithin(ctx context.Context, m *Manager) ([]engine.IDInfo, error) {
 // callback not yet run, no deadline due. A closed Manager is quiet once
 // its callbacks have run.
 func Quiet(ctx context.Context, m *Manager) (bool, error) {
+	why, err := Busy(ctx, m)
+	return err == nil && why == "", err
+}
+
+// Busy says what keeps the Manager from being quiet (Quiet), or "" when
+// it is: for a test that fails on a Manager that does not go quiet.
+func Busy(ctx context.Context, m *Manager) (string, error) {
 	if m.dialed() {
-		return quietDialed(ctx, m)
+		q, err := quietDialed(ctx, m)
+		if err != nil || q {
+			return "", err
+		}
+		return "dialed, not quiet", nil
 	}
 	if err := lockWithin(ctx, m); err != nil {
-		return false, err
+		return "", err
 	}
 	defer m.mu.Unlock()
 	// A callback is handled once it has run, not once the deliverer has
 	// taken it off m.effects: until then the channel it closes (a
 	// TimeWaitExit behind its TIMEWAIT-EXIT) may still be open.
 	m.tellMu.Lock()
-	delivered := m.told == m.queued
+	told := m.told
 	m.tellMu.Unlock()
+	var why []string
+	if told != m.queued {
+		why = append(why, fmt.Sprintf("%d of %d callbacks run", told, m.queued))
+	}
 	if m.closed {
-		return delivered, nil
+		return strings.Join(why, ", "), nil
 	}
 	if d, ok := m.deadline(); ok && d <= m.clock.Now() {
-		return false, nil // a deadline is due: its tick has yet to run
+		why = append(why, "a deadline is due: its tick has yet to run")
 	}
-	return len(m.incoming) == 0 && !m.receiving.Load() && m.sendq.quiet() && !m.eng.HasReady() && delivered, nil
+	if n := len(m.incoming); n > 0 {
+		why = append(why, fmt.Sprintf("%d received MADs waiting", n))
+	}
+	if m.receiving.Load() {
+		why = append(why, "a received MAD being handled")
+	}
+	if !m.sendq.quiet() {
+		why = append(why, "MADs queued or being sent")
+	}
+	if m.eng.HasReady() {
+		why = append(why, "engine output not handled")
+	}
+	return strings.Join(why, ", "), nil
 }
 
 // lockWithin takes the Manager's lock, or fails when ctx ends first.
