@@ -83,8 +83,14 @@ func throughDaemon(tr transport.Transport, cfg cm.ManagerConfig) (*cm.Manager, b
 	// Manager's Close first, whose DREQs and REJs go whatever its send
 	// queue holds (a client's teardown is a Conn.Close, whose DREQ a full
 	// queue drops until its timer resends it, and the daemon's clock
-	// stops here); the server once the client has gone.
-	cm.OnClose(m, func() { _ = srv.Manager("p").Close() }, func() { _ = srv.Close() })
+	// stops here); the server once the daemon has seen the client go
+	// (its reader done), so that Close has no client left to cut off.
+	cm.OnClose(m, func() { _ = srv.Manager("p").Close() }, func() {
+		for deadline := time.Now().Add(5 * time.Second); srv.Clients() > 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		_ = srv.Close()
+	})
 	return m, true, nil
 }
 
