@@ -88,6 +88,11 @@ type entry struct {
 	qpn        uint32      // the local QP number its CONNECT or ACCEPT gave (port.takeQPN)
 	hasQPN     bool
 
+	// let go: the handle is gone (forget); no QP number is taken for it
+	// after, since nothing would give it back. It, qpn and hasQPN are
+	// guarded by the client's mu.
+	letGo bool
+
 	// kindSIDR
 	sidr *cm.SIDRRequest
 }
@@ -599,6 +604,11 @@ func (c *client) forget(h uint64) {
 	c.mu.Lock()
 	e := c.handles[h]
 	delete(c.handles, h)
+	var hasQPN bool
+	if e != nil {
+		e.letGo = true
+		hasQPN = e.hasQPN
+	}
 	c.mu.Unlock()
 	if e == nil {
 		return
@@ -606,7 +616,7 @@ func (c *client) forget(h uint64) {
 	if e.release != nil {
 		e.release()
 	}
-	if e.hasQPN {
+	if hasQPN {
 		c.port.dropQPN(e)
 	}
 	c.s.dropID(c, e.kind == kindListener)

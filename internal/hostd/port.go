@@ -297,6 +297,13 @@ func (p *port) takeQPN(c *client, e *entry, qpn uint32) error {
 			return fmt.Errorf("%w: QP %#x is another client's (its connection is %s)", hostproto.ErrPermission, qpn, st)
 		}
 	}
+	// The handle may be let go of as the call runs (its connection's
+	// TimeWait ended): forget, having seen no QP number, drops none.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.letGo {
+		return fmt.Errorf("%w: the connection ended", hostproto.ErrNoHandle)
+	}
 	if p.qpns[qpn] == nil {
 		p.qpns[qpn] = map[*entry]*client{}
 	}
