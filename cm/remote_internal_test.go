@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -392,4 +393,25 @@ func TestDialedConnectAfterStop(t *testing.T) {
 	c, err := m.Connect(context.Background(), &ConnectParams{To: transport.Addr{LID: 9}, REQ: wire.REQ{ServiceID: 1, LocalQPN: 2}})
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.Nil(t, c)
+}
+
+// Close made from several goroutines at once does its work once; each
+// returns with the Manager stopped.
+func TestDialedCloseTogether(t *testing.T) {
+	m, _, _ := newFakeDialed(t)
+	var runs atomic.Int32
+	m.remote.onClose[0] = func() { runs.Add(1); time.Sleep(10 * time.Millisecond) }
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			assert.NoError(t, m.Close())
+			select {
+			case <-m.Done():
+			default:
+				t.Error("Close returned with Done open")
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), runs.Load())
 }
