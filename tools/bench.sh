@@ -151,6 +151,9 @@ figures() {
 function add(key, unit, v) { s[key, unit] += v; c[key, unit]++; if (!((key, unit) in lo) || v < lo[key, unit]) lo[key, unit] = v; if (!((key, unit) in hi) || v > hi[key, unit]) hi[key, unit] = v }
 function mean(key, unit) { return c[key, unit] ? s[key, unit] / c[key, unit] : -1 }
 function row(fig, measured, target, ok) { printf "| %s | %s | %s | %s |\n", fig, measured, target, ok ? "yes" : "**NO**"; if (!ok) bad++ }
+function sortn(a, n,    i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t } }
+function median(a, n) { sortn(a, n); return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2 }
+/^BenchmarkCmtimeThroughDaemon\/n=1000-/ { nd++; for (i = 3; i < NF; i += 2) dv[$(i+1), nd] = $i }
 /^pkg: / { wire = ($2 ~ /\/cm\/wire$/) }
 /^Benchmark/ && / ns\/op/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
@@ -196,6 +199,12 @@ END {
 		if (line ~ /"elapsed_seconds"/) { el = line; gsub(/[^0-9.]/, "", el) }
 	}
 	row(sprintf("ibcm sim --conns 1000000 completes (%s established in %.1f s wall)", est, el), sprintf("%.0f conn/s", rate), "completes, reports its rate", sim_rc == 0 && rate != "")
+	# The daemon: cmtime -c 1000 through ibcmd beside the embedded Manager.
+	if (nd) {
+		split("connect-ratio disconnect-ratio cpu-ratio", du, " ")
+		for (j = 1; j <= 3; j++) { for (i = 1; i <= nd; i++) da[i] = dv[du[j], i]; dmed[j] = median(da, nd); dlo[j] = da[1]; dhi[j] = da[nd] }
+		row(sprintf("ibcmd: cmtime -c 1000 through the daemon / embedded, side by side (median of %d runs; connect %.1f–%.1f, disconnect %.1f–%.1f; CPU %.1f, %.1f–%.1f)", nd, dlo[1], dhi[1], dlo[2], dhi[2], dmed[3], dlo[3], dhi[3]), sprintf("connect %.2f, disconnect %.2f", dmed[1], dmed[2]), "each at most 1.5", dmed[1] <= 1.5 && dmed[2] <= 1.5)
+	}
 	if (bad) printf "\n%d figure(s) miss their target.\n", bad
 }' "$work"/*.txt
 }
@@ -247,6 +256,11 @@ How each is measured:
 - Scale: \`BenchmarkLifecycleAt\` in cm/engine: full lifecycles (TimeWait 1 ms) between two engines that
   each hold 10k or 1M established connections; the ratio is of CPU time per lifecycle.
 - \`ibcm sim --conns 1000000\`: the default churn, timed by the command itself.
+- ibcmd: \`BenchmarkCmtimeThroughDaemon/n=1000\` in internal/hostd (run with the per-call benchmarks):
+  cmtime's 1,000 connections at once, then their disconnects, over two umadfake ports, with the two
+  Managers embedded and then through one daemon to two \`cm.Dial\` clients, in turn in each run;
+  the ratios of the connect and disconnect steps' totals (and of the process's CPU time over each
+  whole run), the median over the runs.
 
 ## The shell: fair service and CPU per connection
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,27 +22,44 @@ import (
 // BenchmarkCmtimeThroughDaemon is cmtime's client (n connections at once,
 // then every disconnect at once) over two umadfake ports, side by side: the
 // Managers embedded in the process, and the same two ports served by one
-// daemon to two cm.Dial clients. It reports each one's connect and
-// disconnect steps and the daemon's ratio to the embedded.
+// daemon to two cm.Dial clients, the two in turn so that both meet the
+// same load. It reports each one's connect and disconnect steps, the
+// process's CPU time over each whole run (setup and QP teardown included:
+// wall time on a shared machine is mostly other programs'), and the
+// daemon's ratios to the embedded.
 func BenchmarkCmtimeThroughDaemon(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			var ec, ed, dc, dd float64
+			var ec, ed, dc, dd, ecpu, dcpu float64
 			for range b.N {
+				t0 := cpuMS()
 				c, d := cmtimeRun(b, n, false)
-				ec, ed = ec+c, ed+d
+				t1 := cpuMS()
+				ec, ed, ecpu = ec+c, ed+d, ecpu+t1-t0
 				c, d = cmtimeRun(b, n, true)
-				dc, dd = dc+c, dd+d
+				dc, dd, dcpu = dc+c, dd+d, dcpu+cpuMS()-t1
 			}
 			k := float64(b.N)
 			b.ReportMetric(ec/k, "embedded-connect-ms")
 			b.ReportMetric(ed/k, "embedded-disconnect-ms")
+			b.ReportMetric(ecpu/k, "embedded-cpu-ms")
 			b.ReportMetric(dc/k, "daemon-connect-ms")
 			b.ReportMetric(dd/k, "daemon-disconnect-ms")
+			b.ReportMetric(dcpu/k, "daemon-cpu-ms")
 			b.ReportMetric(dc/ec, "connect-ratio")
 			b.ReportMetric(dd/ed, "disconnect-ratio")
+			b.ReportMetric(dcpu/ecpu, "cpu-ratio")
 		})
 	}
+}
+
+// cpuMS is the process's CPU time so far (user and system), in ms.
+func cpuMS() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
 }
 
 // cmtimeRun is one cmtime run of n connections; it returns the connect and
