@@ -258,6 +258,7 @@ func (c *client) queued() int {
 func (c *client) write() {
 	var batch []outFrame
 	var scratch []byte // the events' encoding, reused frame after frame
+	told := endTold{}
 	for {
 		select {
 		case <-c.wake:
@@ -277,6 +278,9 @@ func (c *client) write() {
 			}
 			if batch[i].event {
 				scratch = b
+			}
+			if told.skip(&batch[i]) {
+				b = nil
 			}
 			if b != nil {
 				_, err = c.conn.Write(b)
@@ -308,6 +312,59 @@ type outFrame struct {
 	event bool
 	ev    hostproto.Event
 	conn  *cm.Conn
+	// A STATE event's (pushState): its handle, and what it tells.
+	handle uint64
+	state  stateFrame
+}
+
+type stateFrame uint8
+
+const (
+	stateOther stateFrame = iota
+	stateEnd              // the connection ended: Done closed
+	stateExit             // its id is free: the handle is gone
+)
+
+// endTold is the writer's record of the handles whose end an event
+// (endsEverywhere) has told with its error, so that the STATE event of
+// the same end is not sent again. It forgets a handle at its
+// TIMEWAIT_EXIT or final STATE, or all of them past maxEndTold (a STATE
+// then goes as usual).
+type endTold map[uint64]struct{}
+
+const maxEndTold = 4096
+
+// skip reports whether f tells nothing the client has not been told,
+// and notes what f tells; on the writer's goroutine, once f is encoded.
+func (t endTold) skip(f *outFrame) bool {
+	switch {
+	case f.state == stateEnd:
+		if _, told := t[f.handle]; told {
+			delete(t, f.handle)
+			return true
+		}
+	case f.state == stateExit:
+		delete(t, f.handle)
+	case f.event && cm.EventKind(f.ev.Kind) == cm.EventTimeWaitExit:
+		delete(t, f.ev.Handle)
+	case f.event && f.ev.Err.Code != hostproto.StatusOK && endsEverywhere(cm.EventKind(f.ev.Kind)):
+		if len(t) >= maxEndTold {
+			clear(t)
+		}
+		t[f.ev.Handle] = struct{}{}
+	}
+	return false
+}
+
+// endsEverywhere: the event kinds every client ends its connection at,
+// the C library's included (docs/ibcmd-protocol.md): a STATE event after
+// one of them, with the same error, changes nothing.
+func endsEverywhere(k cm.EventKind) bool {
+	switch k {
+	case cm.EventRejected, cm.EventStale, cm.EventTimedOut, cm.EventDREQReceived, cm.EventDisconnected:
+		return true
+	}
+	return false
 }
 
 // bytes is f encoded: its frame, or its event appended to scratch with
@@ -383,6 +440,29 @@ func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b 
 	}
 	*buf = f
 	return c.enqueue(outFrame{b: buf})
+}
+
+// pushState queues a STATE event (port.tellState) for handle h. One that
+// tells an end (not exit, its state not IDLE) is dropped by the writer
+// when an event that ends the connection in every client, with its error,
+// went before it (endTold): it would tell nothing new.
+func (c *client) pushState(h uint64, e *hostproto.Event, exit bool) bool {
+	buf := framePool.Get().(*[]byte)
+	f, err := hostproto.AppendFrame((*buf)[:0], hostproto.OpEvent, 0, 0, e)
+	if err != nil {
+		c.s.log.Error("frame does not encode", c.logAttrs("op", hostproto.OpEvent, "err", err)...)
+		putFrameBuf(buf)
+		return false
+	}
+	*buf = f
+	of := outFrame{b: buf, handle: h}
+	switch {
+	case exit:
+		of.state = stateExit
+	case e.State != cm.StateIdle:
+		of.state = stateEnd
+	}
+	return c.enqueue(of)
 }
 
 // pushEvent queues an event, encoded when it is written, with its

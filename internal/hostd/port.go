@@ -219,7 +219,7 @@ func (p *port) tellState(conn *cm.Conn, c *client, h uint64, exit bool) {
 	if o, ok := p.owners[conn]; !ok || o.c != c || o.handle != h {
 		return
 	}
-	c.push(hostproto.OpEvent, 0, 0, &e)
+	c.pushState(h, &e, exit)
 	if exit {
 		delete(p.owners, conn)
 		delete(p.unowned, conn)

@@ -106,3 +106,41 @@ func TestConnectsOfOneQPNEachGetTheirOwnEvents(t *testing.T) {
 		}
 	}
 }
+
+// A connection's end is told once: after the event that ends it in every
+// client (DISCONNECTED, DREQ_RECEIVED here) with its error, the STATE event
+// of the same end is not sent; the events of TimeWait still are.
+func TestAnEndToldIsNotToldAgain(t *testing.T) {
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	_, rh, ch := establish(t, a, b, ha)
+	b.ok(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: ch})
+	for _, side := range []struct {
+		c   *rawClient
+		h   uint64
+		end cm.EventKind
+	}{{b, ch, cm.EventDisconnected}, {a, rh, cm.EventDREQReceived}} {
+		var kinds []uint8
+		ended := false
+		for {
+			e := side.c.event(5*time.Second, func(fr hostproto.Frame) bool {
+				e, ok := fr.Body.(*hostproto.Event)
+				return ok && fr.Op == hostproto.OpEvent && e.Handle == side.h
+			}).Body.(*hostproto.Event)
+			kinds = append(kinds, e.Kind)
+			if ended && e.Kind == hostproto.EventKindState {
+				assert.Equal(t, cm.StateIdle, e.State, "a STATE event after %s: %v", side.end, kinds)
+			}
+			if e.Kind == uint8(side.end) && e.Err.Code != hostproto.StatusOK {
+				ended = true
+			}
+			if e.Kind == uint8(cm.EventTimeWaitExit) {
+				break
+			}
+		}
+		assert.True(t, ended, "the events: %v", kinds)
+		assert.Contains(t, kinds, uint8(cm.EventTimeWait))
+	}
+}
