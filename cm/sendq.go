@@ -17,13 +17,19 @@ import (
 // It has two lanes. Answers (REP, RTU, REJ, MRA, DREP, APR, SIDR_REP), each
 // finishing an exchange a peer is timing, are sent before requests (REQ,
 // DREQ, LAP, SIDR_REQ), which start one: a burst of Connects or
-// Disconnects never holds back the answers to the peers' messages. The
-// Manager pushes under its lock; only the sender pops.
+// Disconnects never holds back the answers to the peers' messages. An
+// answer about a connection one of whose requests still waits in its lane
+// (the REJ of a Connect given up before its REQ left) goes behind it: the
+// MADs of one connection leave in the order the engine made them, as a
+// REJ ahead of its REQ would leave the peer a request that nothing ends.
+// The Manager pushes under its lock; only the sender pops.
 type sendQueue struct {
-	mu       sync.Mutex
-	lanes    [2]fifo // answers, then requests
-	limit    int
-	reserved int // slots promised to answers already decided (Accept with a QP)
+	mu    sync.Mutex
+	lanes [2]fifo // answers, then requests
+	// queuedRequests counts the MADs in the requests lane by connection.
+	queuedRequests map[connKey]int
+	limit          int
+	reserved       int // slots promised to answers already decided (Accept with a QP)
 	// pending counts the MADs not yet taken by the sender, by sendKey: a
 	// copy of one still pending is not queued again (push).
 	pending map[sendKey]int
@@ -58,7 +64,7 @@ const (
 )
 
 func newSendQueue(limit int) *sendQueue {
-	return &sendQueue{limit: limit, pending: map[sendKey]int{}, work: make(chan struct{}, 1),
+	return &sendQueue{limit: limit, pending: map[sendKey]int{}, queuedRequests: map[connKey]int{}, work: make(chan struct{}, 1),
 		room: make(chan struct{}, 1), ended: make(chan struct{})}
 }
 
@@ -91,7 +97,14 @@ func (q *sendQueue) push(p *transport.Packet) pushResult {
 	case q.closed || q.len() >= q.limit && !q.final:
 		return dropped
 	}
-	q.lanes[laneOf(k.attr)].push(p)
+	lane := laneOf(k.attr)
+	if lane == laneAnswers && q.lanes[laneRequests].len() > 0 && q.queuedRequests[k.conn()] > 0 {
+		lane = laneRequests
+	}
+	if lane == laneRequests {
+		q.queuedRequests[k.conn()]++
+	}
+	q.lanes[lane].push(p)
 	q.pending[k]++
 	select {
 	case q.work <- struct{}{}:
@@ -263,6 +276,13 @@ func (q *sendQueue) pop(p *transport.Packet) bool {
 				} else {
 					delete(q.pending, k)
 				}
+				if lane == laneRequests {
+					if n := q.queuedRequests[k.conn()]; n > 1 {
+						q.queuedRequests[k.conn()] = n - 1
+					} else {
+						delete(q.queuedRequests, k.conn())
+					}
+				}
 				q.sending = true
 				if q.len() == busyAt(q.limit)-1 {
 					select {
@@ -358,6 +378,15 @@ type sendKey struct {
 	tid           uint64
 	local, remote uint32 // comm IDs; a SIDR message's request ID is local
 }
+
+// connKey names the connection (or SIDR request) a MAD is about: its
+// peer and the local ID it carries.
+type connKey struct {
+	to    transport.Addr
+	local uint32
+}
+
+func (k *sendKey) conn() connKey { return connKey{k.to, k.local} }
 
 func keyOf(p *transport.Packet) sendKey {
 	k := sendKey{to: p.Addr, attr: wire.PeekAttrID(&p.MAD), tid: wire.PeekTID(&p.MAD)}
