@@ -21,8 +21,29 @@ type Fabric struct {
 	eps     map[uint16]*Endpoint
 	next    uint16
 	pending map[*time.Timer]struct{}
-	closed  bool
-	stats   Stats
+	// inflight holds the MADs on their way, by due time and then by the
+	// order sent: each timer delivers every MAD due, in that order, so
+	// that MADs due in the order sent arrive in it (the timers' goroutines
+	// run in any order).
+	inflight minHeap[*flight]
+	sent     uint64
+	closed   bool
+	stats    Stats
+}
+
+// flight is one MAD on its way to an endpoint.
+type flight struct {
+	due time.Time
+	seq uint64
+	to  *Endpoint
+	pkt transport.Packet
+}
+
+func (a *flight) before(b *flight) bool {
+	if !a.due.Equal(b.due) {
+		return a.due.Before(b.due)
+	}
+	return a.seq < b.seq
 }
 
 // NewFabric returns an empty real-time fabric.
@@ -73,6 +94,8 @@ func (f *Fabric) Close() {
 		t.Stop()
 	}
 	clear(f.pending)
+	clear(f.inflight)
+	f.inflight = f.inflight[:0]
 	eps := make([]*Endpoint, 0, len(f.eps))
 	for _, ep := range f.eps {
 		eps = append(eps, ep)
@@ -125,30 +148,38 @@ func (ep *Endpoint) Send(ctx context.Context, p *transport.Packet) error {
 		copies = 2
 	}
 	for range copies {
+		d := f.cfg.delay(f.rng, &f.stats)
+		f.sent++
+		f.inflight.push(&flight{due: time.Now().Add(d), seq: f.sent, to: to, pkt: pkt})
 		var t *time.Timer
-		t = time.AfterFunc(f.cfg.delay(f.rng, &f.stats), func() {
+		t = time.AfterFunc(d, func() {
 			f.mu.Lock()
+			defer f.mu.Unlock()
 			delete(f.pending, t)
-			ok := !f.closed && !to.down
-			if ok {
-				f.stats.Delivered++
-			}
-			f.mu.Unlock()
-			if !ok {
-				return
-			}
-			select {
-			case to.in <- pkt:
-			case <-to.closed:
-			default:
-				f.mu.Lock()
-				f.stats.Lost++
-				f.mu.Unlock()
-			}
+			f.deliverDue()
 		})
 		f.pending[t] = struct{}{}
 	}
 	return nil
+}
+
+// deliverDue delivers every MAD in flight that is due, in order; under
+// f.mu. The receive queues take without waiting: a full one loses the MAD.
+func (f *Fabric) deliverDue() {
+	now := time.Now()
+	for len(f.inflight) > 0 && !f.inflight[0].due.After(now) {
+		fl := f.inflight.pop()
+		if f.closed || fl.to.down {
+			continue
+		}
+		f.stats.Delivered++
+		select {
+		case fl.to.in <- fl.pkt:
+		case <-fl.to.closed:
+		default:
+			f.stats.Lost++
+		}
+	}
 }
 
 // Recv returns the next MAD for the endpoint.
