@@ -155,12 +155,17 @@ func TestAcceptWithTheSendQueueFull(t *testing.T) {
 	cli, l, ctx, gate := g.cli, g.l, g.ctx, g.gate
 	// Three requests in before any answer: their REPs go one to Send
 	// (held), one into the queue of 1; the third Accept finds it full.
+	// No timer may fire while the gate holds the REPs, however slowly the
+	// test runs: the client's REQ retry would have the server resend the
+	// REP held in Send into the queue, and the server's REP timeout would
+	// queue a REJ; either fills the queue ahead of the second REP. Each
+	// side waits 4.3 s a try.
 	const n = 3
 	conns := make(chan error, n)
 	for i := range n {
 		go func() {
 			p := fastREQ(g.srvEP, 0x1000, uint32(0x100+i))
-			p.REQ.RemoteCMResponseTimeout, p.REQ.MaxCMRetries = 16, 15
+			p.REQ.RemoteCMResponseTimeout, p.REQ.LocalCMResponseTimeout, p.REQ.MaxCMRetries = 20, 20, 15
 			_, err := cli.Connect(ctx, p)
 			conns <- err
 		}()
