@@ -310,7 +310,7 @@ func (c *client) write() {
 type outFrame struct {
 	b     *[]byte
 	event bool
-	ev    hostproto.Event
+	ev    *hostproto.Event // of eventBufs
 	conn  *cm.Conn
 	// A STATE event's (pushState): its handle, and what it tells.
 	handle uint64
@@ -345,9 +345,9 @@ func (t endTold) skip(f *outFrame) bool {
 		}
 	case f.state == stateExit:
 		delete(t, f.handle)
-	case f.event && cm.EventKind(f.ev.Kind) == cm.EventTimeWaitExit:
+	case f.ev != nil && cm.EventKind(f.ev.Kind) == cm.EventTimeWaitExit:
 		delete(t, f.ev.Handle)
-	case f.event && f.ev.Err.Code != hostproto.StatusOK && endsEverywhere(cm.EventKind(f.ev.Kind)):
+	case f.ev != nil && f.ev.Err.Code != hostproto.StatusOK && endsEverywhere(cm.EventKind(f.ev.Kind)):
 		if len(t) >= maxEndTold {
 			clear(t)
 		}
@@ -377,7 +377,7 @@ func (f *outFrame) bytes(scratch []byte) ([]byte, error) {
 		return *f.b, nil
 	}
 	f.ev.State, f.ev.Err = stateOf(f.conn)
-	return hostproto.AppendFrame(scratch, hostproto.OpEvent, 0, 0, &f.ev)
+	return hostproto.AppendFrame(scratch, hostproto.OpEvent, 0, 0, f.ev)
 }
 
 // free gives f's buffers back once it is written.
@@ -385,8 +385,12 @@ func (f *outFrame) free() {
 	if f.b != nil {
 		putFrameBuf(f.b)
 	}
-	if f.ev.Raw != nil {
-		madBufs.Put(f.ev.Raw)
+	if f.ev != nil {
+		if f.ev.Raw != nil {
+			madBufs.Put(f.ev.Raw)
+		}
+		*f.ev = hostproto.Event{}
+		eventBufs.Put(f.ev)
 	}
 }
 
@@ -404,6 +408,11 @@ func putFrameBuf(b *[]byte) {
 		framePool.Put(b)
 	}
 }
+
+// eventBufs holds the events waiting in the queues (pushEvent), given
+// back once written: a queue of pointers stays small when a burst fills
+// it.
+var eventBufs = sync.Pool{New: func() any { return new(hostproto.Event) }}
 
 // madBufs holds the 256-byte copies of the messages the Manager's events
 // carry (port.onEvent), given back once the event is written.
@@ -468,7 +477,9 @@ func (c *client) pushState(h uint64, e *hostproto.Event, exit bool) bool {
 // pushEvent queues an event, encoded when it is written, with its
 // connection's state and error then.
 func (c *client) pushEvent(e *hostproto.Event, conn *cm.Conn) bool {
-	return c.enqueue(outFrame{event: true, ev: *e, conn: conn})
+	ev := eventBufs.Get().(*hostproto.Event)
+	*ev = *e
+	return c.enqueue(outFrame{event: true, ev: ev, conn: conn})
 }
 
 func (c *client) enqueue(f outFrame) bool {

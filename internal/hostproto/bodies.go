@@ -1434,15 +1434,20 @@ func (b *Event) decode(d *dec) {
 	b.Err.decode(d)
 }
 
-// Release gives the union Msg was decoded into back for the next event's
-// decoding, and clears Msg: a receiver that has copied what it keeps of
-// the message calls it, so that events cost no union each. One that never
-// does leaves the union to the collector.
+// eventPool holds the Events that frames decode into (Event.Release).
+var eventPool = sync.Pool{New: func() any { return new(Event) }}
+
+// Release gives b, and the union its Msg was decoded into, back for the
+// next event's decoding: a receiver that has copied what it keeps of the
+// event (its Err's byte strings are its own) calls it, and uses b no more,
+// so that events cost no allocation each. One that never does leaves them
+// to the collector.
 func (b *Event) Release() {
 	if b.Msg != nil {
 		madPool.Put(b.Msg)
-		b.Msg = nil
 	}
+	*b = Event{}
+	eventPool.Put(b)
 }
 
 // RequestEvent is a REQ for one of the client's listeners: a Request the

@@ -124,7 +124,7 @@ var ops = map[Op]opInfo{
 	OpConnInfo:         {"CONN_INFO", kindClientCall, func() Body { return &HandleReq{} }, func() Body { return &ConnInfo{} }},
 	OpQPModify:         {"QP_MODIFY", kindDaemonCall, func() Body { return &QPModifyReq{} }, empty},
 	OpLAPPolicy:        {"LAP_POLICY", kindDaemonCall, func() Body { return &LAPPolicyReq{} }, func() Body { return &LAPPolicyReply{} }},
-	OpEvent:            {"EVENT", kindEvent, func() Body { return &Event{} }, nil},
+	OpEvent:            {"EVENT", kindEvent, func() Body { return eventPool.Get().(*Event) }, nil},
 	OpRequestEvent:     {"REQUEST", kindEvent, func() Body { return &RequestEvent{} }, nil},
 	OpSIDRRequestEvent: {"SIDR_REQUEST", kindEvent, func() Body { return &SIDRRequestEvent{} }, nil},
 	OpPortDown:         {"PORT_DOWN", kindEvent, func() Body { return &ErrorBody{} }, nil},
