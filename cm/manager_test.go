@@ -248,9 +248,13 @@ func TestManagerConnectContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	r, err := l.Accept(ctx)
 	require.NoError(t, err)
-	// The REJ(4) of the destroyed attempt reaches b: accepting now fails
-	// with it.
-	<-r.Done()
+	// The REJ(4) of the destroyed attempt reaches b, after the REQ:
+	// accepting now fails with it.
+	select {
+	case <-r.Done():
+	case <-ctx.Done():
+		t.Fatal("the REJ of the attempt a gave up never ended b's request")
+	}
 	_, err = r.Accept(ctx, &cm.AcceptParams{REP: wire.REP{LocalQPN: 5}})
 	var re *cm.RejectError
 	require.ErrorAs(t, err, &re)
