@@ -605,6 +605,13 @@ func (c *client) dispatch(fr hostproto.Frame) {
 		return
 	}
 	c.mu.Lock()
+	if c.dead {
+		// Cut off as the frame was read: the teardown waits for the calls
+		// started before, and a call started now would act for a client
+		// that is gone. Its reply would not be written.
+		c.mu.Unlock()
+		return
+	}
 	if _, dup := c.calls[fr.ReqID]; dup {
 		c.mu.Unlock()
 		c.reply(fr, nil, fmt.Errorf("%w: request ID %d is in use by a call in progress", hostproto.ErrBadField, fr.ReqID))
