@@ -2,6 +2,7 @@ package cm
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,4 +51,28 @@ func TestMRAComesAtHalfThePeersWait(t *testing.T) {
 		t.Fatal("no MRA-SENT")
 	}
 	require.Equal(t, uint64(1), r.m.Stats().MRAsSent)
+}
+
+// While the send queue is behind, the MRA that comes due is skipped, not
+// sent, and counted in Stats.MRAsSkipped.
+func TestMRASkippedWhileTheSendQueueIsBehind(t *testing.T) {
+	clk := clock.NewFake(0)
+	r := newRawRig(t, func(c *ManagerConfig) { c.Clock, c.MRADelay, c.SendQueue = clk, 0, 16 })
+	l, err := r.m.Listen(r.ctx, ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	r.inject(1, r.peerREQ(0))
+	_, err = l.Accept(r.ctx)
+	require.NoError(t, err)
+	r.m.mu.Lock()
+	due, ok := r.m.mra.next()
+	r.m.mu.Unlock()
+	require.True(t, ok)
+
+	r.fill()
+	clk.Set(due)
+	require.Eventually(t, func() bool { return r.m.Stats().MRAsSkipped != 0 }, 5*time.Second, time.Millisecond)
+	st := r.m.Stats()
+	require.Equal(t, uint64(1), st.MRAsSkipped)
+	require.Zero(t, st.MRAsSent)
+	require.Zero(t, DueLen(r.m), "the skipped MRA's deadline is gone")
 }
