@@ -95,6 +95,11 @@ func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerC
 	if cfg.LAPPolicy != nil {
 		hello.Flags |= hostproto.HelloLAPPolicy
 	}
+	if cfg.OnEvent == nil {
+		// No callback to tell them to: the events that only say a
+		// message went change nothing the mirror keeps.
+		hello.Flags |= hostproto.HelloNoSentEvents
+	}
 	// The HELLO's reply is read within ctx.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()

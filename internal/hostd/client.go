@@ -45,6 +45,7 @@ type client struct {
 	// Set by HELLO, on the reader goroutine, before any call runs.
 	port      *port
 	lapPolicy bool
+	noSent    bool // HelloNoSentEvents: pushEvent leaves out the SentOnly kinds
 	// lapSilent: the client let a LAP_POLICY go unanswered; it is not
 	// asked again (each wait holds back every event of the port).
 	lapSilent atomic.Bool
@@ -477,6 +478,12 @@ func (c *client) pushState(h uint64, e *hostproto.Event, exit bool) bool {
 // pushEvent queues an event, encoded when it is written, with its
 // connection's state and error then.
 func (c *client) pushEvent(e *hostproto.Event, conn *cm.Conn) bool {
+	if c.noSent && hostproto.SentOnly(e.Kind) && e.CallID == 0 {
+		if e.Raw != nil {
+			madBufs.Put(e.Raw)
+		}
+		return true
+	}
 	ev := eventBufs.Get().(*hostproto.Event)
 	*ev = *e
 	return c.enqueue(outFrame{event: true, ev: ev, conn: conn})
@@ -675,6 +682,7 @@ func (c *client) hello(b *hostproto.HelloReq) (hostproto.Body, error) {
 	}
 	c.port = p
 	c.lapPolicy = b.Flags&hostproto.HelloLAPPolicy != 0
+	c.noSent = b.Flags&hostproto.HelloNoSentEvents != 0
 	maxTW := p.cfg.MaxTimeWait
 	if maxTW == 0 {
 		maxTW = defaultMaxTimeWait

@@ -144,3 +144,49 @@ func TestAnEndToldIsNotToldAgain(t *testing.T) {
 		assert.Contains(t, kinds, uint8(cm.EventTimeWait))
 	}
 }
+
+// A client that said HelloNoSentEvents gets no event that only says a
+// message was sent (REP_SENT, RTU_SENT, DREQ_SENT, DREP_SENT here); every
+// other step of its connections still comes, the end and TimeWait
+// included. A client that did not say it gets them all.
+func TestNoSentEventsLeavesOutOnlyThose(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		d := startDaemon(t, 2, nil)
+		a, b := dial(t, d.path), dial(t, d.path)
+		var flags uint32
+		if quiet {
+			flags = hostproto.HelloNoSentEvents
+		}
+		ha := a.ok(hostproto.OpHello, &hostproto.HelloReq{Port: "sim0", Flags: flags}).(*hostproto.HelloReply)
+		b.ok(hostproto.OpHello, &hostproto.HelloReq{Port: "sim1", Flags: flags})
+		_, rh, ch := establish(t, a, b, ha)
+		b.ok(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: ch})
+		var all []uint8
+		for _, side := range []struct {
+			c *rawClient
+			h uint64
+		}{{b, ch}, {a, rh}} {
+			for {
+				e := side.c.event(5*time.Second, func(fr hostproto.Frame) bool {
+					e, ok := fr.Body.(*hostproto.Event)
+					return ok && fr.Op == hostproto.OpEvent && e.Handle == side.h
+				}).Body.(*hostproto.Event)
+				all = append(all, e.Kind)
+				if e.Kind == uint8(cm.EventTimeWaitExit) {
+					break
+				}
+			}
+		}
+		for _, k := range []cm.EventKind{cm.EventREPReceived, cm.EventEstablished, cm.EventDREQReceived,
+			cm.EventDisconnected, cm.EventTimeWait} {
+			assert.Contains(t, all, uint8(k), "quiet %v: %v", quiet, all)
+		}
+		for _, k := range []cm.EventKind{cm.EventRTUSent, cm.EventDREQSent, cm.EventDREPSent} {
+			if quiet {
+				assert.NotContains(t, all, uint8(k), "quiet: %v", all)
+			} else {
+				assert.Contains(t, all, uint8(k), "%v", all)
+			}
+		}
+	}
+}

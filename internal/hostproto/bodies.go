@@ -322,7 +322,8 @@ func (b *PortBody) decode(d *dec) {
 // HelloReq attaches the connection to one of the daemon's ports; it is
 // the first request, and comes once.
 //
-//	0 u32 Flags: bit 0 HelloLAPPolicy (the client answers LAP_POLICY)
+//	0 u32 Flags: bit 0 HelloLAPPolicy (the client answers LAP_POLICY),
+//	  bit 1 HelloNoSentEvents (the client reports no events)
 //	4 bytes Port: the port's name ("": the daemon's first)
 type HelloReq struct {
 	Flags uint32
@@ -333,8 +334,29 @@ type HelloReq struct {
 // daemon asks it (LAP_POLICY) about each LAP on the client's connections.
 const HelloLAPPolicy = 1 << 0
 
+// HelloNoSentEvents in HelloReq.Flags: the client reports no events to
+// its program (a cm.Dial Manager without OnEvent), so the daemon leaves
+// out the events that only say a message was sent, which change nothing a
+// client keeps: MRA_SENT, REP_SENT, RTU_SENT, DREQ_SENT, DREP_SENT and
+// LAP_SENT (SentOnly). Every other event still comes, and a connection's
+// end is still told (by the next event, or a STATE event).
+const HelloNoSentEvents = 1 << 1
+
+// helloFlags are the HelloReq flags defined.
+const helloFlags = HelloLAPPolicy | HelloNoSentEvents
+
+// SentOnly reports whether events of kind k (a cm.EventKind) only say a
+// message was sent: those HelloNoSentEvents leaves out.
+func SentOnly(k uint8) bool {
+	switch k {
+	case 3, 5, 7, 13, 15, 19: // MRA_SENT, REP_SENT, RTU_SENT, DREQ_SENT, DREP_SENT, LAP_SENT
+		return true
+	}
+	return false
+}
+
 func (b *HelloReq) encode(e *enc) error {
-	if b.Flags&^HelloLAPPolicy != 0 {
+	if b.Flags&^helloFlags != 0 {
 		return fmt.Errorf("%w: HelloReq.Flags %#x", ErrBadField, b.Flags)
 	}
 	if err := checkLen("HelloReq.Port", []byte(b.Port)); err != nil {
@@ -347,7 +369,7 @@ func (b *HelloReq) encode(e *enc) error {
 
 func (b *HelloReq) decode(d *dec) {
 	b.Flags = d.u32()
-	if b.Flags&^HelloLAPPolicy != 0 {
+	if b.Flags&^helloFlags != 0 {
 		d.bad("HelloReq.Flags", "%#x", b.Flags)
 	}
 	b.Port = string(d.bytes())
