@@ -3,6 +3,7 @@ package cm
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/hostproto"
@@ -101,6 +102,10 @@ func reply(b hostproto.Body) remoteReply {
 }
 
 // event applies one of the daemon's events to the mirror.
+// reqMADs holds the unions a REQUEST event's REQ is handed to the mirror
+// in.
+var reqMADs = sync.Pool{New: func() any { return new(wire.MAD) }}
+
 func (l *link) event(f *hostproto.Frame) {
 	var ev remoteEvent
 	switch b := f.Body.(type) {
@@ -116,7 +121,11 @@ func (l *link) event(f *hostproto.Frame) {
 			l.mu.Unlock()
 		}
 	case *hostproto.RequestEvent:
-		msg := &wire.MAD{Header: wire.Header{AttrID: wire.AttrREQ}, REQ: b.REQ}
+		// remoteRequest copies the REQ from the union, which then serves
+		// the next request.
+		msg := reqMADs.Get().(*wire.MAD)
+		defer reqMADs.Put(msg)
+		msg.Header, msg.REQ = wire.Header{AttrID: wire.AttrREQ}, b.REQ
 		ev = remoteEvent{kind: remoteRequest, handle: b.Handle, listener: b.Listener,
 			id: CommID(b.CommID), msg: msg, from: b.From, state: StateReqRcvd}
 	case *hostproto.SIDRRequestEvent:

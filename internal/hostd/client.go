@@ -668,7 +668,11 @@ func (c *client) reply(fr hostproto.Frame, body hostproto.Body, err error) {
 		c.push(fr.Op, b.Code, fr.ReqID, &b)
 		return
 	}
-	c.s.log.Log(context.Background(), lvl, "call", c.logAttrs("op", fr.Op, "req", fr.ReqID, "status", 0)...)
+	if c.s.log.Enabled(context.Background(), lvl) {
+		// The attributes are built only for a record that is kept:
+		// most calls log at debug level, which a daemon seldom keeps.
+		c.s.log.Log(context.Background(), lvl, "call", c.logAttrs("op", fr.Op, "req", fr.ReqID, "status", 0)...)
+	}
 	c.push(fr.Op, hostproto.StatusOK, fr.ReqID, body)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -368,7 +369,9 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 	if err != nil {
 		return nil, err
 	}
-	c.s.log.Debug("connected", c.logAttrs("handle", h, "comm_id", conn.ID())...)
+	if c.s.log.Enabled(ctx, slog.LevelDebug) {
+		c.s.log.Debug("connected", c.logAttrs("handle", h, "comm_id", conn.ID())...)
+	}
 	return connInfo(h, conn), nil
 }
 

@@ -176,11 +176,13 @@ func decAddr(d *dec, field string) transport.Addr {
 // encMAD writes msg as a whole 256-byte MAD (wire.EncodeMAD, the CM
 // class's header with a zero TID).
 func encMAD(e *enc, field string, msg wire.Message) error {
-	var buf [wire.MADSize]byte
-	if err := wire.EncodeMAD(&buf, wire.Header{}, msg); err != nil {
+	// Encoded in place: a buffer of its own would escape (msg is an
+	// interface) and cost an allocation a field.
+	dst := e.mad()
+	if err := wire.EncodeMAD(dst, wire.Header{}, msg); err != nil {
+		e.b = e.b[:len(e.b)-wire.MADSize]
 		return fmt.Errorf("%w: %s: %w", ErrBadField, field, err)
 	}
-	e.raw(buf[:])
 	return nil
 }
 
@@ -1423,11 +1425,10 @@ func (b *Event) encode(e *enc) error {
 	encAddr(e, &b.From)
 	switch {
 	case b.Msg != nil:
-		var buf [wire.MADSize]byte
-		if err := b.Msg.Encode(&buf); err != nil {
+		if err := b.Msg.Encode(e.mad()); err != nil {
+			e.b = e.b[:len(e.b)-wire.MADSize]
 			return fmt.Errorf("%w: Event.Msg: %w", ErrBadField, err)
 		}
-		e.raw(buf[:])
 	case b.Raw != nil:
 		e.raw(b.Raw[:])
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/ibcm/ibcm/cm/wire"
 )
 
 // enc appends little-endian fields to a body.
@@ -15,6 +17,15 @@ func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
 func (e *enc) i64(v int64)  { e.u64(uint64(v)) }
 func (e *enc) raw(p []byte) { e.b = append(e.b, p...) }
+
+var zeroMAD [wire.MADSize]byte
+
+// mad appends a zeroed MAD and returns it, to be encoded in place.
+func (e *enc) mad() *[wire.MADSize]byte {
+	n := len(e.b)
+	e.b = append(e.b, zeroMAD[:]...)
+	return (*[wire.MADSize]byte)(e.b[n:])
+}
 func (e *enc) pad(n int) {
 	for range n {
 		e.b = append(e.b, 0)
