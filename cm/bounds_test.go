@@ -63,11 +63,17 @@ func givenUpRequests(t *testing.T, how string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := a.Connect(ctx, fastREQ(eb, 0x1000, uint32(0x10+i)))
+			// a waits 4.3 s before it sends its REQ again: a copy crossing
+			// the REJ of the request given up would reach b as a new
+			// request, which the next Accept would take for its own.
+			p := fastREQ(eb, 0x1000, uint32(0x10+i))
+			p.REQ.RemoteCMResponseTimeout = 20
+			_, err := a.Connect(ctx, p)
 			failed <- err
 		}()
 		r, err := l.Accept(ctx)
 		require.NoError(t, err)
+		require.Equal(t, uint32(0x10+i), r.REQ().LocalQPN, "request %d: the QP number of its REQ", i)
 		runtime.SetFinalizer(r, func(*cm.Request) { collected.Add(1) })
 		freed := r.Conn().TimeWaitExit()
 		switch how {
