@@ -272,16 +272,18 @@ func (c *client) write() {
 		c.writing = len(batch)
 		c.qmu.Unlock()
 		for i := range batch {
-			b, err := batch[i].bytes(scratch[:0])
-			if err != nil {
-				c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
-				b, err = nil, nil
-			}
-			if batch[i].event {
-				scratch = b
-			}
-			if told.skip(&batch[i]) {
-				b = nil
+			batch[i].fill()
+			var b []byte
+			var err error
+			if !told.skip(&batch[i]) {
+				b, err = batch[i].bytes(scratch[:0])
+				if err != nil {
+					c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
+					b, err = nil, nil
+				}
+				if batch[i].event && b != nil {
+					scratch = b
+				}
 			}
 			if b != nil {
 				_, err = c.conn.Write(b)
@@ -339,7 +341,7 @@ const maxEndTold = 4096
 // and notes what f tells; on the writer's goroutine, once f is encoded.
 func (t endTold) skip(f *outFrame) bool {
 	switch {
-	case f.state == stateEnd:
+	case f.state == stateEnd && f.ev.State != cm.StateIdle:
 		if _, told := t[f.handle]; told {
 			delete(t, f.handle)
 			return true
@@ -377,8 +379,18 @@ func (f *outFrame) bytes(scratch []byte) ([]byte, error) {
 		}
 		return *f.b, nil
 	}
-	f.ev.State, f.ev.Err = stateOf(f.conn)
 	return hostproto.AppendFrame(scratch, hostproto.OpEvent, 0, 0, f.ev)
+}
+
+// fill reads an event's connection's state and error now.
+func (f *outFrame) fill() {
+	if !f.event {
+		return
+	}
+	f.ev.State, f.ev.Err = stateOf(f.conn)
+	if f.state == stateExit {
+		f.ev.State = cm.StateIdle
+	}
 }
 
 // free gives f's buffers back once it is written.
@@ -452,27 +464,21 @@ func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b 
 	return c.enqueue(outFrame{b: buf})
 }
 
-// pushState queues a STATE event (port.tellState) for handle h. One that
-// tells an end (not exit, its state not IDLE) is dropped by the writer
-// when an event that ends the connection in every client, with its error,
-// went before it (endTold): it would tell nothing new.
-func (c *client) pushState(h uint64, e *hostproto.Event, exit bool) bool {
-	buf := framePool.Get().(*[]byte)
-	f, err := hostproto.AppendFrame((*buf)[:0], hostproto.OpEvent, 0, 0, e)
-	if err != nil {
-		c.s.log.Error("frame does not encode", c.logAttrs("op", hostproto.OpEvent, "err", err)...)
-		putFrameBuf(buf)
-		return false
+// pushState queues a STATE event (port.tellState) for conn's handle h,
+// which the writer fills with the connection's state and error when it
+// writes it, as it does every event; with exit its state is IDLE. One
+// that tells an end (not exit, its state not IDLE) is dropped by the
+// writer, unencoded, when an event that ends the connection in every
+// client, with its error, went before it (endTold): it would tell
+// nothing new.
+func (c *client) pushState(h uint64, conn *cm.Conn, exit bool) bool {
+	ev := eventBufs.Get().(*hostproto.Event)
+	*ev = hostproto.Event{Handle: h, Kind: hostproto.EventKindState, CommID: uint32(conn.ID())}
+	st := stateEnd
+	if exit {
+		st = stateExit
 	}
-	*buf = f
-	of := outFrame{b: buf, handle: h}
-	switch {
-	case exit:
-		of.state = stateExit
-	case e.State != cm.StateIdle:
-		of.state = stateEnd
-	}
-	return c.enqueue(of)
+	return c.enqueue(outFrame{event: true, ev: ev, conn: conn, handle: h, state: st})
 }
 
 // pushEvent queues an event, encoded when it is written, with its

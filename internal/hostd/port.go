@@ -209,17 +209,12 @@ func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
 // it under h: its state and error, or with exit its end (state IDLE), after
 // which the port forgets the owner.
 func (p *port) tellState(conn *cm.Conn, c *client, h uint64, exit bool) {
-	e := hostproto.Event{Handle: h, Kind: hostproto.EventKindState, CommID: uint32(conn.ID())}
-	e.State, e.Err = stateOf(conn)
-	if exit {
-		e.State = cm.StateIdle
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if o, ok := p.owners[conn]; !ok || o.c != c || o.handle != h {
 		return
 	}
-	c.pushState(h, &e, exit)
+	c.pushState(h, conn, exit)
 	if exit {
 		delete(p.owners, conn)
 		delete(p.unowned, conn)
