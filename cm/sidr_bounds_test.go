@@ -3,9 +3,11 @@ package cm
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibcm/ibcm/cm/clock"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -44,5 +46,34 @@ func TestResolveSIDRPKey(t *testing.T) {
 		require.Equal(t, c.sent, req.SIDRReq.PartitionKey)
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
+	}
+}
+
+// ResolveSIDR with no timeout waits rdma_cm's: 4.096 µs × 2^20 a try, and
+// its 15 retries unless it gives its own count.
+func TestResolveSIDRDefaultRetries(t *testing.T) {
+	clk := clock.NewFake(0)
+	r := newRawRig(t, func(c *ManagerConfig) { c.SendQueue, c.Clock = 0, clk })
+	for _, c := range []struct {
+		given uint8
+		tries int
+	}{{0, 16}, {1, 2}} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.m.ResolveSIDR(r.ctx, &SIDRParams{To: r.p.LocalAddr(), ServiceID: 0x3000, MaxRetries: c.given})
+			done <- err
+		}()
+		for try := range c.tries {
+			req := r.recv()
+			require.Equal(t, wire.AttrSIDRReq, req.AttrID, "try %d", try)
+			require.Eventually(t, func() bool { return clk.ArmedTimers() > 0 }, 5*time.Second, time.Millisecond)
+			clk.Advance(defaultSIDRTimeout)
+		}
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrTimeout, "after %d tries", c.tries)
+		case <-r.ctx.Done():
+			t.Fatalf("ResolveSIDR did not give up after %d tries", c.tries)
+		}
 	}
 }
