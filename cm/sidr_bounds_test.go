@@ -31,7 +31,8 @@ func TestWaitingSIDRRequestsAreBounded(t *testing.T) {
 	require.Equal(t, uint64(1), r.m.Stats().BacklogFull)
 }
 
-// ResolveSIDR's P_Key is the one given, 0xFFFF when none is.
+// ResolveSIDR's P_Key is the one given, 0xFFFF when none is; one given up
+// (its context ended) lets go of its id.
 func TestResolveSIDRPKey(t *testing.T) {
 	r := newRawRig(t, func(c *ManagerConfig) { c.SendQueue = 0 })
 	for _, c := range []struct{ given, sent uint16 }{{0, 0xffff}, {0x8001, 0x8001}} {
@@ -46,6 +47,11 @@ func TestResolveSIDRPKey(t *testing.T) {
 		require.Equal(t, c.sent, req.SIDRReq.PartitionKey)
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
+		require.Empty(t, HeldIDs(r.m), "the request given up lets go of its id")
+		r.m.mu.Lock()
+		waiting := len(r.m.sidrs)
+		r.m.mu.Unlock()
+		require.Zero(t, waiting)
 	}
 }
 
