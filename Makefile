@@ -67,14 +67,15 @@ mutants:
 # Mutants of the shell (cm/*.go: the Manager; not the engine, nor cm's
 # other packages, nor the daemon's client, Dial's files), from gremlins at
 # the version go.mod's tool directive pins: each mutant alone against cm's
-# tests, two at a time (docs/mutants.md gives the last run's figures; about
-# an hour on 2 cores, not part of make test). The tests run with -short (a
-# quarter of the API property test's sequences, so the figure is a lower
-# bound for the full suite), without the scheduler's order tests of
-# sched_test.go, which fail under the load of the run and the coverage
-# build, and without TestThroughTheDaemon, which runs the examples and the
-# property test again through a daemon (the client's files are not
-# mutated); a mutant is given three times the coverage run's time.
+# tests, two at a time (docs/mutants.md gives the runs' figures; about 50
+# minutes on 2 cores at a load average near 5, two hours at 15; not part
+# of make test). The tests run with -short (a quarter of the API property
+# test's sequences, so the figure is a lower bound for the full suite),
+# without the scheduler's order tests of sched_test.go, which fail under
+# the load of the run and the coverage build, and without
+# TestThroughTheDaemon, which runs the examples and the property test
+# again through a daemon (the client's files are not mutated); a mutant
+# is given three times the coverage run's time.
 MUTANTS_SHELL_SKIP = ^(TestBurstsDoNotHoldBackAnswers|TestSlowBurstDoesNotHoldBackAnswers|TestCallsDoNotHoldBackAnswers|TestThroughTheDaemon)$$
 MUTANTS_SHELL_CLIENT = ^(dial|hoststatus|remote[a-z_]*)\.go$$
 mutants-shell:
