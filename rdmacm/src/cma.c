@@ -684,6 +684,24 @@ static void ipcm_header(uint8_t *p, const struct sockaddr *src, const struct soc
 	}
 }
 
+/* call_async sends w as c, a call rdma_cm returns from before the peer
+ * answers: its reply and the peer's answer come as the id's events. The
+ * frame is freed, and c when it could not go (no c: ENOMEM). */
+static int call_async(struct cma_id *id, struct wbuf *w, struct call *c)
+{
+	int ret = -1;
+	errno = ENOMEM;
+	if (c) {
+		c->async = 1;
+		c->id = id;
+		ret = dc_call(id->dc, w, c);
+		if (ret)
+			call_free(c);
+	}
+	free(w->b);
+	return ret;
+}
+
 static int check_pdata(const void *p, size_t len, size_t max)
 {
 	if (len > max || (len && !p)) {
@@ -780,14 +798,8 @@ static int connect_ud(struct cma_id *id, struct rdma_conn_param *cp)
 	w_zero(&w, 4);
 	w_u64(&w, 0);
 	w_bytes(&w, pd, len);
-	c->async = 1;
-	c->id = id;
 	id->sidr = 1;
-	int ret = dc_call(id->dc, &w, c);
-	free(w.b);
-	if (ret)
-		call_free(c);
-	return ret;
+	return call_async(id, &w, c);
 }
 
 EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
@@ -823,16 +835,7 @@ EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
 		w_raw(&w, m, P_MAD);
 		w_bytes(&w, NULL, 0);
 		w_bytes(&w, NULL, 0);
-		ret = -1;
-		errno = ENOMEM;
-		if (c) {
-			c->async = 1;
-			c->id = id;
-			ret = dc_call(id->dc, &w, c);
-			if (ret)
-				call_free(c);
-		}
-		free(w.b);
+		ret = call_async(id, &w, c);
 	}
 	if (!ret) {
 		id->state = ID_CONNECTING;
@@ -941,16 +944,7 @@ EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *cp)
 		w_u32(&w, cid->qp ? cid->qp->qp_num : 0);
 		w_raw(&w, m, P_MAD);
 		w_bytes(&w, NULL, 0);
-		ret = -1;
-		errno = ENOMEM;
-		if (c) {
-			c->async = 1;
-			c->id = id;
-			ret = dc_call(id->dc, &w, c);
-			if (ret)
-				call_free(c);
-		}
-		free(w.b);
+		ret = call_async(id, &w, c);
 		if (!ret) {
 			id->state = ID_ACCEPTING;
 			ret = complete(id);
@@ -1018,21 +1012,14 @@ EXPORT int rdma_disconnect(struct rdma_cm_id *cid)
 	pthread_mutex_lock(&ibcm_mu);
 	struct call *c = calloc(1, sizeof *c);
 	struct wbuf w = { 0 };
-	int ret = -1;
-	errno = ENOMEM;
 	if (c) {
 		w_header(&w, OP_DISCONNECT, 0, dc_req(id->dc));
 		w_u64(&w, id->handle);
 		w_u8(&w, 0);
 		w_zero(&w, 3);
 		w_bytes(&w, NULL, 0);
-		c->async = 1;
-		c->id = id;
-		ret = dc_call(id->dc, &w, c);
-		if (ret)
-			call_free(c);
-		free(w.b);
 	}
+	int ret = call_async(id, &w, c);
 	if (!ret && !id->told_end)
 		ret = complete(id);
 	pthread_mutex_unlock(&ibcm_mu);
