@@ -2,15 +2,12 @@ package cm_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
-	"github.com/ibcm/ibcm/cm/clock"
-	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/wire"
 )
 
@@ -23,26 +20,8 @@ import (
 // connection handed out unended.
 func TestAPHandedOutConnEndedSinceIsNotHandedOutUnended(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(0)
-	fab := simnet.NewFabric(simnet.Config{Seed: 1})
-	defer fab.Close()
-	srvEP, cliEP := fab.NewEndpoint(), fab.NewEndpoint()
-	telling, resume := make(chan struct{}), make(chan struct{})
-	var tellOnce, resumeOnce sync.Once
-	onEvent := func(ev cm.Event) {
-		if ev.Kind == cm.EventDREQReceived {
-			tellOnce.Do(func() { close(telling) })
-			<-resume
-		}
-	}
-	srv, err := cm.NewManager(srvEP, cm.ManagerConfig{LocalGUID: 0xb, Clock: clk})
-	require.NoError(t, err)
-	defer srv.Close()
-	cli, err := cm.NewManager(cliEP, cm.ManagerConfig{LocalGUID: 0xa, Clock: clk, OnEvent: onEvent})
-	require.NoError(t, err)
-	defer cli.Close()
-	resumeNow := func() { resumeOnce.Do(func() { close(resume) }) }
-	defer resumeNow() // before Close, which waits for OnEvent
+	p := newHeldPair(t, cm.EventDREQReceived)
+	srvEP, srv, cli, telling, resumeNow := p.srvEP, p.srv, p.cli, p.telling, p.resume
 
 	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)

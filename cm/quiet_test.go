@@ -21,25 +21,8 @@ import (
 // event is still open, and the Manager is not quiet.
 func TestNotQuietWhileOnEventIsTold(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(0)
-	fab := simnet.NewFabric(simnet.Config{Seed: 1})
-	defer fab.Close()
-	srvEP, cliEP := fab.NewEndpoint(), fab.NewEndpoint()
-	telling, resume := make(chan struct{}), make(chan struct{})
-	var tellOnce, resumeOnce sync.Once
-	onEvent := func(ev cm.Event) {
-		if ev.Kind == cm.EventTimeWaitExit {
-			tellOnce.Do(func() { close(telling) })
-			<-resume
-		}
-	}
-	srv, err := cm.NewManager(srvEP, cm.ManagerConfig{LocalGUID: 0xb, Clock: clk})
-	require.NoError(t, err)
-	defer srv.Close()
-	cli, err := cm.NewManager(cliEP, cm.ManagerConfig{LocalGUID: 0xa, Clock: clk, OnEvent: onEvent})
-	require.NoError(t, err)
-	defer cli.Close()
-	defer resumeOnce.Do(func() { close(resume) }) // before Close, which waits for OnEvent
+	p := newHeldPair(t, cm.EventTimeWaitExit)
+	clk, srvEP, srv, cli, telling := p.clk, p.srvEP, p.srv, p.cli, p.telling
 
 	l, err := srv.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 	require.NoError(t, err)
@@ -71,7 +54,7 @@ func TestNotQuietWhileOnEventIsTold(t *testing.T) {
 	}
 	require.False(t, quiet, "quiet while OnEvent is told TIMEWAIT-EXIT, with TimeWaitExit still open")
 
-	resumeOnce.Do(func() { close(resume) })
+	p.resume()
 	select {
 	case <-c.TimeWaitExit():
 	case <-time.After(10 * time.Second):
@@ -81,4 +64,41 @@ func TestNotQuietWhileOnEventIsTold(t *testing.T) {
 		q, err := cm.Quiet(ctx, cli)
 		return err == nil && q
 	}, 10*time.Second, time.Millisecond, "not quiet once every callback ran")
+}
+
+// heldPair is two Managers on a simulated fabric with a fake clock, the
+// client's OnEvent held at the first event of one kind: telling closes as
+// it is told, and the callback returns once resume is called (at the
+// latest as the test ends, before Close, which waits for OnEvent).
+type heldPair struct {
+	clk      *clock.Fake
+	srvEP    *simnet.Endpoint
+	srv, cli *cm.Manager
+	telling  <-chan struct{}
+	resume   func()
+}
+
+func newHeldPair(t *testing.T, held cm.EventKind) *heldPair {
+	clk := clock.NewFake(0)
+	fab := simnet.NewFabric(simnet.Config{Seed: 1})
+	t.Cleanup(fab.Close)
+	srvEP, cliEP := fab.NewEndpoint(), fab.NewEndpoint()
+	telling, resume := make(chan struct{}), make(chan struct{})
+	var tellOnce, resumeOnce sync.Once
+	onEvent := func(ev cm.Event) {
+		if ev.Kind == held {
+			tellOnce.Do(func() { close(telling) })
+			<-resume
+		}
+	}
+	srv, err := cm.NewManager(srvEP, cm.ManagerConfig{LocalGUID: 0xb, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	cli, err := cm.NewManager(cliEP, cm.ManagerConfig{LocalGUID: 0xa, Clock: clk, OnEvent: onEvent})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	p := &heldPair{clk: clk, srvEP: srvEP, srv: srv, cli: cli, telling: telling,
+		resume: func() { resumeOnce.Do(func() { close(resume) }) }}
+	t.Cleanup(p.resume) // runs first: cleanups run last added first
+	return p
 }
