@@ -226,7 +226,8 @@ func goBuild(c *Config, cgo bool, args ...string) error {
 // ibcm, VM B's ibcmd, the Get probe, mkinitramfs) and cgo, against Debian's
 // libibverbs-dev (VM B's ibcm, whose --data drives real QPs through
 // hw/verbs; examples/rdmaclient; hw/verbs' device tests), whose libraries
-// mkinitramfs -hostelf takes from the stage.
+// mkinitramfs -hostelf takes from the stage; and rdmacm's librdmacm.so.1
+// (VM B's rdma_cm programs run through it), into Work/rdmacm.
 func Build(c *Config) error {
 	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
 		return errors.New("no /usr/include/infiniband/verbs.h (tools/deps.sh installs libibverbs-dev)")
@@ -244,6 +245,11 @@ func Build(c *Config) error {
 		if err := goBuild(c, s.cgo, s.args...); err != nil {
 			return err
 		}
+	}
+	lib := filepath.Join(c.Work, "rdmacm")
+	cmd := exec.Command("make", "-C", filepath.Join(c.Root, "rdmacm"), "OUT="+lib, filepath.Join(lib, "librdmacm.so.1"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make -C rdmacm: %w\n%s", err, out)
 	}
 	return nil
 }

@@ -51,6 +51,11 @@ var dataPorts = [][2]string{{"D_RPING_C_PORT", "7190"}, {"D_RPING_S_PORT", "7191
 // H_DONE_PORT: VM A tells VM B that the killed client's peer has ended).
 var daemonPorts = [][2]string{{"H_RPING_S_PORT", "7197"}, {"H_UCMA_C_PORT", "7198"}, {"H_KILL_PORT", "7199"}, {"H_DONE_PORT", "5002"}}
 
+// The ports of the rdma_cm programs VM B runs through rdmacm's library
+// (vm-b.sh) against their kernel servers in VM A (R_READY_PORT: VM A tells
+// VM B that a server listens).
+var rdmacmPorts = [][2]string{{"R_RPING_S_PORT", "7200"}, {"R_CMTIME_S_PORT", "7201"}, {"R_READY_PORT", "5003"}}
+
 // The scenarios VM B runs, each a log and an ibcm run of that name.
 var (
 	cmScenarios   = []string{"s1-connect-rping", "s4-rej-no-listener", "s5-timewait-qpn-reuse", "s6-stale-live-qpn", "s3-ucmatose-disconnects", "s2-listen-rping"}
@@ -134,6 +139,7 @@ func TestInterop(t *testing.T) {
 	r.checkProbe(t, root)
 	r.checkData(t)
 	r.checkDaemon(t)
+	r.checkRdmacm(t)
 }
 
 // boot builds the images and runs both VMs to their end.
@@ -174,18 +180,22 @@ func images(c *Config, st Stage, allow string) (*Image, *Image) {
 		{"STALE_PORT", fmt.Sprint(stalePort)}, {"UCMA_PORT", fmt.Sprint(ucmaPort)}, {"LISTEN_PORT", fmt.Sprint(listenPort)},
 		{"DEAD_PORT", fmt.Sprint(deadPort)}, {"CTL_PORT", fmt.Sprint(ctlPort)}, {"PROBE_PORT", fmt.Sprint(probePort)},
 		{"PROBE_UD_PORT", fmt.Sprint(probeUDPort)}, {"PROBE_READY_PORT", fmt.Sprint(probeReadyPort)}}
-	ports = append(append(ports, dataPorts...), daemonPorts...)
+	ports = slices.Concat(ports, dataPorts, daemonPorts, rdmacmPorts)
 	static, cgo := filepath.Join(c.Work, "static"), filepath.Join(c.Work, "cgo")
 	a := &Image{Name: "a",
-		ELF:   append(common, "/usr/bin/rping", "/usr/bin/ucmatose", "/usr/bin/rdma_server", "/usr/bin/rdma_client", "/usr/bin/udaddy"),
+		ELF:   append(common, "/usr/bin/rping", "/usr/bin/ucmatose", "/usr/bin/rdma_server", "/usr/bin/rdma_client", "/usr/bin/udaddy", "/usr/bin/cmtime"),
 		KMod:  append(kmod, "rdma_ucm"),
 		Files: append(files, src("/test.sh", "vm-a.sh"), "/bin/ibcm="+static+"/ibcm:0755"),
 		Env: append([][2]string{{"ROLE", "A"}, {"IP", aIP}, {"PEER", bIP},
 			{"WAIT_SIGNAL", fmt.Sprint(int(c.Timeout.Seconds()) - 20)}, {"RPING_C_TIME", fmt.Sprint(rpingCTime)}}, ports...),
 	}
-	b := &Image{Name: "b", ELF: common, KMod: kmod,
+	// VM B's rdma_cm programs are Debian's, unmodified; the loader finds
+	// rdmacm's librdmacm.so.1 in /lib/ibcm-rdmacm (LD_LIBRARY_PATH) before
+	// the stage's.
+	b := &Image{Name: "b", ELF: append(slices.Clone(common), "/usr/bin/rping", "/usr/bin/cmtime"), KMod: kmod,
 		Files: append(files, src("/test.sh", "vm-b.sh"), "/bin/ibcm-probe="+static+"/probe:0755", "/bin/ibcmd="+static+"/ibcmd:0755"),
-		Host:  []string{"/bin/ibcm=" + cgo + "/ibcm:0755", "/bin/rdmaclient=" + cgo + "/rdmaclient:0755", "/bin/verbs.test=" + cgo + "/verbs.test:0755"},
+		Host: []string{"/bin/ibcm=" + cgo + "/ibcm:0755", "/bin/rdmaclient=" + cgo + "/rdmaclient:0755", "/bin/verbs.test=" + cgo + "/verbs.test:0755",
+			"/lib/ibcm-rdmacm/librdmacm.so.1=" + filepath.Join(c.Work, "rdmacm", "librdmacm.so.1") + ":0644"},
 		Env: append([][2]string{{"ROLE", "B"}, {"IP", bIP}, {"PEER", aIP}, {"PROBE_GET_GID", probeGetGID},
 			{"PROBE_LINUX_ALLOW", allow}}, ports...),
 	}
@@ -831,5 +841,50 @@ func (r *run) checkDaemon(t *testing.T) {
 		text := l.Text()
 		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_ESTABLISHED"), "rping -s: ESTABLISHED")
 		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_DISCONNECTED"), "rping -s: DISCONNECTED")
+	})
+}
+
+// checkRdmacm: Debian's rdma_cm programs in VM B, run through rdmacm's
+// library on ibcmd (no ib_cm, rdma_cm or rdma_ucm there), against the same
+// programs on the kernel CM in VM A (vm-b.sh, after the daemon's
+// scenarios).
+func (r *run) checkRdmacm(t *testing.T) {
+	t.Run("r:no-kernel-cm", func(t *testing.T) {
+		// grep finds none of the modules: its status 1.
+		l := r.b.Log("r-kernel-cm-modules")
+		require.True(t, l.Ended, "VM B listed the kernel CM's modules")
+		if assert.NotNil(t, l.RC) {
+			assert.Equal(t, 1, *l.RC, "none of ib_cm, rdma_cm, rdma_ucm is loaded in VM B: %q", l.Text())
+		}
+	})
+	t.Run("r1:rdmacm", func(t *testing.T) {
+		// rping -c -v -V -C 10: each payload printed and verified.
+		ended(t, r.b, "r1-rping-client")
+		l := r.b.Log("r1-rping-client")
+		assert.Equal(t, 10, strings.Count(l.Text(), "ping data: rdma-ping-"), "rping -c -v: 10 lines")
+		assert.Regexp(t, `librdmacm\.so\.1 => /lib/ibcm-rdmacm/librdmacm\.so\.1 `, r.b.Log("r-ldd").Text(), "rping loads rdmacm's library")
+	})
+	t.Run("r1:kernel", func(t *testing.T) {
+		r.kernelData(t, "rping-s-r")
+		assert.Equal(t, 10, r.kernelPings("rping-s-r", "server ping data: rdma-ping-"), "rping -s -v -V: 10 lines")
+	})
+	t.Run("r2:rdmacm", func(t *testing.T) {
+		// cmtime -c 100: every connection made and ended, its steps timed.
+		ended(t, r.b, "r2-cmtime-client")
+		text := r.b.Log("r2-cmtime-client").Text()
+		assert.Regexp(t, `(?m)^connect *:`, text, "cmtime: the connect step timed")
+		// cmtime prints an event it did not expect (a REJECTED, a
+		// CONNECT_ERROR) and goes on to exit 0.
+		assert.NotContains(t, text, "failing connection request", "cmtime: no connection failed")
+		assert.NotContains(t, text, "RDMA_CM_EVENT_", "cmtime: no unexpected event")
+	})
+	t.Run("r2:kernel", func(t *testing.T) {
+		// The server never ends by itself: stopped (SIGTERM) once the
+		// client was done.
+		l := r.a.Log("data-cmtime-s-r")
+		require.True(t, l.Ended, "VM A printed cmtime -b's log")
+		if assert.NotNil(t, l.RC) {
+			assert.Equal(t, 143, *l.RC, "cmtime -b: stopped by SIGTERM: %q", l.Text())
+		}
 	})
 }

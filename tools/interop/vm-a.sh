@@ -57,6 +57,18 @@ PROBE_PIDS=
 probe_start
 note "listeners up: rping -s :$RPING_PORT :$REUSE_PORT :$STALE_PORT :$PROBE_PORT, ucmatose :$UCMA_PORT, udaddy"
 
+# ready PORT: tells VM B on R_READY_PORT once an rdma_cm id listens on
+# PORT (bounded: 10 s), as rdma res lists the kernel's cm_ids.
+ready() {
+	i=0
+	while ! rdma res show cm_id 2>/dev/null | grep "state LISTEN" | grep -q ":$1 " && [ $i -lt 50 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	[ $i -lt 50 ] || note "no listener on :$1 in rdma res: $(rdma res show cm_id 2>&1 | tr '\n' ' ')"
+	tell "$R_READY_PORT" ready
+}
+
 # run NAME: the data scenarios' kernel programs, started when VM B asks,
 # each bounded (a hang ends fast, with its log).
 run() {
@@ -111,6 +123,18 @@ run() {
 		tell "$H_DONE_PORT" done
 		;;
 	udaddy-c) bg data-udaddy-c "$T" udaddy -s "$PEER" ;;
+	# The servers of VM B's rdma_cm programs on ibcmd (through rdmacm's
+	# library), VM B told once each listens. rdma-core 44's cmtime server
+	# never ends by itself: VM B stops it once its client is done.
+	rping-s-r)
+		bg data-rping-s-r "$T" rping -s -v -V -a "$IP" -p "$R_RPING_S_PORT"
+		ready "$R_RPING_S_PORT"
+		;;
+	cmtime-s-r)
+		bg data-cmtime-s-r 90 cmtime -b "$IP" -p "$R_CMTIME_S_PORT" -c 100
+		ready "$R_CMTIME_S_PORT"
+		;;
+	stop-cmtime) kill -TERM $(pidof cmtime) 2>/dev/null ;;
 	*) note "unknown program $1" ;;
 	esac
 }

@@ -177,6 +177,32 @@ logfile h3-daemon-client-killed /tmp/h3.out
 tell "$CTL_PORT" "run await rping-s-kill"
 await "$H_DONE_PORT" 40 >/dev/null
 counters counters-h3-daemon
+
+# Debian's rdma_cm programs, unmodified, on ibcmd: rdmacm's
+# librdmacm.so.1 is found first (LD_LIBRARY_PATH), and with no ib_cm,
+# rdma_cm nor rdma_ucm loaded here, the daemon is their only CM. Each
+# against the same program on the kernel CM in VM A, started first
+# (VM A says when it listens): rping -c (10 pings, each verified), then
+# cmtime -c 100.
+RDMACM="env IBCMD_SOCKET=/run/ibcmd.sock LD_LIBRARY_PATH=/lib/ibcm-rdmacm:$LD_LIBRARY_PATH"
+logrun r-kernel-cm-modules grep -E '^(ib_cm|rdma_cm|rdma_ucm) ' /proc/modules
+logrun r-ldd $RDMACM LD_TRACE_LOADED_OBJECTS=1 rping
+# rdmacm NAME SERVER SECONDS PROGRAM ARGS...: PROGRAM through the library,
+# once VM A's SERVER listens; its output (in RAM first) the log NAME.
+rdmacm() {
+	_n=$1
+	tell "$CTL_PORT" "run $2"
+	await "$R_READY_PORT" 30 >/dev/null
+	_t=$3
+	shift 3
+	timeout "$_t" $RDMACM "$@" >/tmp/out 2>&1
+	echo $? >/tmp/out.rc
+	logfile "$_n" /tmp/out
+}
+rdmacm r1-rping-client rping-s-r 30 rping -c -v -V -C 10 -a "$PEER" -p "$R_RPING_S_PORT"
+rdmacm r2-cmtime-client cmtime-s-r 60 cmtime -s "$PEER" -p "$R_CMTIME_S_PORT" -c 100
+tell "$CTL_PORT" "run stop-cmtime"
+counters counters-r-rdmacm
 kill -TERM "$IBCMD"
 wait $IBCMD
 echo $? >/tmp/ibcmd.out.rc
