@@ -425,6 +425,8 @@ func TestPassive(t *testing.T) {
 		assert.False(t, a.HasQP)
 		assert.Nil(t, a.PrivateData, "the private data travels in the REP")
 		p := &a.REP
+		assert.Equal(t, uint32(0x2345), p.LocalQPN, "conn_param's qp_num, in the REP's 24 bits")
+		assert.Equal(t, uint32(1), p.StartingPSN&1, "the PSN the library chose (always odd), in the REP's 24 bits")
 		assert.Equal(t, "pong", string(p.PrivateData[:4]))
 		assert.Equal(t, [4]uint8{1, 1, 7, 15}, [4]uint8{p.ResponderResources, p.InitiatorDepth, p.RNRRetryCount, p.TargetAckDelay})
 		assert.True(t, p.EndToEndFlowControl)

@@ -197,7 +197,7 @@ static void passive(void)
 	      "the request's RTR attributes (mask %#x)", mask);
 	struct rdma_conn_param cp = { .private_data = "pong", .private_data_len = 4,
 				      .responder_resources = 1, .initiator_depth = 1,
-				      .rnr_retry_count = 7, .flow_control = 1 };
+				      .rnr_retry_count = 7, .flow_control = 1, .qp_num = 0x2345 };
 	/* the request's id moves to a channel of its own (as ucmatose's
 	 * threads do) for its ESTABLISHED, then back */
 	struct rdma_event_channel *main_ch = ch, *ch2 = rdma_create_event_channel();
