@@ -736,17 +736,13 @@ static void build_req(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_con
 	}
 	if (!id->id.qp && cp) {
 		/* without a QP here, the connection is for the program's own */
-		m[REQ_LOCAL_QPN] = cp->qp_num >> 16;
-		m[REQ_LOCAL_QPN + 1] = cp->qp_num >> 8;
-		m[REQ_LOCAL_QPN + 2] = cp->qp_num;
+		be24_put(m + REQ_LOCAL_QPN, cp->qp_num);
 	}
 	m[REQ_RESP_RES] = rr;
 	m[REQ_INIT_DEPTH] = idp;
 	m[REQ_TT_FC] = 20 << 3 | (fc ? 1 : 0); /* remote CM response timeout; RC is 0 */
 	uint32_t psn = (rnd() & 0xffffff) | 1;
-	m[REQ_PSN] = psn >> 16;
-	m[REQ_PSN + 1] = psn >> 8;
-	m[REQ_PSN + 2] = psn;
+	be24_put(m + REQ_PSN, psn);
 	m[REQ_RETRY] = 20 << 3 | (retry & 7); /* local CM response timeout */
 	be16_put(m + REQ_PKEY, id->pkey);
 	m[REQ_MTU_RNR] = (pt->mtu & 0xf) << 4 | (rnr & 7);
@@ -864,7 +860,7 @@ void build_rep(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_conn_param
 	mad_init(m, ATTR_REP);
 	if (!id->rep_psn)
 		id->rep_psn = (rnd() & 0xffffff) | 1;
-	be32_put(m + REP_PSN, id->rep_psn);
+	be24_put(m + REP_PSN, id->rep_psn);
 	uint8_t rr = id->rep_resp_res, idp = id->rep_init_depth, fc = 1, rnr = 7, srq = 0;
 	if (cp) {
 		rr = cp->responder_resources;
@@ -873,7 +869,7 @@ void build_rep(struct cma_id *id, uint8_t m[P_MAD], const struct rdma_conn_param
 		rnr = cp->rnr_retry_count;
 		srq = cp->srq;
 		if (!id->id.qp)
-			be32_put(m + REP_LOCAL_QPN, cp->qp_num & 0xffffff);
+			be24_put(m + REP_LOCAL_QPN, cp->qp_num);
 	}
 	m[REP_RESP_RES] = rr;
 	m[REP_INIT_DEPTH] = idp;

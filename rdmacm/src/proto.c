@@ -292,6 +292,15 @@ void be16_put(uint8_t *p, uint16_t v)
 	p[1] = v;
 }
 
+/* be24_put writes the low 24 bits of v: a QPN or PSN field, whose fourth
+ * byte belongs to the next field or is reserved. */
+void be24_put(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 16;
+	p[1] = v >> 8;
+	p[2] = v;
+}
+
 void be32_put(uint8_t *p, uint32_t v)
 {
 	be16_put(p, v >> 16);

@@ -197,6 +197,7 @@ void r_attr(struct rbuf *r, struct ibv_qp_attr *a, int *mask);
 /* MADs */
 void mad_init(uint8_t m[P_MAD], uint16_t attr);
 void be16_put(uint8_t *p, uint16_t v);
+void be24_put(uint8_t *p, uint32_t v);
 void be32_put(uint8_t *p, uint32_t v);
 void be64_put(uint8_t *p, uint64_t v);
 uint16_t be16_get(const uint8_t *p);
