@@ -28,9 +28,9 @@ type movingTimer struct {
 	c *movingClock
 }
 
-func (t *movingTimer) Reset(d time.Duration) {
+func (t *movingTimer) ResetAt(at clock.Time) {
 	t.c.Advance(time.Duration(t.c.jump.Swap(0)))
-	t.Timer.Reset(d)
+	t.Timer.ResetAt(at)
 }
 
 // The Manager's timer fires at the earliest deadline, wherever the clock

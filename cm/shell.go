@@ -174,7 +174,7 @@ func (m *Manager) arm() {
 	}
 	m.armed, m.armedAt = ok, d
 	if ok {
-		m.timer.Reset(d.Sub(m.clock.Now()))
+		m.timer.ResetAt(d)
 	} else {
 		m.timer.Stop()
 	}

@@ -33,11 +33,14 @@ type Clock interface {
 	NewTimer() Timer
 }
 
-// Timer is a one-shot timer whose channel receives after Reset's
-// duration. Reset re-arms it (discarding a pending fire); Stop disarms it.
+// Timer is a one-shot timer whose channel receives once its clock reaches
+// the time given to ResetAt. ResetAt re-arms it (discarding a pending
+// fire); Stop disarms it. The time is absolute, not a delay, so that a
+// clock that moves while the caller arms the timer cannot make it late:
+// a delay read before the move would be counted from after it.
 type Timer interface {
 	C() <-chan struct{}
-	Reset(d time.Duration)
+	ResetAt(at Time)
 	Stop()
 }
 
@@ -50,7 +53,7 @@ type realClock struct{ base time.Time }
 func (c *realClock) Now() Time { return Time(time.Since(c.base)) }
 
 func (c *realClock) NewTimer() Timer {
-	t := &realTimer{c: make(chan struct{}, 1)}
+	t := &realTimer{clock: c, c: make(chan struct{}, 1)}
 	t.t = time.AfterFunc(time.Hour, t.fire)
 	t.t.Stop()
 	return t
@@ -59,6 +62,7 @@ func (c *realClock) NewTimer() Timer {
 // realTimer forwards a time.AfterFunc timer to a channel. The generation
 // counter discards a fire that raced with Reset or Stop.
 type realTimer struct {
+	clock *realClock
 	mu    sync.Mutex
 	t     *time.Timer
 	c     chan struct{}
@@ -80,13 +84,13 @@ func (t *realTimer) fire() {
 
 func (t *realTimer) C() <-chan struct{} { return t.c }
 
-func (t *realTimer) Reset(d time.Duration) {
+func (t *realTimer) ResetAt(at Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
 	t.armed = t.gen
 	t.drain()
-	t.t.Reset(d)
+	t.t.Reset(at.Sub(t.clock.Now()))
 }
 
 func (t *realTimer) Stop() {
@@ -186,16 +190,16 @@ type fakeTimer struct {
 
 func (t *fakeTimer) C() <-chan struct{} { return t.c }
 
-func (t *fakeTimer) Reset(d time.Duration) {
+func (t *fakeTimer) ResetAt(at Time) {
 	t.clock.mu.Lock()
-	t.at = t.clock.now.Add(d)
+	t.at = at
 	select {
 	case <-t.c:
 	default:
 	}
 	now := t.clock.now
 	t.clock.mu.Unlock()
-	if d <= 0 {
+	if at <= now {
 		t.clock.Set(now)
 	}
 }
