@@ -87,7 +87,8 @@ type Fabric struct {
 func NewFabric() *Fabric { return &Fabric{} }
 
 // SetDrop installs a filter: MADs for which it returns true are lost on the
-// wire (each retry is asked again). Nil delivers everything.
+// wire (each retry is asked again). Nil delivers everything. The MAD it is
+// shown is valid during the call only.
 func (f *Fabric) SetDrop(drop func(from, to *Port, mad []byte) bool) {
 	f.mu.Lock()
 	f.drop = drop
@@ -213,6 +214,12 @@ type send struct {
 }
 
 // File is one open /dev/infiniband/umadN; it implements umad.Device.
+//
+// A record costs the process no allocation on its way: a MAD written with
+// no timeout (every CM message) is carried from a scratch record, and
+// received records come from, and go back to, the file's free list. A
+// burst of MADs through the fake is then no more work for the collector
+// than through the kernel's device, whose buffers are not the Go heap's.
 type File struct {
 	port    *Port
 	cond    *sync.Cond
@@ -220,7 +227,10 @@ type File struct {
 	used    bool
 	closed  bool
 	agents  [maxAgents]*agent
-	records [][]byte
+	records [][]byte // queued for Read, from head on
+	head    int
+	free    [][]byte // records Read has copied out, for queue to reuse
+	scratch [hdrPKey + madSize]byte
 }
 
 var _ umad.Device = (*File)(nil)
@@ -375,17 +385,22 @@ func (f *File) Write(b []byte) (int, error) {
 		return 0, syscall.EINVAL
 	}
 	a := f.agents[id]
-	rec := make([]byte, hl+madSize)
-	copy(rec, b)
+	timeout := time.Duration(binary.NativeEndian.Uint32(b[offTimeout:])) * time.Millisecond
+	// A MAD with no timeout is forgotten once carried: the scratch record
+	// will do. One with a timeout is kept for its resends.
+	rec := f.scratch[:hl+madSize]
+	if timeout > 0 {
+		rec = make([]byte, hl+madSize)
+	}
+	clear(rec[copy(rec, b):])
 	mad := (*[madSize]byte)(rec[hl:])
 	if !isResponse(mad) {
 		wire.PutTID(mad, uint64(a.hiTID)<<32|wire.PeekTID(mad)&0xffffffff)
 	}
-	s := &send{ag: a, rec: rec, tid: wire.PeekTID(mad), class: wire.PeekMgmtClass(mad),
-		dest: [16]byte(rec[offGID : offGID+16]), destLID: binary.BigEndian.Uint16(rec[offLID:]),
-		left: int(binary.NativeEndian.Uint32(rec[offRetries:]))}
-	timeout := time.Duration(binary.NativeEndian.Uint32(rec[offTimeout:])) * time.Millisecond
 	if timeout > 0 {
+		s := &send{ag: a, rec: rec, tid: wire.PeekTID(mad), class: wire.PeekMgmtClass(mad),
+			dest: [16]byte(rec[offGID : offGID+16]), destLID: binary.BigEndian.Uint16(rec[offLID:]),
+			left: int(binary.NativeEndian.Uint32(rec[offRetries:]))}
 		for _, o := range a.pending {
 			if o.tid == s.tid && o.class == s.class && o.dest == s.dest && o.destLID == s.destLID {
 				return 0, syscall.EINVAL // is_duplicate
@@ -450,15 +465,14 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 	if dst == nil {
 		return // no such destination: lost
 	}
-	mad := new([madSize]byte)
-	copy(mad[:], rec[hl:])
+	mad := (*[madSize]byte)(rec[hl : hl+madSize])
 	if fab.drop != nil && fab.drop(src, dst, mad[:]) {
 		return
 	}
 	var a *agent
 	if isResponse(mad) {
 		hi := uint32(wire.PeekTID(mad) >> 32)
-		for _, f := range dst.sortedFiles() {
+		for f := range dst.files {
 			for _, cand := range f.agents {
 				if cand != nil && cand.hiTID == hi {
 					a = cand
@@ -503,7 +517,7 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 		}
 	}
 	f := a.file
-	r := make([]byte, f.hdrLen()+madSize)
+	r := f.record()
 	binary.NativeEndian.PutUint32(r[offID:], a.id)
 	binary.NativeEndian.PutUint32(r[offLength:], uint32(len(r)))
 	binary.BigEndian.PutUint32(r[offQPN:], 1) // source QP
@@ -524,18 +538,32 @@ func (fab *Fabric) transmit(src *Port, rec []byte, hl int) {
 	f.queue(r)
 }
 
-func (p *Port) sortedFiles() []*File {
-	fs := make([]*File, 0, len(p.files))
-	for f := range p.files {
-		fs = append(fs, f)
+// record is a zeroed record of a full MAD for queue, from the free list if
+// it has one; called with the fabric lock held.
+func (f *File) record() []byte {
+	n := f.hdrLen() + madSize
+	if k := len(f.free); k > 0 {
+		r := f.free[k-1]
+		f.free = f.free[:k-1]
+		if cap(r) >= n {
+			r = r[:n]
+			clear(r)
+			return r
+		}
 	}
-	return fs
+	return make([]byte, n)
 }
 
 // queue appends a record for Read; called with the fabric lock held.
 func (f *File) queue(r []byte) {
 	if f.closed {
 		return
+	}
+	if f.head > 0 && (f.head == len(f.records) || f.head*2 >= len(f.records)) {
+		// What was read is dropped from the front, so that a queue that
+		// never quite empties does not grow for ever.
+		f.records = f.records[:copy(f.records, f.records[f.head:])]
+		f.head = 0
 	}
 	f.records = append(f.records, r)
 	f.cond.Broadcast()
@@ -546,18 +574,23 @@ func (f *File) Read(b []byte) (int, error) {
 	mu := &f.port.fab.mu
 	mu.Lock()
 	defer mu.Unlock()
-	for len(f.records) == 0 && !f.closed {
+	for f.head == len(f.records) && !f.closed {
 		f.cond.Wait()
 	}
 	if f.closed {
 		return 0, umad.ErrDeviceClosed
 	}
-	r := f.records[0]
+	r := f.records[f.head]
 	if len(b) < len(r) {
 		return 0, syscall.EINVAL // the record stays queued
 	}
-	f.records = f.records[1:]
-	return copy(b, r), nil
+	f.records[f.head] = nil
+	f.head++
+	n := copy(b, r)
+	if len(f.free) < maxFree {
+		f.free = append(f.free, r)
+	}
+	return n, nil
 }
 
 // Close unregisters the file's agents and wakes a blocked Read.
@@ -574,11 +607,15 @@ func (f *File) Close() error {
 		}
 	}
 	f.closed = true
-	f.records = nil
+	f.records, f.head, f.free = nil, 0, nil
 	delete(f.port.files, f)
 	f.cond.Broadcast()
 	return nil
 }
+
+// maxFree bounds a file's free list: records beyond it, read after a burst,
+// are left to the collector.
+const maxFree = 1024
 
 // Compile-time check that the fake speaks the transport's MAD size.
 var _ = [1]struct{}{}[madSize-transport.MADSize]
