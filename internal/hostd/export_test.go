@@ -16,3 +16,11 @@ func (s *Server) Unowned() int {
 func (s *Server) UserFrames(uid uint32) int64 {
 	return s.userOf(uid).events.Load()
 }
+
+// HoldConnectReturn runs f on each CONNECT's goroutine once the Manager's
+// Connect has returned, before the daemon uses its result, until the
+// test ends.
+func HoldConnectReturn(t interface{ Cleanup(func()) }, f func()) {
+	connectReturned.Store(&f)
+	t.Cleanup(func() { connectReturned.Store(nil) })
+}

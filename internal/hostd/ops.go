@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ibcm/ibcm/cm"
@@ -330,6 +331,11 @@ func (c *client) closeListener(h uint64, e *entry) error {
 	return err
 }
 
+// connectReturned, set by the tests only, runs on a CONNECT's goroutine
+// once the Manager's Connect has returned, before the daemon has done
+// anything with its result: a test holds the CONNECT there.
+var connectReturned atomic.Pointer[func()]
+
 func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.ConnectReq) (hostproto.Body, error) {
 	e := &entry{kind: kindConn, connecting: true}
 	h, err := c.newHandle(e)
@@ -358,6 +364,9 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 		return nil, err
 	}
 	conn, err := p.m.Connect(ctx, params)
+	if f := connectReturned.Load(); f != nil {
+		(*f)()
+	}
 	if !p.endConnect(cl) {
 		c.forget(h)
 		return nil, err

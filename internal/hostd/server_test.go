@@ -1,6 +1,7 @@
 package hostd_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/qpattr"
+	"github.com/ibcm/ibcm/internal/hostd"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
@@ -36,6 +38,56 @@ func establish(t *testing.T, l, c *rawClient, to *hostproto.HelloReply) (lh, rh,
 	first := c.connEvent(ci.Handle, cm.EventREQSent, time.Second)
 	assert.Equal(t, id, first.CallID, "the first event of a CONNECT names the call")
 	return lh, req.Handle, ci.Handle
+}
+
+// A CONNECT's connection is the client's to use from its first event on,
+// not only once the CONNECT has returned: a program that disconnects at
+// its ESTABLISHED event (cmtime does) may get there before the reply. The
+// CONNECT is held after the Manager's Connect returns, its events told.
+func TestConnectionUsableBeforeItsConnectReturns(t *testing.T) {
+	noLeaks(t)
+	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	hostd.HoldConnectReturn(t, func() {
+		heldOnce.Do(func() { close(held) })
+		<-release
+	})
+	d := startDaemon(t, 2, nil)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	a, b := dial(t, d.path), dial(t, d.path)
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	within := 5 * time.Second
+	a.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+	id, creply := b.start(hostproto.OpConnect, connectReq(ha.Port.LocalAddr, sid, 0x100))
+	req := a.request(within)
+	_, areply := a.start(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle, HasQP: true, QPN: 0x200})
+	first := b.event(within, func(fr hostproto.Frame) bool {
+		e, ok := fr.Body.(*hostproto.Event)
+		return ok && e.CallID == id
+	}).Body.(*hostproto.Event)
+	require.Equal(t, uint8(cm.EventREQSent), first.Kind)
+	ch := first.Handle
+	b.connEvent(ch, cm.EventEstablished, within)
+	select {
+	case <-held:
+	case <-time.After(within):
+		t.Fatal("the CONNECT's Connect did not return")
+	}
+
+	ci := b.ok(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: ch}).(*hostproto.ConnInfo)
+	assert.Equal(t, cm.StateEstablished, ci.State)
+	b.ok(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: ch})
+	a.connEvent(req.Handle, cm.EventDREQReceived, within)
+	releaseOnce.Do(func() { close(release) })
+	fr := b.wait(creply, within)
+	require.Equal(t, hostproto.StatusOK, fr.Status, "%v", fr.Body)
+	assert.Equal(t, ch, fr.Body.(*hostproto.ConnInfo).Handle)
+	fr = a.wait(areply, within)
+	require.Equal(t, hostproto.StatusOK, fr.Status, "%v", fr.Body)
+	b.connEvent(ch, cm.EventTimeWaitExit, within)
+	a.connEvent(req.Handle, cm.EventTimeWaitExit, within)
+	d.waitIDs(t, 1, within) // the listener
 }
 
 func TestConnectAcceptDisconnectThroughTheDaemon(t *testing.T) {
