@@ -85,7 +85,7 @@ type entry struct {
 	req        *cm.Request // a request delivered by a listener, until answered
 	answered   bool        // ACCEPT, REJECT or DELAY came: its slot is free
 	release    func()      // frees the request's backlog slot
-	connecting bool        // a CONNECT in progress; conn is set once it returns
+	connecting bool        // a CONNECT in progress; conn is set by its first event (REQ_SENT)
 	qpn        uint32      // the local QP number its CONNECT or ACCEPT gave (port.takeQPN)
 	hasQPN     bool
 

@@ -147,7 +147,7 @@ func (c *client) connOf(h uint64) (*cm.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.conn == nil {
-		return nil, fmt.Errorf("%w: handle %d: its CONNECT has not returned", cm.ErrInvalidState, h)
+		return nil, fmt.Errorf("%w: handle %d: its CONNECT has not sent its REQ", cm.ErrInvalidState, h)
 	}
 	return e.conn, nil
 }
@@ -358,7 +358,7 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 			return nil, err
 		}
 	}
-	cl := &connectClaim{c: c, handle: h, callID: reqID, qpn: qpn, done: make(chan struct{})}
+	cl := &connectClaim{c: c, e: e, handle: h, callID: reqID, qpn: qpn, done: make(chan struct{})}
 	if err := p.startConnect(ctx, cl); err != nil {
 		c.forget(h)
 		return nil, err
@@ -372,7 +372,7 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 		return nil, err
 	}
 	c.mu.Lock()
-	e.conn, e.connecting = cl.conn, false
+	e.connecting = false
 	c.mu.Unlock()
 	c.watch(h, cl.conn)
 	if err != nil {

@@ -56,6 +56,7 @@ type owner struct {
 
 type connectClaim struct {
 	c      *client
+	e      *entry // the handle's entry, given its Conn by the REQ_SENT event
 	handle uint64
 	callID uint64
 	qpn    uint32   // the REQ's local QPN
@@ -155,6 +156,12 @@ func (p *port) onEvent(ev cm.Event) {
 	o, ok := p.owners[ev.Conn]
 	if cl := p.claims[ev.Conn.LocalQPN()]; !ok && ev.Kind == cm.EventREQSent && cl != nil {
 		cl.conn = ev.Conn
+		// The handle names the connection from this event on, the first
+		// the client hears of it: a client told it is established may
+		// disconnect it before the CONNECT's reply comes.
+		cl.c.mu.Lock()
+		cl.e.conn = ev.Conn
+		cl.c.mu.Unlock()
 		o = owner{cl.c, cl.handle}
 		p.owners[ev.Conn] = o
 		e.CallID = cl.callID
