@@ -91,7 +91,7 @@ func Dial(ctx context.Context, socketPath, port string, cfg ManagerConfig) (*Man
 // port, before the reader runs.
 func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerConfig) (*Manager, error) {
 	l := newLink(conn)
-	hello := &hostproto.HelloReq{Port: port}
+	hello := &hostproto.HelloReq{Port: port, Flags: hostproto.HelloPacked}
 	if cfg.LAPPolicy != nil {
 		hello.Flags |= hostproto.HelloLAPPolicy
 	}
@@ -108,7 +108,7 @@ func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerC
 		return nil, err
 	}
 	buf := make([]byte, hostproto.MaxFrame+1)
-	f, err := l.read(buf)
+	f, err := l.readHello(buf)
 	if !stop() {
 		return nil, fmt.Errorf("%w: the CM daemon's HELLO: %w", ErrClosed, ctx.Err())
 	}
@@ -131,6 +131,22 @@ func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerC
 	l.m = m
 	go l.reader()
 	return m, nil
+}
+
+// readHello reads the HELLO's reply, the daemon's first frame, and keeps
+// the frames after it in its packet for the reader.
+func (l *link) readHello(buf []byte) (hostproto.Frame, error) {
+	p, err := l.readPacket(buf)
+	if err != nil {
+		return hostproto.Frame{}, err
+	}
+	first, rest := hostproto.NextFrame(p)
+	f, err := hostproto.DecodeFromDaemon(first)
+	if err == nil && f.Status == hostproto.StatusOK {
+		l.packed = true
+		l.rest = append([]byte(nil), rest...)
+	}
+	return f, err
 }
 
 // defaultRemoteBacklog bounds a dialed listener's backlog when Listen

@@ -20,8 +20,24 @@ import (
 type link struct {
 	conn *net.UnixConn
 	m    *Manager
-	wmu  sync.Mutex // one frame written at a time
-	wbuf []byte
+	// packed: the daemon takes and sends packets of several frames
+	// (hostproto.HelloPacked); set before the reader starts.
+	packed bool
+	// rest: the frames that came after the HELLO's reply in its packet,
+	// the reader's first.
+	rest []byte
+
+	wmu sync.Mutex
+	// The frames to write: pend is the packet being filled, full the
+	// packets filled before it; writing says a caller is writing them,
+	// which takes the frames queued meanwhile too, so that calls made at
+	// once go in a few packets. werr: a write failed, and every later one
+	// fails with it.
+	pend    []byte
+	full    [][]byte
+	spare   []byte
+	writing bool
+	werr    error
 
 	mu    sync.Mutex
 	next  uint64
@@ -56,17 +72,70 @@ func newLink(conn *net.UnixConn) *link {
 	return &link{conn: conn, calls: map[uint64]*linkCall{}, ended: make(chan struct{})}
 }
 
-// write sends one frame.
+// write sends one frame: at once, or, when another call is writing, in
+// the packet it writes next (packed). A frame queued behind another
+// call's write returns before it is written: if that write fails, the
+// socket is closed, and the reader's end fails every call waiting for a
+// reply.
 func (l *link) write(op hostproto.Op, status hostproto.Status, id uint64, b hostproto.Body) error {
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	buf, err := hostproto.AppendFrame(l.wbuf[:0], op, status, id, b)
+	if l.werr != nil {
+		defer l.wmu.Unlock()
+		return l.werr
+	}
+	start := len(l.pend)
+	buf, err := hostproto.AppendFrame(l.pend, op, status, id, b)
 	if err != nil {
+		l.wmu.Unlock()
 		return fmt.Errorf("%w: %w", ErrBadParam, err)
 	}
-	l.wbuf = buf
-	if _, err := l.conn.Write(buf); err != nil {
-		return fmt.Errorf("%w: writing to the daemon: %w", ErrClosed, err)
+	if !l.packed || (len(buf) > hostproto.MaxFrame && start > 0) {
+		// The frame goes in a packet of its own (or starts the next).
+		l.full = append(l.full, buf[:start])
+		l.pend = append(l.spare[:0], buf[start:]...)
+		l.spare = nil
+		if !l.packed {
+			l.full = append(l.full, l.pend)
+			l.pend = nil
+		}
+	} else {
+		l.pend = buf
+	}
+	if l.writing {
+		l.wmu.Unlock()
+		return nil
+	}
+	l.writing = true
+	err = l.flush()
+	l.writing = false
+	l.wmu.Unlock()
+	return err
+}
+
+// flush writes the packets queued, and those queued as it writes, in
+// order; with wmu held, which it lets go of around each write.
+func (l *link) flush() error {
+	for len(l.full) > 0 || len(l.pend) > 0 {
+		pkts := append(l.full, l.pend)
+		l.full, l.pend = nil, l.spare[:0]
+		l.spare = nil
+		l.wmu.Unlock()
+		var err error
+		for _, p := range pkts {
+			if len(p) > 0 && err == nil {
+				_, err = l.conn.Write(p)
+			}
+		}
+		l.wmu.Lock()
+		if l.spare == nil {
+			l.spare = pkts[len(pkts)-1][:0]
+		}
+		if err != nil {
+			l.werr = fmt.Errorf("%w: writing to the daemon: %w", ErrClosed, err)
+			l.full, l.pend = nil, nil
+			_ = l.conn.Close()
+			return l.werr
+		}
 	}
 	return nil
 }
@@ -161,16 +230,38 @@ func (l *link) close() error {
 	return err
 }
 
-// read reads one frame from the daemon.
-func (l *link) read(buf []byte) (hostproto.Frame, error) {
+// readPacket reads one packet from the daemon.
+func (l *link) readPacket(buf []byte) ([]byte, error) {
 	n, err := l.conn.Read(buf)
 	if err != nil {
-		return hostproto.Frame{}, err
+		return nil, err
 	}
 	if n == 0 {
-		return hostproto.Frame{}, errors.New("EOF")
+		return nil, errors.New("EOF")
 	}
-	return hostproto.DecodeFromDaemon(buf[:n])
+	return buf[:n], nil
+}
+
+// dispatchAll hands each frame of a packet to whoever it is for, and
+// stops at the first that does not decode.
+func (l *link) dispatchAll(p []byte) error {
+	if !l.packed {
+		f, err := hostproto.DecodeFromDaemon(p)
+		if err == nil {
+			l.dispatch(&f)
+		}
+		return err
+	}
+	for len(p) > 0 {
+		var frame []byte
+		frame, p = hostproto.NextFrame(p)
+		f, err := hostproto.DecodeFromDaemon(frame)
+		if err != nil {
+			return err
+		}
+		l.dispatch(&f)
+	}
+	return nil
 }
 
 // reader is the link's goroutine: it hands each frame of the daemon to
@@ -179,14 +270,13 @@ func (l *link) read(buf []byte) (hostproto.Frame, error) {
 func (l *link) reader() {
 	defer close(l.ended)
 	buf := make([]byte, hostproto.MaxFrame+1)
-	var cause error
-	for {
-		f, err := l.read(buf)
-		if err != nil {
-			cause = err
-			break
+	cause := l.dispatchAll(l.rest)
+	l.rest = nil
+	for cause == nil {
+		var p []byte
+		if p, cause = l.readPacket(buf); cause == nil {
+			cause = l.dispatchAll(p)
 		}
-		l.dispatch(&f)
 	}
 	err := fmt.Errorf("%w: the daemon's connection ended: %w", ErrClosed, cause)
 	l.mu.Lock()

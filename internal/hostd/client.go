@@ -46,6 +46,7 @@ type client struct {
 	port      *port
 	lapPolicy bool
 	noSent    bool // HelloNoSentEvents: pushEvent leaves out the SentOnly kinds
+	packed    bool // HelloPacked: packets of several frames, both ways
 	// lapSilent: the client let a LAP_POLICY go unanswered; it is not
 	// asked again (each wait holds back every event of the port).
 	lapSilent atomic.Bool
@@ -163,7 +164,8 @@ func (c *client) run() {
 	c.kill("")
 }
 
-// read takes the client's frames until it goes away.
+// read takes the client's frames until it goes away: a packet is one
+// frame, or, once the client said HelloPacked, several.
 func (c *client) read() {
 	buf := make([]byte, hostproto.MaxFrame+1)
 	for {
@@ -171,25 +173,41 @@ func (c *client) read() {
 		if err != nil || n == 0 {
 			return
 		}
-		fr, err := hostproto.DecodeToDaemon(buf[:n])
-		if err != nil {
-			if !c.refuse(buf[:n], fr, err) {
+		if !c.packed {
+			if !c.take(buf[:n]) {
 				return
 			}
 			continue
 		}
-		if fr.Op == hostproto.OpQPModify || fr.Op == hostproto.OpLAPPolicy {
-			c.mu.Lock()
-			ch := c.dcalls[fr.ReqID]
-			delete(c.dcalls, fr.ReqID)
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- fr
+		for rest := buf[:n]; len(rest) > 0; {
+			var frame []byte
+			frame, rest = hostproto.NextFrame(rest)
+			if !c.take(frame) {
+				return
 			}
-			continue
 		}
-		c.dispatch(fr)
 	}
+}
+
+// take decodes and runs one frame of the client's, and reports whether
+// the connection goes on.
+func (c *client) take(frame []byte) bool {
+	fr, err := hostproto.DecodeToDaemon(frame)
+	if err != nil {
+		return c.refuse(frame, fr, err)
+	}
+	if fr.Op == hostproto.OpQPModify || fr.Op == hostproto.OpLAPPolicy {
+		c.mu.Lock()
+		ch := c.dcalls[fr.ReqID]
+		delete(c.dcalls, fr.ReqID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- fr
+		}
+		return true
+	}
+	c.dispatch(fr)
+	return true
 }
 
 // maxBadFrameWarnings is how many bad frames of one client are logged as
@@ -258,8 +276,7 @@ func (c *client) queued() int {
 // write sends the queued frames in order, taking all that wait at once.
 func (c *client) write() {
 	var batch []outFrame
-	var scratch []byte // the events' encoding, reused frame after frame
-	told := endTold{}
+	w := frameWriter{c: c}
 	for {
 		select {
 		case <-c.wake:
@@ -271,40 +288,83 @@ func (c *client) write() {
 		batch, c.queue = c.queue, batch[:0]
 		c.writing = len(batch)
 		c.qmu.Unlock()
-		for i := range batch {
-			batch[i].fill()
-			var b []byte
-			var err error
-			if !told.skip(&batch[i]) {
-				b, err = batch[i].bytes(scratch[:0])
-				if err != nil {
-					c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
-					b, err = nil, nil
-				}
-				if batch[i].event && b != nil {
-					scratch = b
-				}
-			}
-			if b != nil {
-				_, err = c.conn.Write(b)
-			}
-			c.user.events.Add(-1)
-			batch[i].free()
-			batch[i] = outFrame{}
-			if err != nil {
-				c.user.events.Add(-int64(len(batch) - i - 1))
-				c.qmu.Lock()
-				c.writing = 0
-				c.qmu.Unlock()
-				c.closeQueue()
-				c.kill("write: " + err.Error())
-				return
-			}
-		}
+		err := w.writeAll(batch)
 		c.qmu.Lock()
 		c.writing = 0
 		c.qmu.Unlock()
+		if err != nil {
+			c.closeQueue()
+			c.kill("write: " + err.Error())
+			return
+		}
 	}
+}
+
+// frameWriter is the writer's state from batch to batch: its buffers, and
+// the ends told.
+type frameWriter struct {
+	c       *client
+	scratch []byte // the events' encoding, reused frame after frame
+	pkt     []byte // a packet of several frames being filled (HelloPacked)
+	told    endTold
+}
+
+// writeAll writes the frames of batch, in order: each in a packet of its
+// own, or, to a client that said HelloPacked, as many to a packet as fit.
+// Each frame is let go of (its buffers, its count in the user's queued
+// events) as it is written or dropped, the rest at the first error.
+func (w *frameWriter) writeAll(batch []outFrame) error {
+	c := w.c
+	if w.told == nil {
+		w.told = endTold{}
+	}
+	var err error
+	for i := range batch {
+		if err == nil {
+			err = w.writeOne(&batch[i])
+		}
+		c.user.events.Add(-1)
+		batch[i].free()
+		batch[i] = outFrame{}
+	}
+	if err == nil && len(w.pkt) > 0 {
+		_, err = c.conn.Write(w.pkt)
+	}
+	w.pkt = w.pkt[:0]
+	return err
+}
+
+// writeOne encodes f (unless it tells nothing new) and writes it, or adds
+// it to the packet being filled.
+func (w *frameWriter) writeOne(f *outFrame) error {
+	c := w.c
+	f.fill()
+	if w.told.skip(f) {
+		return nil
+	}
+	b, err := f.bytes(w.scratch[:0])
+	if err != nil {
+		c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
+		return nil
+	}
+	if f.event && b != nil {
+		w.scratch = b
+	}
+	if b == nil {
+		return nil
+	}
+	if !c.packed {
+		_, err = c.conn.Write(b)
+		return err
+	}
+	if len(w.pkt)+len(b) > hostproto.MaxFrame {
+		if _, err := c.conn.Write(w.pkt); err != nil {
+			return err
+		}
+		w.pkt = w.pkt[:0]
+	}
+	w.pkt = append(w.pkt, b...)
+	return nil
 }
 
 // outFrame is a frame waiting for the writer: encoded (in a buffer of
@@ -690,6 +750,9 @@ func (c *client) hello(b *hostproto.HelloReq) (hostproto.Body, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: %q (the daemon runs %s)", hostproto.ErrNoPort, b.Port, strings.Join(c.s.Ports(), ", "))
 	}
+	// Before the port is set: the writer reads it once a frame is
+	// queued, which only the reply or the port's events do.
+	c.packed = b.Flags&hostproto.HelloPacked != 0
 	c.port = p
 	c.lapPolicy = b.Flags&hostproto.HelloLAPPolicy != 0
 	c.noSent = b.Flags&hostproto.HelloNoSentEvents != 0

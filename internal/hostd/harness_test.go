@@ -89,6 +89,9 @@ type rawClient struct {
 	closed  chan struct{}
 	// lapPolicy answers LAP_POLICY (nil: accept); set before HELLO.
 	lapPolicy func(*hostproto.LAPPolicyReq) wire.APRStatus
+	// packed: the client said HelloPacked, and reads packets of several
+	// frames; set before HELLO.
+	packed bool
 }
 
 func dial(t *testing.T, path string) *rawClient {
@@ -118,48 +121,64 @@ func (rc *rawClient) read() {
 		if err != nil || n == 0 {
 			return
 		}
-		fr, err := hostproto.DecodeFromDaemon(buf[:n])
-		if err != nil {
-			rc.t.Errorf("daemon sent a frame that does not decode: %v", err)
-			return
-		}
-		switch {
-		case fr.Op == hostproto.OpQPModify:
-			q := fr.Body.(*hostproto.QPModifyReq)
-			rc.mu.Lock()
-			rc.qpMoves = append(rc.qpMoves, *q)
-			f := rc.qp
-			rc.mu.Unlock()
-			var err error
-			if f != nil {
-				err = f(q)
-			}
-			if err != nil {
-				b := hostproto.ErrorBody{Code: hostproto.StatusQPModify, Message: err.Error()}
-				rc.send(hostproto.OpQPModify, b.Code, fr.ReqID, &b)
+		for p := buf[:n]; len(p) > 0; {
+			frame := p
+			if rc.packed {
+				frame, p = hostproto.NextFrame(p)
 			} else {
-				rc.send(hostproto.OpQPModify, 0, fr.ReqID, &hostproto.Empty{})
+				p = nil
 			}
-		case fr.Op == hostproto.OpLAPPolicy:
-			var st wire.APRStatus
-			if rc.lapPolicy != nil {
-				st = rc.lapPolicy(fr.Body.(*hostproto.LAPPolicyReq))
+			if !rc.take(frame) {
+				return
 			}
-			rc.send(hostproto.OpLAPPolicy, 0, fr.ReqID, &hostproto.LAPPolicyReply{Status: st})
-		case fr.Op >= hostproto.OpEvent && fr.Status == hostproto.StatusOK:
-			rc.events <- fr
-		default:
-			rc.mu.Lock()
-			ch := rc.waiting[fr.ReqID]
-			delete(rc.waiting, fr.ReqID)
-			rc.mu.Unlock()
-			if ch == nil {
-				rc.events <- fr // a reply nobody waits for (request ID 0): the tests look at it
-				continue
-			}
-			ch <- fr
 		}
 	}
+}
+
+// take handles one frame of the daemon's, and reports whether it decoded.
+func (rc *rawClient) take(frame []byte) bool {
+	fr, err := hostproto.DecodeFromDaemon(frame)
+	if err != nil {
+		rc.t.Errorf("daemon sent a frame that does not decode: %v", err)
+		return false
+	}
+	switch {
+	case fr.Op == hostproto.OpQPModify:
+		q := fr.Body.(*hostproto.QPModifyReq)
+		rc.mu.Lock()
+		rc.qpMoves = append(rc.qpMoves, *q)
+		f := rc.qp
+		rc.mu.Unlock()
+		var err error
+		if f != nil {
+			err = f(q)
+		}
+		if err != nil {
+			b := hostproto.ErrorBody{Code: hostproto.StatusQPModify, Message: err.Error()}
+			rc.send(hostproto.OpQPModify, b.Code, fr.ReqID, &b)
+		} else {
+			rc.send(hostproto.OpQPModify, 0, fr.ReqID, &hostproto.Empty{})
+		}
+	case fr.Op == hostproto.OpLAPPolicy:
+		var st wire.APRStatus
+		if rc.lapPolicy != nil {
+			st = rc.lapPolicy(fr.Body.(*hostproto.LAPPolicyReq))
+		}
+		rc.send(hostproto.OpLAPPolicy, 0, fr.ReqID, &hostproto.LAPPolicyReply{Status: st})
+	case fr.Op >= hostproto.OpEvent && fr.Status == hostproto.StatusOK:
+		rc.events <- fr
+	default:
+		rc.mu.Lock()
+		ch := rc.waiting[fr.ReqID]
+		delete(rc.waiting, fr.ReqID)
+		rc.mu.Unlock()
+		if ch == nil {
+			rc.events <- fr // a reply nobody waits for (request ID 0): the tests look at it
+			return true
+		}
+		ch <- fr
+	}
+	return true
 }
 
 func (rc *rawClient) send(op hostproto.Op, st hostproto.Status, reqID uint64, b hostproto.Body) {
@@ -226,7 +245,11 @@ func (rc *rawClient) fails(op hostproto.Op, b hostproto.Body, want error) *hostp
 }
 
 func (rc *rawClient) hello(port string) *hostproto.HelloReply {
-	return rc.ok(hostproto.OpHello, &hostproto.HelloReq{Port: port}).(*hostproto.HelloReply)
+	var flags uint32
+	if rc.packed {
+		flags = hostproto.HelloPacked
+	}
+	return rc.ok(hostproto.OpHello, &hostproto.HelloReq{Port: port, Flags: flags}).(*hostproto.HelloReply)
 }
 
 // event waits for the next event passing keep.

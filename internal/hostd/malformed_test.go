@@ -264,3 +264,74 @@ func TestAnotherLiveClientsQPNRefused(t *testing.T) {
 	assert.Equal(t, cm.StateEstablished, info.State)
 	_ = hb
 }
+
+// A client that said HelloPacked may send several frames in one packet:
+// each is answered, in order, a bad one with its typed error, and a
+// header that says more than the packet holds ends the packet, not the
+// connection. Its events and replies come packed too, and decode.
+func TestPackedFramesAnsweredOneByOne(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	a.packed, b.packed = true, true
+	ha := a.hello("sim0")
+	b.hello("sim1")
+	_, rh, _ := establish(t, a, b, ha)
+
+	var pkt []byte
+	var waits []chan hostproto.Frame
+	add := func(op hostproto.Op, body hostproto.Body, edit func(f []byte)) {
+		id, w := uint64(0), make(chan hostproto.Frame, 1)
+		a.mu.Lock()
+		a.next++
+		id = a.next
+		a.waiting[id] = w
+		a.mu.Unlock()
+		f := rawFrame(t, op, id, body)
+		if edit != nil {
+			edit(f)
+		}
+		pkt = append(pkt, f...)
+		waits = append(waits, w)
+	}
+	add(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: rh}, nil)
+	add(hostproto.OpListen, &hostproto.ListenReq{ServiceID: 1}, func(f []byte) { f[hostproto.HeaderSize+16] = 7 })
+	add(hostproto.OpStats, &hostproto.Empty{}, nil)
+	add(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: rh}, func(f []byte) {
+		binary.LittleEndian.PutUint32(f[4:], 100) // more than the packet holds
+	})
+	_, err := a.conn.Write(pkt)
+	require.NoError(t, err)
+	fr := a.wait(waits[0], 5*time.Second)
+	require.Equal(t, hostproto.StatusOK, fr.Status)
+	assert.Equal(t, rh, fr.Body.(*hostproto.ConnInfo).Handle)
+	fr = a.wait(waits[1], 5*time.Second)
+	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), hostproto.ErrBadField)
+	fr = a.wait(waits[2], 5*time.Second)
+	require.Equal(t, hostproto.StatusOK, fr.Status)
+	fr = a.wait(waits[3], 5*time.Second)
+	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), hostproto.ErrShortFrame)
+
+	// The connection goes on.
+	assert.IsType(t, &hostproto.StatsReply{}, a.ok(hostproto.OpStats, &hostproto.Empty{}))
+	assert.False(t, a.gone(50*time.Millisecond))
+}
+
+// A client that did not say HelloPacked gets one frame a packet, and two
+// frames in one packet of its are one bad frame, as ever.
+func TestUnpackedClientSendsOneFrameAPacket(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 1, nil)
+	a := dial(t, d.path)
+	a.hello("sim0")
+	w := make(chan hostproto.Frame, 1)
+	a.mu.Lock()
+	a.waiting[801] = w
+	a.mu.Unlock()
+	pkt := append(rawFrame(t, hostproto.OpStats, 801, &hostproto.Empty{}), rawFrame(t, hostproto.OpStats, 802, &hostproto.Empty{})...)
+	_, err := a.conn.Write(pkt)
+	require.NoError(t, err)
+	fr := a.wait(w, 5*time.Second)
+	assert.ErrorIs(t, fr.Body.(*hostproto.ErrorBody).Err(), hostproto.ErrBadField)
+	assert.IsType(t, &hostproto.StatsReply{}, a.ok(hostproto.OpStats, &hostproto.Empty{}))
+}

@@ -325,7 +325,8 @@ func (b *PortBody) decode(d *dec) {
 // the first request, and comes once.
 //
 //	0 u32 Flags: bit 0 HelloLAPPolicy (the client answers LAP_POLICY),
-//	  bit 1 HelloNoSentEvents (the client reports no events)
+//	  bit 1 HelloNoSentEvents (the client reports no events),
+//	  bit 2 HelloPacked (several frames to a packet, both ways)
 //	4 bytes Port: the port's name ("": the daemon's first)
 type HelloReq struct {
 	Flags uint32
@@ -344,8 +345,16 @@ const HelloLAPPolicy = 1 << 0
 // end is still told (by the next event, or a STATE event).
 const HelloNoSentEvents = 1 << 1
 
+// HelloPacked in HelloReq.Flags: the client reads packets of several
+// frames, back to back, and may send its frames so (NextFrame splits
+// them). Without it every packet is one frame, both ways. A packet of
+// several frames is at most MaxFrame bytes, as a single frame: so a
+// thousand events that wait for one client go in a few writes and reads,
+// not a thousand of each.
+const HelloPacked = 1 << 2
+
 // helloFlags are the HelloReq flags defined.
-const helloFlags = HelloLAPPolicy | HelloNoSentEvents
+const helloFlags = HelloLAPPolicy | HelloNoSentEvents | HelloPacked
 
 // SentOnly reports whether events of kind k (a cm.EventKind) only say a
 // message was sent: those HelloNoSentEvents leaves out.

@@ -214,6 +214,22 @@ func DecodeHeader(frame []byte) (Header, error) {
 	return h, nil
 }
 
+// NextFrame splits the first frame off a packet of several (HelloPacked):
+// the bytes its header's length says, and the rest of the packet. A
+// packet too short for a header, or whose header says more bytes than
+// remain, is all one frame, which the decoder refuses (ErrShortFrame):
+// nothing after it can be found.
+func NextFrame(packet []byte) (frame, rest []byte) {
+	if len(packet) < HeaderSize {
+		return packet, nil
+	}
+	n := uint64(HeaderSize) + uint64(binary.LittleEndian.Uint32(packet[4:]))
+	if n > uint64(len(packet)) {
+		return packet, nil
+	}
+	return packet[:n], packet[n:]
+}
+
 // Frame is a decoded frame.
 type Frame struct {
 	Header

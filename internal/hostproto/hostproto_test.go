@@ -356,23 +356,45 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, decode := range []func([]byte) (hostproto.Frame, error){hostproto.DecodeToDaemon, hostproto.DecodeFromDaemon} {
-			fr, err := decode(b)
-			if err != nil {
-				if !isTyped(err) {
-					t.Fatalf("untyped error %v", err)
-				}
-				continue
+		fuzzFrame(t, b)
+		// The same bytes as a packet of several frames (HelloPacked):
+		// each piece NextFrame splits off decodes or is refused typed,
+		// and the pieces are the packet, in order.
+		n := 0
+		for rest := b; len(rest) > 0; {
+			var fr []byte
+			fr, rest = hostproto.NextFrame(rest)
+			if len(fr) == 0 {
+				t.Fatalf("NextFrame split off nothing of %d bytes", len(rest))
 			}
-			again, err := hostproto.AppendFrame(nil, fr.Op, fr.Status, fr.ReqID, fr.Body)
-			if err != nil {
-				t.Fatalf("decoded %s does not encode: %v", fr.Op, err)
-			}
-			if _, err := decode(again); err != nil {
-				t.Fatalf("re-encoded %s does not decode: %v", fr.Op, err)
-			}
+			n += len(fr)
+			fuzzFrame(t, fr)
+		}
+		if n != len(b) {
+			t.Fatalf("frames of %d bytes from a packet of %d", n, len(b))
 		}
 	})
+}
+
+// fuzzFrame decodes b both ways: a frame, which encodes back and decodes
+// again, or a typed error.
+func fuzzFrame(t *testing.T, b []byte) {
+	for _, decode := range []func([]byte) (hostproto.Frame, error){hostproto.DecodeToDaemon, hostproto.DecodeFromDaemon} {
+		fr, err := decode(b)
+		if err != nil {
+			if !isTyped(err) {
+				t.Fatalf("untyped error %v", err)
+			}
+			continue
+		}
+		again, err := hostproto.AppendFrame(nil, fr.Op, fr.Status, fr.ReqID, fr.Body)
+		if err != nil {
+			t.Fatalf("decoded %s does not encode: %v", fr.Op, err)
+		}
+		if _, err := decode(again); err != nil {
+			t.Fatalf("re-encoded %s does not decode: %v", fr.Op, err)
+		}
+	}
 }
 
 func isTyped(err error) bool {
@@ -382,4 +404,41 @@ func isTyped(err error) bool {
 		}
 	}
 	return false
+}
+
+// TestNextFrameSplitsAPacket: a packet of several frames (HelloPacked)
+// splits into them, in order; a header that says more than the packet
+// holds takes the rest, which its decoder refuses as short.
+func TestNextFrameSplitsAPacket(t *testing.T) {
+	var pkt []byte
+	var err error
+	pkt, err = hostproto.AppendFrame(pkt, hostproto.OpListen, 0, 5, &hostproto.ListenReq{ServiceID: 9})
+	require.NoError(t, err)
+	pkt, err = hostproto.AppendFrame(pkt, hostproto.OpConnClose, 0, 6, &hostproto.HandleReq{Handle: 3})
+	require.NoError(t, err)
+	pkt, err = hostproto.AppendFrame(pkt, hostproto.OpStats, 0, 7, nil)
+	require.NoError(t, err)
+	var ids []uint64
+	for rest := pkt; len(rest) > 0; {
+		var fr []byte
+		fr, rest = hostproto.NextFrame(rest)
+		f, err := hostproto.DecodeToDaemon(fr)
+		require.NoError(t, err)
+		ids = append(ids, f.ReqID)
+	}
+	assert.Equal(t, []uint64{5, 6, 7}, ids)
+
+	cut := pkt[:len(pkt)-3]
+	first, rest := hostproto.NextFrame(cut)
+	second, rest := hostproto.NextFrame(rest)
+	assert.Equal(t, pkt[:len(first)], first)
+	assert.Equal(t, hostproto.HeaderSize+8, len(second)) // HandleReq
+	third, rest := hostproto.NextFrame(rest)
+	assert.Empty(t, rest)
+	_, err = hostproto.DecodeToDaemon(third)
+	assert.ErrorIs(t, err, hostproto.ErrShortFrame)
+
+	fr, rest := hostproto.NextFrame([]byte{1, 2, 3})
+	assert.Equal(t, []byte{1, 2, 3}, fr)
+	assert.Empty(t, rest)
 }
