@@ -81,7 +81,7 @@ func (c *Conn) end(err error) {
 	offer(c.m, &c.repReady, repOutcome{err: err})
 	c.lapDone(nil, err)
 	if first {
-		c.m.signalClose(c.done)
+		c.m.signalEnd(c, false)
 	}
 	// After Done: Disconnect returns with Done closed. It asked for the
 	// end, so an end by disconnection is its success.
@@ -115,7 +115,7 @@ func (c *Conn) release() {
 	defer c.mu.Unlock()
 	if !c.freed {
 		c.freed = true
-		c.m.signalClose(c.released)
+		c.m.signalEnd(c, true)
 	}
 }
 

@@ -10,17 +10,24 @@ package cm
 type effect struct {
 	f    func()
 	shut chan struct{}
-	errc chan error
-	err  error
-	ev   Event
+	// With shut: the Conn whose Done (or, freed, TimeWaitExit) it is,
+	// for OnConnEnd.
+	conn  *Conn
+	freed bool
+	errc  chan error
+	err   error
+	ev    Event
 }
 
-func (e *effect) run(onEvent func(Event)) {
+func (e *effect) run(onEvent func(Event), onEnd func(*Conn, bool)) {
 	switch {
 	case e.f != nil:
 		e.f()
 	case e.shut != nil:
 		close(e.shut)
+		if onEnd != nil && e.conn != nil {
+			onEnd(e.conn, e.freed)
+		}
 	case e.errc != nil:
 		select {
 		case e.errc <- e.err:
@@ -73,13 +80,18 @@ func (m *Manager) signal(f func()) {
 	m.later(f)
 }
 
-// signalClose is signal for a wake-up that closes ch.
-func (m *Manager) signalClose(ch chan struct{}) {
-	if m.cfg.OnEvent == nil {
+// signalEnd is signal for the wake-up that closes c's Done (or, freed,
+// its TimeWaitExit), which OnConnEnd is told of after it.
+func (m *Manager) signalEnd(c *Conn, freed bool) {
+	ch := c.done
+	if freed {
+		ch = c.released
+	}
+	if m.cfg.OnEvent == nil && m.cfg.OnConnEnd == nil {
 		close(ch)
 		return
 	}
-	m.effects = append(m.effects, effect{shut: ch})
+	m.effects = append(m.effects, effect{shut: ch, conn: c, freed: freed})
 	m.queued++
 }
 

@@ -74,6 +74,14 @@ type ManagerConfig struct {
 	// events, and may read c as OnEvent may; the APR goes once it returns.
 	// Default: accept (status 0).
 	LAPPolicy func(c *Conn, lap *wire.LAP) wire.APRStatus
+	// OnConnEnd, when set, is told as c's Done closes (freed false) and
+	// as its TimeWaitExit closes (freed true), on every path, those that
+	// tell OnEvent nothing included (an attempt given up by its context,
+	// Close), in order with the events, as OnEvent is, with the same
+	// rules. It is for a service that mirrors the Manager's connections
+	// to others (ibcmd), so that it needs no goroutine per connection to
+	// wait on them. A dialed Manager does not call it.
+	OnConnEnd func(c *Conn, freed bool)
 	// MRADelay is how long a REQ may wait for Accept or Reject, and a REP
 	// for the RTU (while the application moves its QP), before the Manager
 	// answers it with an MRA on the application's behalf, so the peer waits

@@ -1,0 +1,79 @@
+package cm_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/simnet"
+)
+
+// OnConnEnd is told of each end once its channel has closed, in order
+// with the events: a connection's Done after it is disconnected, its
+// TimeWaitExit after the TIMEWAIT_EXIT event; and the end of an attempt
+// whose Connect gave up, of which OnEvent hears nothing.
+func TestOnConnEndToldOfEveryEnd(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	note := func(s string) {
+		mu.Lock()
+		told = append(told, s)
+		mu.Unlock()
+	}
+	seen := func(s string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(told, s)
+	}
+	onEnd := func(c *cm.Conn, freed bool) {
+		ch, what := c.Done(), "done"
+		if freed {
+			ch, what = c.TimeWaitExit(), "freed"
+		}
+		select {
+		case <-ch:
+		default:
+			what += " (open)"
+		}
+		note(fmt.Sprintf("%#x %s", c.LocalQPN(), what))
+	}
+	onEvent := func(ev cm.Event) {
+		if ev.Kind == cm.EventTimeWaitExit {
+			note(fmt.Sprintf("%#x %s", ev.Conn.LocalQPN(), ev.Kind))
+		}
+	}
+	p := newPair(t, simnet.Config{}, cm.ManagerConfig{OnEvent: onEvent, OnConnEnd: onEnd}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x100))
+	require.NoError(t, err)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	<-c.TimeWaitExit()
+	require.Eventually(t, func() bool { return seen("0x100 freed") }, 5*time.Second, time.Millisecond)
+	mu.Lock()
+	assert.Equal(t, []string{"0x100 done", "0x100 TIMEWAIT-EXIT", "0x100 freed"}, told)
+	told = nil
+	mu.Unlock()
+
+	// A listener that never answers: the Connect gives up.
+	_, err = p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	_, err = p.a.Connect(short, fastREQ(p.eb, 0x2000, 0x101))
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return seen("0x101 freed") }, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"0x101 done", "0x101 freed"}, told)
+}
