@@ -524,7 +524,7 @@ func (c *client) push(op hostproto.Op, status hostproto.Status, reqID uint64, b 
 	return c.enqueue(outFrame{b: buf})
 }
 
-// pushState queues a STATE event (port.tellState) for conn's handle h,
+// pushState queues a STATE event (port.onConnEnd) for conn's handle h,
 // which the writer fills with the connection's state and error when it
 // writes it, as it does every event; with exit its state is IDLE. One
 // that tells an end (not exit, its state not IDLE) is dropped by the
@@ -811,27 +811,6 @@ func (c *client) connEnded(h uint64) {
 		return
 	}
 	c.forget(h)
-}
-
-// watch follows conn for its client beyond the Manager's events: some
-// ends tell OnEvent nothing (a call given up by its context, a Close whose
-// destroy has no event, an attempt released in the step that failed it).
-// So when Done closes, and again when TimeWaitExit does, the client gets
-// an EVENT of kind 0 (no step) with the connection's state and error, the
-// second with state IDLE, after which the handle is gone. Each goes only
-// while the handle is still the client's: after a TIMEWAIT_EXIT event,
-// which the Manager tells before TimeWaitExit closes, neither does.
-func (c *client) watch(h uint64, conn *cm.Conn) {
-	go func() {
-		select {
-		case <-conn.Done():
-		case <-conn.TimeWaitExit():
-		}
-		c.port.tellState(conn, c, h, false)
-		<-conn.TimeWaitExit()
-		c.port.tellState(conn, c, h, true)
-		c.connEnded(h)
-	}()
 }
 
 // lookup returns the client's entry of handle h, of kind k.

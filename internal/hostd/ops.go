@@ -258,7 +258,6 @@ func (c *client) pumpREQs(lh uint64, e *entry) {
 			c.push(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: lh, Handle: h,
 				CommID: uint32(r.ID()), From: r.From(), REQ: *r.REQ()})
 		})
-		c.watch(h, r.Conn())
 		if c.gone() {
 			// The client went while the request was being handed over:
 			// the teardown may have missed it.
@@ -374,7 +373,6 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 	c.mu.Lock()
 	e.connecting = false
 	c.mu.Unlock()
-	c.watch(h, cl.conn)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,7 @@ type port struct {
 type owner struct {
 	c      *client
 	handle uint64
+	ended  bool // its end (Done closed) was told (tell)
 }
 
 type connectClaim struct {
@@ -80,6 +81,7 @@ func (s *Server) newPort(pc Port) (*port, error) {
 	cfg := pc.Config
 	cfg.OnEvent = p.onEvent
 	cfg.LAPPolicy = p.lapPolicy
+	cfg.OnConnEnd = p.onConnEnd
 	m, err := cm.NewManager(pc.Transport, cfg)
 	if err != nil {
 		return nil, err
@@ -162,7 +164,7 @@ func (p *port) onEvent(ev cm.Event) {
 		cl.c.mu.Lock()
 		cl.e.conn = ev.Conn
 		cl.c.mu.Unlock()
-		o = owner{cl.c, cl.handle}
+		o = owner{c: cl.c, handle: cl.handle}
 		p.owners[ev.Conn] = o
 		e.CallID = cl.callID
 		ok = true
@@ -197,12 +199,12 @@ func (p *port) onEvent(ev cm.Event) {
 }
 
 // own makes c the owner of conn under handle, first sending first (the
-// REQUEST event that names the handle), then the events kept for conn.
+// REQUEST event that names the handle), then the events kept for conn,
+// then its end if it has ended already: OnConnEnd told it to no one.
 func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	first()
-	p.owners[conn] = owner{c, handle}
+	p.owners[conn] = owner{c: c, handle: handle}
 	for _, pe := range p.unowned[conn] {
 		e := pe.st
 		e.Handle = handle
@@ -210,22 +212,67 @@ func (p *port) own(conn *cm.Conn, c *client, handle uint64, first func()) {
 		c.pushEvent(&e, conn)
 	}
 	delete(p.unowned, conn)
+	freed := isClosed(conn.TimeWaitExit())
+	switch {
+	case freed:
+		p.tell(conn, true)
+	case isClosed(conn.Done()):
+		p.tell(conn, false)
+	}
+	p.mu.Unlock()
+	if freed {
+		c.connEnded(handle)
+	}
 }
 
-// tellState sends c an EVENT of kind hostproto.EventKindState for conn, if c still holds
-// it under h: its state and error, or with exit its end (state IDLE), after
-// which the port forgets the owner.
-func (p *port) tellState(conn *cm.Conn, c *client, h uint64, exit bool) {
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// onConnEnd is the Manager's OnConnEnd: the client that holds conn is told
+// of the ends its events may not tell (an attempt given up by its context,
+// a Close, an attempt released in the step that failed it): when Done
+// closes, and again when TimeWaitExit does, an EVENT of kind 0 (STATE)
+// with the connection's state and error, the second with state IDLE,
+// after which the handle is gone. Each goes only while the handle is
+// still the client's: after a TIMEWAIT_EXIT event, which comes before
+// TimeWaitExit closes, neither does. In order with the events, on the
+// goroutine that tells them: no goroutine waits on each connection.
+func (p *port) onConnEnd(conn *cm.Conn, freed bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if o, ok := p.owners[conn]; !ok || o.c != c || o.handle != h {
-		return
+	o, ok := p.owners[conn]
+	if ok {
+		freed = p.tell(conn, freed)
 	}
-	c.pushState(h, conn, exit)
-	if exit {
-		delete(p.owners, conn)
-		delete(p.unowned, conn)
+	p.mu.Unlock()
+	if ok && freed {
+		o.c.connEnded(o.handle)
 	}
+}
+
+// tell sends conn's owner a STATE event: its end (once), or with freed
+// its id's release (state IDLE), after which the port forgets the owner,
+// whose handle the caller lets go of once p.mu is free (it reports
+// freed); under p.mu.
+func (p *port) tell(conn *cm.Conn, freed bool) bool {
+	o := p.owners[conn]
+	if !freed {
+		if !o.ended {
+			o.ended = true
+			p.owners[conn] = o
+			o.c.pushState(o.handle, conn, false)
+		}
+		return false
+	}
+	o.c.pushState(o.handle, conn, true)
+	delete(p.owners, conn)
+	delete(p.unowned, conn)
+	return true
 }
 
 // startConnect waits until no other CONNECT of cl's QPN is between its
