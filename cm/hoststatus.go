@@ -48,6 +48,16 @@ func hostStatus(err error) hostproto.ErrorBody {
 		return hostproto.ErrorBody{}
 	}
 	b := hostproto.ErrorBody{Message: err.Error()}
+	// A sentinel itself, the usual error (every event after a
+	// connection's disconnection carries ErrDisconnected), is none of the
+	// typed errors: its status comes without their probes, whose targets
+	// escape, five allocations a call.
+	for _, h := range hostSentinels {
+		if err == h.err {
+			b.Code = h.s
+			return b
+		}
+	}
 	var (
 		rej *RejectError
 		apr *APRError

@@ -101,8 +101,8 @@ func (b *ErrorBody) decode(d *dec) {
 	}
 	b.Info = d.bytes()
 	b.PrivateData = d.bytes()
-	b.Call = string(d.bytes())
-	b.Message = string(d.bytes())
+	b.Call = d.str()
+	b.Message = d.str()
 	if b.Code == StatusOK && (b.Detail != 0 || b.CommID != 0 || b.State != 0 || b.Event != 0 ||
 		b.LAPState != 0 || b.Flags != 0 || len(b.Info)+len(b.PrivateData)+len(b.Call)+len(b.Message) != 0) {
 		d.bad("ErrorBody", "fields given with code 0")
@@ -158,7 +158,11 @@ func decAddr(d *dec, field string) transport.Addr {
 	a.QPN = d.u32()
 	a.QKey = d.u32()
 	a.PKeyIndex = d.u16()
-	a.GRH = d.bool(field + ".GRH")
+	if grh := d.u8(); grh > 1 {
+		d.bad(field+".GRH", "%d, not 0 or 1", grh)
+	} else {
+		a.GRH = grh == 1
+	}
 	a.GIDIndex = d.u8()
 	copy(a.GID[:], d.take(16))
 	a.HopLimit = d.u8()

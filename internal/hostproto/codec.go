@@ -152,6 +152,12 @@ func (d *dec) bytes() []byte {
 	return append([]byte(nil), p...)
 }
 
+// str reads a length-prefixed string as a string, copied out of the
+// frame once.
+func (d *dec) str() string {
+	return string(d.take(int(d.u16())))
+}
+
 // optBytes reads a length-prefixed string that the flag says is present;
 // an absent one must have length 0.
 func (d *dec) optBytes(field string, present bool) []byte {

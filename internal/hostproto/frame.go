@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Version is the protocol version this package speaks, the header's first
@@ -164,14 +165,18 @@ type Body interface {
 // StatusOK carries an *ErrorBody.
 func AppendFrame(dst []byte, op Op, status Status, reqID uint64, b Body) ([]byte, error) {
 	start := len(dst)
-	e := enc{b: dst}
+	// The encoder goes through the body's method, an interface call, so
+	// it would escape: one from the pool costs no allocation a frame.
+	e := encPool.Get().(*enc)
+	defer func() { e.b = nil; encPool.Put(e) }()
+	e.b = dst
 	e.u8(Version)
 	e.u8(uint8(op))
 	e.u16(uint16(status))
 	e.u32(0)
 	e.u64(reqID)
 	if b != nil {
-		if err := b.encode(&e); err != nil {
+		if err := b.encode(e); err != nil {
 			return dst, fmt.Errorf("hostproto: encoding %s: %w", op, err)
 		}
 	}
@@ -301,10 +306,21 @@ func replyBody(i opInfo, s Status) Body {
 	return i.reply()
 }
 
+// encPool and decPool hold the encoders and decoders of frames (each
+// would escape through the body's method, an allocation a frame).
+var (
+	encPool = sync.Pool{New: func() any { return new(enc) }}
+	decPool = sync.Pool{New: func() any { return new(dec) }}
+)
+
 func decodeBody(h Header, b Body, frame []byte) (Frame, error) {
-	d := dec{b: frame[HeaderSize:]}
-	b.decode(&d)
-	if err := d.end(); err != nil {
+	d := decPool.Get().(*dec)
+	*d = dec{b: frame[HeaderSize:]}
+	b.decode(d)
+	err := d.end()
+	*d = dec{}
+	decPool.Put(d)
+	if err != nil {
 		return Frame{Header: h}, fmt.Errorf("%s: %w", h.Op, err)
 	}
 	if eb, ok := b.(*ErrorBody); ok && h.Status != StatusOK && eb.Code != h.Status {
