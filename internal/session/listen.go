@@ -172,8 +172,7 @@ func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.
 		r.unref(c)
 		return
 	}
-	rep := req.NewREP()
-	rep.LocalQPN = c.qpn
+	qpn := c.qpn
 	var sess *dataSess
 	if dr := r.data; dr != nil {
 		// The QP and its receives first: the peer may send as soon as it
@@ -186,10 +185,10 @@ func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.
 			return
 		}
 		sess = s
+		qpn = s.qp.QPN()
 		r.mu.Lock()
-		c.qpn = s.qp.QPN()
+		c.qpn = qpn
 		r.mu.Unlock()
-		rep.LocalQPN = c.qpn
 	}
 	// With a QP per connection, answer the requests in the order they
 	// came, as rdma-core's cmtime server does: this request's REP is
@@ -203,7 +202,7 @@ func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.
 		c.answered = answered
 		r.mu.Unlock()
 	}
-	wg.Go(func() { r.accept(ctx, c, req, rep, sess) })
+	wg.Go(func() { r.accept(ctx, c, req, qpn, sess) })
 	if answered != nil {
 		select {
 		case <-answered:
@@ -212,10 +211,13 @@ func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.
 	}
 }
 
-// accept accepts req with rep and serves the connection.
-func (r *Run) accept(ctx context.Context, c *connRec, req *cm.Request, rep wire.REP, sess *dataSess) {
+// accept accepts req, with its local QPN, and serves the connection. The
+// REP is made here, so that the goroutine is not handed a copy of it on
+// the heap.
+func (r *Run) accept(ctx context.Context, c *connRec, req *cm.Request, qpn uint32, sess *dataSess) {
 	defer r.unref(c)
-	p := &cm.AcceptParams{REP: rep}
+	p := &cm.AcceptParams{REP: req.NewREP()}
+	p.REP.LocalQPN = qpn
 	if sess != nil {
 		p.QP = sess.qp
 	}

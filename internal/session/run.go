@@ -488,23 +488,37 @@ func (r *Run) callFailed(c *connRec, err error) {
 // session tries it again while the transport catches up (a burst on a slow port).
 const sendQueueRetry = time.Millisecond
 
-// retryFull makes call until it does not find the send queue full.
-func retryFull(ctx context.Context, call func() (*cm.Conn, error)) (*cm.Conn, error) {
-	for {
-		c, err := call()
-		if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
-			return c, err
-		}
-		sleepCtx(ctx, sendQueueRetry)
+// again reports whether a call that failed with err is made again: it
+// found the send queue full, and ctx has not ended; it waits for the
+// transport first.
+func again(ctx context.Context, err error) bool {
+	if !errors.Is(err, cm.ErrSendQueueFull) || ctx.Err() != nil {
+		return false
 	}
+	sleepCtx(ctx, sendQueueRetry)
+	return true
 }
 
+// acceptRetrying is req.Accept, made again while it finds the send queue
+// full. (A loop of its own, not a closure: the goroutine that calls it
+// is a fresh one, whose stack grows once it steps the engine, at a cost
+// that follows the frames beneath.)
 func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*cm.Conn, error) {
-	return retryFull(ctx, func() (*cm.Conn, error) { return req.Accept(ctx, p) })
+	for {
+		c, err := req.Accept(ctx, p)
+		if !again(ctx, err) {
+			return c, err
+		}
+	}
 }
 
 // ConnectRetrying is m.Connect, made again while it finds the send queue
 // full.
 func ConnectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
-	return retryFull(ctx, func() (*cm.Conn, error) { return m.Connect(ctx, p) })
+	for {
+		c, err := m.Connect(ctx, p)
+		if !again(ctx, err) {
+			return c, err
+		}
+	}
 }
