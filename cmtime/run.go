@@ -65,8 +65,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
-	r.connect(ctx, &cfg, conns)
-	r.disconnect(ctx, &cfg, conns)
+	r.timeSteps(conns, []step{
+		{Connect, func() { fmt.Fprintln(cfg.Log, "connecting") }, r.connectOne(ctx, &cfg), func() { r.connected(&cfg, conns) }},
+		{Disconnect, func() { fmt.Fprintln(cfg.Log, "disconnecting") }, r.disconnectOne(ctx), func() { r.disconnected(&cfg, conns) }},
+	})
 	if err := r.Times.Table().Write(cfg.Log); err != nil {
 		return nil, err
 	}
@@ -119,12 +121,16 @@ func createQPs(cfg *Config, t *Times, conns []conn) error {
 	return nil
 }
 
-func (r *Result) connect(ctx context.Context, cfg *Config, conns []conn) {
-	fmt.Fprintln(cfg.Log, "connecting")
-	r.timeAll(Connect, conns, func(i int, c *conn) bool {
+// connectOne connects connection i.
+func (r *Result) connectOne(ctx context.Context, cfg *Config) func(i int, c *conn) bool {
+	return func(i int, c *conn) bool {
 		c.conn, c.err = cfg.Connect(ctx, cfg.Manager, &cfg.Params[i])
 		return true
-	})
+	}
+}
+
+// connected reports the connections that failed and counts the others.
+func (r *Result) connected(cfg *Config, conns []conn) {
 	for i := range conns {
 		if c := &conns[i]; c.err != nil {
 			fmt.Fprintf(cfg.Log, "connect %d: %v\n", i+1, c.err)
@@ -134,9 +140,9 @@ func (r *Result) connect(ctx context.Context, cfg *Config, conns []conn) {
 	}
 }
 
-func (r *Result) disconnect(ctx context.Context, cfg *Config, conns []conn) {
-	fmt.Fprintln(cfg.Log, "disconnecting")
-	r.timeAll(Disconnect, conns, func(_ int, c *conn) bool {
+// disconnectOne disconnects a connection that was established.
+func (r *Result) disconnectOne(ctx context.Context) func(i int, c *conn) bool {
+	return func(_ int, c *conn) bool {
 		if c.conn == nil {
 			return false
 		}
@@ -146,7 +152,12 @@ func (r *Result) disconnect(ctx context.Context, cfg *Config, conns []conn) {
 			c.err = err // the DREQ's retries ran out, or the Manager closed
 		}
 		return true
-	})
+	}
+}
+
+// disconnected counts the connections disconnected and reports the
+// others.
+func (r *Result) disconnected(cfg *Config, conns []conn) {
 	for i := range conns {
 		c := &conns[i]
 		switch {
@@ -164,22 +175,54 @@ func (r *Result) disconnect(ctx context.Context, cfg *Config, conns []conn) {
 	}
 }
 
-// timeAll runs f for every connection at once and records the step's
-// span and each connection's (f returns false for a connection that
-// takes no part in the step).
-func (r *Result) timeAll(step string, conns []conn, f func(i int, c *conn) bool) {
-	spans := r.Times.Conns[step]
-	var wg sync.WaitGroup
-	span := Span{Start: time.Now()}
-	for i := range conns {
-		wg.Go(func() {
-			start := time.Now()
-			if f(i, &conns[i]) {
-				spans[i] = Span{Start: start, End: time.Now()}
-			}
-		})
+// step is one of cmtime's timed steps: begin runs before it, each runs
+// for every connection (and returns false for one that takes no part),
+// end once every connection is through.
+type step struct {
+	name  string
+	begin func()
+	each  func(i int, c *conn) bool
+	end   func()
+}
+
+// timeSteps runs the steps in turn, each for every connection at once,
+// and records each step's span and each connection's. One goroutine per
+// connection runs them all: the first step starts the goroutines, and
+// each later one wakes them together, as many at once as starting them
+// would, without the cost of a goroutine (and of growing its stack) per
+// connection and step.
+func (r *Result) timeSteps(conns []conn, steps []step) {
+	begun := make([]chan struct{}, len(steps))
+	wgs := make([]sync.WaitGroup, len(steps))
+	for k := range steps {
+		begun[k] = make(chan struct{})
+		wgs[k].Add(len(conns))
 	}
-	wg.Wait()
-	span.End = time.Now()
-	r.Times.Steps[step] = span
+	var spans []Span
+	for k, st := range steps {
+		st.begin()
+		spans = append(spans, Span{Start: time.Now()})
+		close(begun[k])
+		if k == 0 {
+			for i := range conns {
+				go r.runSteps(i, &conns[i], steps, begun, wgs)
+			}
+		}
+		wgs[k].Wait()
+		spans[k].End = time.Now()
+		r.Times.Steps[st.name] = spans[k]
+		st.end()
+	}
+}
+
+// runSteps is connection i's goroutine: each step once it has begun.
+func (r *Result) runSteps(i int, c *conn, steps []step, begun []chan struct{}, wgs []sync.WaitGroup) {
+	for k, st := range steps {
+		<-begun[k]
+		start := time.Now()
+		if st.each(i, c) {
+			r.Times.Conns[st.name][i] = Span{Start: start, End: time.Now()}
+		}
+		wgs[k].Done()
+	}
 }
