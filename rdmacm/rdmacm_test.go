@@ -588,16 +588,22 @@ func TestDaemonGone(t *testing.T) {
 // a RoCE v2 GID at index 2) instead of the host's.
 var roceBuild = &build{name: "roce"}
 
+// roceDir is roceBuild's directory, built once.
+func roceDir(t *testing.T) string {
+	t.Helper()
+	sys, err := filepath.Abs("testdata/sys")
+	require.NoError(t, err)
+	roceBuild.cflags = `-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -DIBCM_SYSFS='"` + sys + `"'`
+	return roceBuild.built(t)
+}
+
 // TestRoCE: on a RoCE port the library finds the device, port and GID
 // index of an IP in sysfs, attaches to the daemon's port named after the
 // device, and sends the daemon a REQ built whole (so that the daemon keeps
 // its private data and parameters) to the peer's GID, and SIDR requests
 // over a GRH.
 func TestRoCE(t *testing.T) {
-	sys, err := filepath.Abs("testdata/sys")
-	require.NoError(t, err)
-	roceBuild.cflags = `-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -DIBCM_SYSFS='"` + sys + `"'`
-	dir := roceBuild.built(t)
+	dir := roceDir(t)
 	peer := transport.Addr{LID: 0xffff, QPN: 1, QKey: 0x80010000, GRH: true, GIDIndex: 2, HopLimit: 64,
 		GID: netip.MustParseAddr("::ffff:10.0.0.1").As16()}
 	runBuild(t, dir, "roce", func(f *fake) {
@@ -642,4 +648,39 @@ func TestRoCE(t *testing.T) {
 		assert.Equal(t, peer, fr.Body.(*hostproto.ResolveSIDRReq).To)
 		f.reply(fr, &hostproto.SIDRRepReply{Rep: wire.SIDRRep{QPN: 0x77, QKey: 0x01234567, ServiceID: wire.UDPServiceID(7174)}})
 	}, "LD_PRELOAD="+filepath.Join(dir, "fakeverbs.so"))
+}
+
+// TestRoCEEndpoints: rdma_create_ep's QP attributes leave the QP's type
+// to the addrinfo (rdma_client and rdma_server give them zeroed but for
+// the capabilities): the QP of an active endpoint, and that of a request
+// rdma_get_request hands, is RC, with the libibverbs stand-in refusing a
+// type no device has.
+func TestRoCEEndpoints(t *testing.T) {
+	dir := roceDir(t)
+	pre := "LD_PRELOAD=" + filepath.Join(dir, "fakeverbs.so")
+	hello := func(f *fake) {
+		fr := f.expect(hostproto.OpHello)
+		assert.Equal(t, &hostproto.HelloReq{Port: "sim0/1"}, fr.Body)
+		f.reply(fr, &hostproto.HelloReply{
+			Port: hostproto.PortBody{Name: "sim0/1", LocalGUID: guid,
+				LocalAddr: transport.Addr{LID: 0xffff, QPN: 1, QKey: 0x80010000, GRH: true, GIDIndex: 2},
+				Port: qpattr.PortInfo{Num: 1, RoCE: true, MTU: wire.MTU(3), CAAckDelay: 15, PacketLifeTime: 18,
+					MaxRdAtomic: 16, GIDIndex: 2, GID: netip.MustParseAddr("::ffff:10.0.0.2").As16()}}})
+	}
+	t.Run("active", func(t *testing.T) { runBuild(t, dir, "roce-ep-active", hello, pre) })
+	t.Run("passive", func(t *testing.T) {
+		runBuild(t, dir, "roce-ep-passive", func(f *fake) {
+			hello(f)
+			fr := f.expect(hostproto.OpListen)
+			f.reply(fr, &hostproto.ListenReply{Handle: 3})
+			req := ipREQ(t, "")
+			f.send(hostproto.OpRequestEvent, 0, 0, &hostproto.RequestEvent{Listener: 3, Handle: 9, From: portAddr, REQ: req})
+			f.event(&hostproto.Event{Handle: 9, Kind: 2, State: 3})
+			fr = f.expect(hostproto.OpConnClose)
+			assert.Equal(t, &hostproto.HandleReq{Handle: 9}, fr.Body, "the request, never accepted, goes with its id")
+			f.reply(fr, &hostproto.Empty{})
+			fr = f.expect(hostproto.OpListenerClose)
+			f.reply(fr, &hostproto.Empty{})
+		}, pre)
+	})
 }

@@ -6,7 +6,7 @@
  * "active" connects (and is rejected once), "passive" listens, accepts
  * and rejects, "ud" resolves and answers SIDR, "ep-passive" and
  * "ep-active" use the synchronous ids of rdma_create_ep, "dead" sees the
- * daemon go away. Exit status 0: every check held.
+ * daemon go away, "roce" and "roce-ep-*" run on a RoCE port. Exit status 0: every check held.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -519,6 +519,52 @@ static void roce(void)
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 }
 
+/* ep_qp_attr is the QP attributes rdma_client and rdma_server give
+ * rdma_create_ep: zeroed but for the capabilities, so that the QP's type
+ * is the addrinfo's. */
+static struct ibv_qp_init_attr ep_qp_attr(void)
+{
+	struct ibv_qp_init_attr qa;
+	memset(&qa, 0, sizeof qa);
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = 16;
+	qa.sq_sig_all = 1;
+	return qa;
+}
+
+/* roce_ep_active: rdma_create_ep with a QP, on the RoCE port. */
+static void roce_ep_active(void)
+{
+	struct sockaddr_in src = sin4("10.0.0.2", 0);
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP, .ai_src_addr = (struct sockaddr *)&src,
+				       .ai_src_len = sizeof src }, *res;
+	struct rdma_cm_id *id;
+	struct ibv_qp_init_attr qa = ep_qp_attr();
+	CHECK(rdma_getaddrinfo("10.0.0.1", "7471", &hints, &res) == 0, "rdma_getaddrinfo");
+	CHECK(rdma_create_ep(&id, res, NULL, &qa) == 0, "rdma_create_ep with a QP");
+	rdma_freeaddrinfo(res);
+	CHECK(id->qp && id->qp->qp_type == IBV_QPT_RC && qa.qp_type == IBV_QPT_RC, "the addrinfo's QP type");
+	rdma_destroy_ep(id);
+}
+
+/* roce_ep_passive: a listener of rdma_create_ep with QP attributes, whose
+ * requests come with their QP from rdma_get_request. */
+static void roce_ep_passive(void)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP }, *res;
+	struct rdma_cm_id *l, *id;
+	struct ibv_qp_init_attr qa = ep_qp_attr();
+	CHECK(rdma_getaddrinfo("10.0.0.2", "7471", &hints, &res) == 0, "rdma_getaddrinfo");
+	CHECK(rdma_create_ep(&l, res, NULL, &qa) == 0, "rdma_create_ep");
+	rdma_freeaddrinfo(res);
+	CHECK(rdma_listen(l, 0) == 0, "rdma_listen");
+	CHECK(rdma_get_request(l, &id) == 0, "rdma_get_request");
+	CHECK(id->qp && id->qp->qp_type == IBV_QPT_RC, "the request's QP, of the addrinfo's type");
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(l);
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2, "usage: rdmacm-client active|passive");
@@ -547,6 +593,10 @@ int main(int argc, char **argv)
 		e2e_ud();
 	else if (!strcmp(argv[1], "roce"))
 		roce();
+	else if (!strcmp(argv[1], "roce-ep-active"))
+		roce_ep_active();
+	else if (!strcmp(argv[1], "roce-ep-passive"))
+		roce_ep_passive();
 	else
 		CHECK(0, "unknown mode %s", argv[1]);
 	rdma_destroy_event_channel(ch);

@@ -108,6 +108,11 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
+	/* as a device refuses a QP of a type it does not have */
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+		errno = EINVAL;
+		return NULL;
+	}
 	struct ibv_qp *qp = calloc(1, sizeof *qp);
 	if (!qp)
 		return NULL;
