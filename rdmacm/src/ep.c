@@ -93,6 +93,10 @@ EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, str
 		return -1;
 	cid->qp_type = res->ai_qp_type;
 	int ret;
+	/* the QP is of the endpoint's type, whatever the attributes say:
+	 * programs give them zeroed but for the capabilities */
+	if (qp_init_attr)
+		qp_init_attr->qp_type = res->ai_qp_type;
 	if (res->ai_flags & RAI_PASSIVE) {
 		ret = rdma_bind_addr(cid, res->ai_src_addr);
 		if (!ret && qp_init_attr) {
