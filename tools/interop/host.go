@@ -18,14 +18,19 @@ import (
 )
 
 // Config is one run's setting, from the environment (README.md):
-// IBCM_INTEROP_CACHE, IBCM_INTEROP_WORK, IBCM_INTEROP_TIMEOUT and
-// IBCM_INTEROP_CPU.
+// IBCM_INTEROP_CACHE, IBCM_INTEROP_WORK, IBCM_INTEROP_TIMEOUT,
+// IBCM_INTEROP_CPU and IBCM_INTEROP_ONLY.
 type Config struct {
 	Root    string // the repository
 	Cache   string // Debian packages and staging trees, kept across runs
 	Work    string // this run's binaries, images and logs
 	Timeout time.Duration
 	CPU     string // QEMU's -cpu
+	// Only is the phases of VM B's script that run (vm-b.sh's phase:
+	// verbs, cm, data, daemon, rdmacm, probe; comma-separated), all of them
+	// when empty: a shorter boot for work on some of the checks, whose
+	// subtests are then the ones to select (go test -run).
+	Only string
 	// Wire is the VMs' link: "udp", a datagram socket each, or "tcp", one
 	// stream socket that VM a listens on and VM b connects to. A UDP
 	// socket drops frames when its receive buffer is full, as a burst to a
@@ -69,6 +74,7 @@ func ConfigFromEnv(root string) (*Config, error) {
 	if s := os.Getenv("IBCM_INTEROP_CPU"); s != "" {
 		c.CPU = s
 	}
+	c.Only = os.Getenv("IBCM_INTEROP_ONLY")
 	for _, d := range []string{filepath.Join(c.Cache, "debs"), c.Work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err

@@ -52,9 +52,11 @@ var dataPorts = [][2]string{{"D_RPING_C_PORT", "7190"}, {"D_RPING_S_PORT", "7191
 var daemonPorts = [][2]string{{"H_RPING_S_PORT", "7197"}, {"H_UCMA_C_PORT", "7198"}, {"H_KILL_PORT", "7199"}, {"H_DONE_PORT", "5002"}}
 
 // The ports of the rdma_cm programs VM B runs through rdmacm's library
-// (vm-b.sh) against their kernel servers in VM A (R_READY_PORT: VM A tells
-// VM B that a server listens).
-var rdmacmPorts = [][2]string{{"R_RPING_S_PORT", "7200"}, {"R_CMTIME_S_PORT", "7201"}, {"R_READY_PORT", "5003"}}
+// (vm-b.sh) against their kernel peers in VM A (R_READY_PORT: VM A tells
+// VM B that a server listens, or that a client has ended).
+var rdmacmPorts = [][2]string{{"R_RPING_S_PORT", "7200"}, {"R_CMTIME_S_PORT", "7201"}, {"R_RPING_C_PORT", "7202"},
+	{"R_CMTIME_C_PORT", "7203"}, {"R_UCMA_S_PORT", "7204"}, {"R_UCMA_C_PORT", "7205"}, {"R_RDMA_S_PORT", "7206"},
+	{"R_RDMA_C_PORT", "7207"}, {"R_KILL_PORT", "7208"}, {"R_READY_PORT", "5003"}}
 
 // The scenarios VM B runs, each a log and an ibcm run of that name.
 var (
@@ -192,12 +194,13 @@ func images(c *Config, st Stage, allow string) (*Image, *Image) {
 	// VM B's rdma_cm programs are Debian's, unmodified; the loader finds
 	// rdmacm's librdmacm.so.1 in /lib/ibcm-rdmacm (LD_LIBRARY_PATH) before
 	// the stage's.
-	b := &Image{Name: "b", ELF: append(slices.Clone(common), "/usr/bin/rping", "/usr/bin/cmtime"), KMod: kmod,
+	b := &Image{Name: "b", ELF: append(slices.Clone(common), "/usr/bin/rping", "/usr/bin/cmtime", "/usr/bin/ucmatose", "/usr/bin/rdma_server",
+		"/usr/bin/rdma_client", "/usr/bin/udaddy"), KMod: kmod,
 		Files: append(files, src("/test.sh", "vm-b.sh"), "/bin/ibcm-probe="+static+"/probe:0755", "/bin/ibcmd="+static+"/ibcmd:0755"),
 		Host: []string{"/bin/ibcm=" + cgo + "/ibcm:0755", "/bin/rdmaclient=" + cgo + "/rdmaclient:0755", "/bin/verbs.test=" + cgo + "/verbs.test:0755",
 			"/lib/ibcm-rdmacm/librdmacm.so.1=" + filepath.Join(c.Work, "rdmacm", "librdmacm.so.1") + ":0644"},
 		Env: append([][2]string{{"ROLE", "B"}, {"IP", bIP}, {"PEER", aIP}, {"PROBE_GET_GID", probeGetGID},
-			{"PROBE_LINUX_ALLOW", allow}}, ports...),
+			{"PROBE_LINUX_ALLOW", allow}, {"ONLY", c.Only}}, ports...),
 	}
 	return a, b
 }
@@ -363,14 +366,16 @@ func (r *run) checkCM(t *testing.T) {
 	t.Run("verbs:counters", func(t *testing.T) {
 		// The device tests count their own errors (one RNR NAK); the CM
 		// scenarios after them add none in VM B, but for the
-		// retransmissions to the client killed mid-data (h3, whose
-		// counters h3:b-counters checks).
+		// retransmissions to the clients killed mid-data (h3 and r11,
+		// whose counters h3:b-counters and r11:b-counters check).
 		after := r.b.Log("verbs-counters-after")
 		require.True(t, after.Ended, "VM B printed its counters after the device tests")
 		assert.Equal(t, errorCounters(after), errorCounters(r.b.Log("counters-h12-daemon")),
 			"VM B's rxe error counters up to the killed client: those the device tests left")
-		assert.Equal(t, errorCounters(r.b.Log("counters-h3-daemon")), errorCounters(r.b.Log("counters-end")),
-			"VM B's rxe error counters from the killed client to the end: none added")
+		assert.Equal(t, errorCounters(r.b.Log("counters-h3-daemon")), errorCounters(r.b.Log("counters-r-rdmacm")),
+			"VM B's rxe error counters from the killed client to the rdma_cm programs' killed one: none added")
+		assert.Equal(t, errorCounters(r.b.Log("counters-r-kill")), errorCounters(r.b.Log("counters-end")),
+			"VM B's rxe error counters from the rdma_cm programs' killed client to the end: none added")
 	})
 	s1, s2, s3 := r.cli("s1-connect-rping"), r.cli("s2-listen-rping"), r.cli("s3-ucmatose-disconnects")
 	t.Run("1:ibcm", func(t *testing.T) { hasEvents(t, s1, "1", "ESTABLISHED") })
@@ -707,12 +712,16 @@ func (r *run) checkData(t *testing.T) {
 		})
 	}
 	t.Run("a:counters", func(t *testing.T) {
-		// All 0 but for the retransmissions to the client killed mid-data
-		// (h3:a-counters), after which none is added.
+		// All 0 but for the retransmissions to the clients killed
+		// mid-data (h3:a-counters, r11:a-counters), none added besides.
 		c, before, after := r.a.Log("counters"), r.a.Log("counters-before-kill"), r.a.Log("counters-after-kill")
-		require.True(t, c.Ended && before.Ended && after.Ended, "VM A printed its counters before and after h3, and at the end")
+		beforeR, afterR := r.a.Log("counters-before-kill-r"), r.a.Log("counters-after-kill-r")
+		require.True(t, c.Ended && before.Ended && after.Ended && beforeR.Ended && afterR.Ended,
+			"VM A printed its counters before and after h3 and r11, and at the end")
 		assert.Empty(t, errorCounters(before), "VM A's rxe error counters up to the killed client are all 0")
-		assert.Equal(t, errorCounters(after), errorCounters(c), "VM A's rxe error counters from the killed client to the end: none added")
+		assert.Equal(t, errorCounters(after), errorCounters(beforeR),
+			"VM A's rxe error counters from the killed client to the rdma_cm programs' killed one: none added")
+		assert.Equal(t, errorCounters(afterR), errorCounters(c), "VM A's rxe error counters from the last killed client to the end: none added")
 	})
 	t.Run("b:qps-left", func(t *testing.T) {
 		ended(t, r.b, "rdma-res-qp")
@@ -816,23 +825,8 @@ func (r *run) checkDaemon(t *testing.T) {
 	// What a peer that vanishes mid-data leaves in the counters: its
 	// peer's requests retransmitted (completer_retry_err) and met as
 	// duplicates or out of sequence until the QP is gone; no other error.
-	for _, c := range []struct{ check, before, after string }{
-		{"h3:a-counters", "counters-before-kill", "counters-after-kill"},
-		{"h3:b-counters", "counters-h12-daemon", "counters-h3-daemon"},
-	} {
-		con := map[string]*Console{"h3:a-counters": r.a, "h3:b-counters": r.b}[c.check]
-		t.Run(c.check, func(t *testing.T) {
-			before, after := con.Log(c.before), con.Log(c.after)
-			require.True(t, before.Ended && after.Ended, "%s and %s printed", c.before, c.after)
-			was := errorCounters(before)
-			for k, v := range errorCounters(after) {
-				if v != was[k] {
-					assert.Regexp(t, `^(completer_retry_err|duplicate_request|out_of_seq_request)$`, k,
-						"%s=%s (was %q) after the client was killed", k, v, was[k])
-				}
-			}
-		})
-	}
+	r.killCounters(t, "h3:a-counters", r.a, "counters-before-kill", "counters-after-kill")
+	r.killCounters(t, "h3:b-counters", r.b, "counters-h12-daemon", "counters-h3-daemon")
 	t.Run("h3:kernel", func(t *testing.T) {
 		// rping -s in VM A: its connection, then DISCONNECTED (the
 		// daemon's DREQ for the dead client).
@@ -841,6 +835,23 @@ func (r *run) checkDaemon(t *testing.T) {
 		text := l.Text()
 		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_ESTABLISHED"), "rping -s: ESTABLISHED")
 		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_DISCONNECTED"), "rping -s: DISCONNECTED")
+	})
+}
+
+// killCounters is the check name: from the log before to the log after of
+// con, the rxe error counters that changed are only those a peer that
+// vanishes mid-data leaves.
+func (r *run) killCounters(t *testing.T, name string, con *Console, before, after string) {
+	t.Run(name, func(t *testing.T) {
+		b, a := con.Log(before), con.Log(after)
+		require.True(t, b.Ended && a.Ended, "%s and %s printed", before, after)
+		was := errorCounters(b)
+		for k, v := range errorCounters(a) {
+			if v != was[k] {
+				assert.Regexp(t, `^(completer_retry_err|duplicate_request|out_of_seq_request)$`, k,
+					"%s=%s (was %q) after the client was killed", k, v, was[k])
+			}
+		}
 	})
 }
 
@@ -887,4 +898,102 @@ func (r *run) checkRdmacm(t *testing.T) {
 			assert.Equal(t, 143, *l.RC, "cmtime -b: stopped by SIGTERM: %q", l.Text())
 		}
 	})
+	t.Run("r3:rdmacm", func(t *testing.T) {
+		// rping -s -v -V -C 10 through the library: the passive side's
+		// REP, each payload printed and verified, then its own end.
+		ended(t, r.b, "r3-rping-server")
+		l := r.b.Log("r3-rping-server")
+		assert.Equal(t, 10, strings.Count(l.Text(), "server ping data: rdma-ping-"), "rping -s -v: 10 lines")
+	})
+	t.Run("r3:kernel", func(t *testing.T) {
+		r.kernelData(t, "rping-c-r")
+		assert.Equal(t, 10, r.kernelPings("rping-c-r", "ping data: rdma-ping-"), "rping -c -v -V: 10 lines")
+	})
+	t.Run("r4:rdmacm", func(t *testing.T) {
+		// cmtime -b through the library accepted the 100 connections
+		// with no unexpected event, and was stopped (SIGTERM) once its
+		// client was done.
+		l := r.b.Log("r4-cmtime-server")
+		require.True(t, l.Ended, "VM B printed cmtime -b's log")
+		if assert.NotNil(t, l.RC) {
+			assert.Equal(t, 143, *l.RC, "cmtime -b: stopped by SIGTERM: %q", l.Text())
+		}
+		assert.NotContains(t, l.Text(), "RDMA_CM_EVENT_", "cmtime -b: no unexpected event")
+	})
+	t.Run("r4:kernel", func(t *testing.T) {
+		// cmtime -s -c 100 against it: every connection made and ended.
+		r.kernelData(t, "cmtime-c-r", "^connect")
+		text := r.a.Log("data-cmtime-c-r").Text()
+		assert.NotContains(t, text, "failing connection request", "cmtime: no connection failed")
+		assert.NotContains(t, text, "RDMA_CM_EVENT_", "cmtime: no unexpected event")
+	})
+	r.checkRdmacmData(t)
+	r.checkRdmacmKill(t)
+}
+
+// checkRdmacmData: ucmatose, rdma_server/rdma_client and udaddy through
+// the library in both roles, each program's data phase to its end with
+// exit status 0, and the kernel's peer's.
+func (r *run) checkRdmacmData(t *testing.T) {
+	for _, c := range []struct {
+		check, log, kernel string
+		want, kernelWant   []string
+	}{
+		// 4 connections, 10 messages of 100 bytes each way.
+		{"r5", "r5-ucmatose-client", "ucmatose-s-r", []string{"data transfers complete", "return status 0"},
+			[]string{"data transfers complete", "^disconnected", "return status 0"}},
+		{"r6", "r6-ucmatose-server", "ucmatose-c-r", []string{"data transfers complete", "^disconnected", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+		// A send and a receive each way over rdma_create_ep's ids.
+		{"r7", "r7-rdma-client", "rdma-server-r", []string{"rdma_client: end 0"}, []string{"rdma_server: end 0"}},
+		{"r8", "r8-rdma-server", "rdma-client-r", []string{"rdma_server: end 0"}, []string{"rdma_client: end 0"}},
+		// SIDR, then 10 UD messages of 100 bytes each way.
+		{"r9", "r9-udaddy-client", "udaddy-s-r", []string{"data transfers complete", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+		{"r10", "r10-udaddy-server", "udaddy-c-r", []string{"data transfers complete", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+	} {
+		t.Run(c.check+":rdmacm", func(t *testing.T) {
+			ended(t, r.b, c.log)
+			text := r.b.Log(c.log).Text()
+			for _, w := range c.want {
+				if p, ok := strings.CutPrefix(w, "^"); ok {
+					assert.Regexp(t, "(?m)^"+regexp.QuoteMeta(p), text, c.log)
+				} else {
+					assert.Contains(t, text, w, c.log)
+				}
+			}
+		})
+		t.Run(c.check+":kernel", func(t *testing.T) { r.kernelData(t, c.kernel, c.kernelWant...) })
+	}
+}
+
+// checkRdmacmKill: rping -c through the library, killed (SIGKILL) while
+// its pings ran: ibcmd saw it go, and the kernel's rping -s in VM A saw
+// the connection end.
+func (r *run) checkRdmacmKill(t *testing.T) {
+	t.Run("r11:rdmacm", func(t *testing.T) {
+		l := r.b.Log("r11-rping-client-killed")
+		require.True(t, l.Ended, "VM B printed the killed client's output")
+		if assert.NotNil(t, l.RC) {
+			assert.Equal(t, 137, *l.RC, "killed by SIGKILL")
+		}
+		assert.Contains(t, l.Text(), "ping data: rdma-ping-", "it was pinging")
+		killed := r.note("rdmacm client killed")
+		require.NotNil(t, killed, "VM B marked the killed client's pid")
+		c, g := clientSpan(r.b.Log("ibcmd"), killed["pid"])
+		assert.GreaterOrEqual(t, c, 0, "ibcmd: the client came")
+		assert.Greater(t, g, c, "ibcmd: the client went")
+	})
+	t.Run("r11:kernel", func(t *testing.T) {
+		// rping -s: its connection, then DISCONNECTED (the daemon's DREQ
+		// for the dead program's id), and its end.
+		l := r.a.Log("data-rping-s-kill-r")
+		require.True(t, l.Ended, "VM A printed rping -s's log")
+		text := l.Text()
+		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_ESTABLISHED"), "rping -s: ESTABLISHED")
+		assert.Equal(t, 1, strings.Count(text, "RDMA_CM_EVENT_DISCONNECTED"), "rping -s: DISCONNECTED")
+	})
+	r.killCounters(t, "r11:a-counters", r.a, "counters-before-kill-r", "counters-after-kill-r")
+	r.killCounters(t, "r11:b-counters", r.b, "counters-r-rdmacm", "counters-r-kill")
 }

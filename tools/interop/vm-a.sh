@@ -69,6 +69,17 @@ ready() {
 	tell "$R_READY_PORT" ready
 }
 
+# ended NAME: tells VM B on R_READY_PORT once the program NAME (bg) has
+# ended (bounded: 100 s).
+ended() {
+	i=0
+	while [ ! -e "/tmp/$1.log.rc" ] && [ $i -lt 500 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	tell "$R_READY_PORT" ended
+}
+
 # run NAME: the data scenarios' kernel programs, started when VM B asks,
 # each bounded (a hang ends fast, with its log).
 run() {
@@ -135,6 +146,58 @@ run() {
 		ready "$R_CMTIME_S_PORT"
 		;;
 	stop-cmtime) kill -TERM $(pidof cmtime) 2>/dev/null ;;
+	# The clients of VM B's rdma_cm servers on ibcmd, VM B told once each
+	# has ended.
+	rping-c-r)
+		bg data-rping-c-r "$T" rping -c -v -V -C 10 -a "$PEER" -p "$R_RPING_C_PORT"
+		ended data-rping-c-r
+		;;
+	cmtime-c-r)
+		bg data-cmtime-c-r 90 cmtime -s "$PEER" -p "$R_CMTIME_C_PORT" -c 100
+		ended data-cmtime-c-r
+		;;
+	ucmatose-s-r)
+		bg data-ucmatose-s-r "$T" ucmatose -b "$IP" -p "$R_UCMA_S_PORT" -c 4 -C 10 -S 100
+		ready "$R_UCMA_S_PORT"
+		;;
+	ucmatose-c-r)
+		bg data-ucmatose-c-r "$T" ucmatose -s "$PEER" -p "$R_UCMA_C_PORT" -c 4 -C 10 -S 100
+		ended data-ucmatose-c-r
+		;;
+	rdma-server-r)
+		bg data-rdma-server-r "$T" rdma_server -p "$R_RDMA_S_PORT"
+		ready "$R_RDMA_S_PORT"
+		;;
+	rdma-client-r)
+		bg data-rdma-client-r "$T" rdma_client -s "$PEER" -p "$R_RDMA_C_PORT"
+		ended data-rdma-client-r
+		;;
+	udaddy-s-r)
+		# udaddy's one port, as for udaddy-s; "run udaddy-probe" after.
+		for p in $(pidof udaddy); do kill "$p"; done
+		i=0
+		while pidof udaddy >/dev/null && [ $i -lt 50 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		bg data-udaddy-s-r "$T" udaddy -b "$IP"
+		ready 7174
+		;;
+	udaddy-c-r)
+		bg data-udaddy-c-r "$T" udaddy -s "$PEER"
+		ended data-udaddy-c-r
+		;;
+	# The peer of VM B's client killed mid-connection; VM B asks for
+	# "ended" once it has killed it.
+	rping-s-kill-r)
+		counters counters-before-kill-r
+		bg data-rping-s-kill-r 60 rping -s -d -V -a "$IP" -p "$R_KILL_PORT"
+		ready "$R_KILL_PORT"
+		;;
+	ended\ *)
+		ended "${1#ended }"
+		counters counters-after-kill-r
+		;;
 	*) note "unknown program $1" ;;
 	esac
 }
