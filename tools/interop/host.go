@@ -43,7 +43,7 @@ type Config struct {
 
 // ConfigFromEnv reads the environment; root is the repository.
 func ConfigFromEnv(root string) (*Config, error) {
-	c := &Config{Root: root, Timeout: 240 * time.Second, CPU: "qemu64", Wire: "udp", Logf: func(string, ...any) {}}
+	c := &Config{Root: root, Timeout: 300 * time.Second, CPU: "qemu64", Wire: "udp", Logf: func(string, ...any) {}}
 	c.Cache = os.Getenv("IBCM_INTEROP_CACHE")
 	if c.Cache == "" {
 		base := os.Getenv("XDG_CACHE_HOME")
