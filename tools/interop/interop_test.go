@@ -910,15 +910,16 @@ func (r *run) checkRdmacm(t *testing.T) {
 		assert.Equal(t, 10, r.kernelPings("rping-c-r", "ping data: rdma-ping-"), "rping -c -v -V: 10 lines")
 	})
 	t.Run("r4:rdmacm", func(t *testing.T) {
-		// cmtime -b through the library accepted the 100 connections
-		// with no unexpected event, and was stopped (SIGTERM) once its
-		// client was done.
+		// cmtime -b through the library lived until it was stopped
+		// (SIGTERM) once its client was done: it dies (SIGSEGV) on an
+		// event that ends an accepted connection. What it prints is lost
+		// at the SIGTERM (a file's stdio buffer), so its connections are
+		// judged by its client's (r4:kernel).
 		l := r.b.Log("r4-cmtime-server")
 		require.True(t, l.Ended, "VM B printed cmtime -b's log")
 		if assert.NotNil(t, l.RC) {
 			assert.Equal(t, 143, *l.RC, "cmtime -b: stopped by SIGTERM: %q", l.Text())
 		}
-		assert.NotContains(t, l.Text(), "RDMA_CM_EVENT_", "cmtime -b: no unexpected event")
 	})
 	t.Run("r4:kernel", func(t *testing.T) {
 		// cmtime -s -c 100 against it: every connection made and ended.
