@@ -3,12 +3,14 @@ package rdmacm_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,7 +195,8 @@ func checkMoves(t *testing.T, got []string, peer string) {
 // TestDaemon runs programs through the library against ibcmd itself: two
 // programs connect to one another, private data both ways, and disconnect;
 // a REQ to a service nobody listens on is REJECTED; SIDR both ways; and a
-// program killed while connected has its connection ended for its peer.
+// program killed while connected, either side, has its connection ended
+// for its peer.
 func TestDaemon(t *testing.T) {
 	for _, b := range builds {
 		t.Run(b.name, func(t *testing.T) {
@@ -217,6 +220,20 @@ func TestDaemon(t *testing.T) {
 				cli.await(t, "connected")
 				require.NoError(t, srv.cmd.Process.Signal(syscall.SIGKILL))
 				cli.exit(t)
+				require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
+					"the daemon still holds %d ids", s.IDs())
+			})
+			t.Run("killed active", func(t *testing.T) {
+				// the other way round: the connecting program is the one
+				// killed, and the listening one sees its connection end
+				sock, s := startDaemon(t)
+				srv := start(t, dir, sock, "e2e-server")
+				srv.await(t, "listening")
+				cli := start(t, dir, sock, "e2e-client-wait")
+				srv.await(t, "established")
+				cli.await(t, "connected")
+				require.NoError(t, cli.cmd.Process.Signal(syscall.SIGKILL))
+				srv.exit(t)
 				require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
 					"the daemon still holds %d ids", s.IDs())
 			})
@@ -393,6 +410,134 @@ func TestDebianCmtime(t *testing.T) {
 				"the client's QP moves: %v", c)
 			require.Eventually(t, func() bool { return countMoves(t, srvOut.String())["2>3"] == 100 },
 				10*time.Second, 10*time.Millisecond, "the server's QPs in RTS")
+		})
+	}
+}
+
+// xfer is a completion the libibverbs stand-in reported: "send QPN len=N
+// to=D status=S" or "recv QPN len=N from=S status=S".
+type xfer struct {
+	qpn, peer string
+	len       int
+	status    string
+}
+
+// xfers are a program's completions, its SENDs' and its receives'.
+func xfers(t *testing.T, out string) (sends, recvs []xfer) {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 5 || (f[0] != "send" && f[0] != "recv") {
+			continue
+		}
+		x := xfer{qpn: f[1], peer: f[3][strings.IndexByte(f[3], '=')+1:], status: strings.TrimPrefix(f[4], "status=")}
+		_, err := fmt.Sscanf(f[2], "len=%d", &x.len)
+		require.NoError(t, err, "%s", l)
+		if f[0] == "send" {
+			sends = append(sends, x)
+		} else {
+			recvs = append(recvs, x)
+		}
+	}
+	return sends, recvs
+}
+
+// checkXfers: each side sent n messages of size bytes, each one a
+// success, and received the n the other sent, from the QP that sent them.
+func checkXfers(t *testing.T, n, size int, srvOut, cliOut string) {
+	t.Helper()
+	srvSends, srvRecvs := xfers(t, srvOut)
+	cliSends, cliRecvs := xfers(t, cliOut)
+	for _, c := range []struct {
+		what         string
+		sends, recvs []xfer
+	}{{"server to client", srvSends, cliRecvs}, {"client to server", cliSends, srvRecvs}} {
+		require.Len(t, c.sends, n, "%s: SENDs", c.what)
+		require.Len(t, c.recvs, n, "%s: receives", c.what)
+		senders := map[string]int{}
+		for _, s := range c.sends {
+			assert.Equal(t, xfer{qpn: s.qpn, peer: s.peer, len: size, status: "0"}, s, "%s: a SEND", c.what)
+			senders[s.qpn]++
+		}
+		for _, r := range c.recvs {
+			assert.Equal(t, xfer{qpn: r.qpn, peer: r.peer, len: size, status: "0"}, r, "%s: a receive", c.what)
+			senders[r.peer]--
+		}
+		for qpn, left := range senders {
+			assert.Zero(t, left, "%s: QP %s's SENDs not received as sent", c.what, qpn)
+		}
+	}
+}
+
+// waitDebian waits for a Debian program's end: status 0.
+func waitDebian(t *testing.T, cmd *exec.Cmd, out *syncBuf, what string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "%s:\n%s", what, out.String())
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not end:\n%s", what, out.String())
+	}
+}
+
+// TestDebianPrograms: Debian's ucmatose, rdma_server with rdma_client, and
+// udaddy, unmodified, in both roles through the library against ibcmd's
+// server, their data over the libibverbs stand-in: both programs end with
+// status 0 once they have said their data phase is done, and every
+// message each side sent came to the other whole.
+func TestDebianPrograms(t *testing.T) {
+	cases := []struct {
+		name             string
+		server, client   []string
+		n, size          int // messages each way, and their size
+		srvLast, cliLast []string
+	}{
+		{"ucmatose", []string{"ucmatose"}, []string{"ucmatose", "-s", "127.0.0.1"}, 10, 100,
+			[]string{"data transfers complete", "disconnected", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+		// more connections and messages than a receiver's socket holds:
+		// SENDs wait for the peer, as a device retries them
+		{"ucmatose 4 connections", []string{"ucmatose", "-c", "4", "-C", "20", "-S", "1000"},
+			[]string{"ucmatose", "-s", "127.0.0.1", "-c", "4", "-C", "20", "-S", "1000"}, 80, 1000,
+			[]string{"data transfers complete", "disconnected", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+		{"rdma_server", []string{"rdma_server"}, []string{"rdma_client", "-s", "127.0.0.1"}, 1, 16,
+			[]string{"rdma_server: end 0"}, []string{"rdma_client: end 0"}},
+		{"udaddy", []string{"udaddy"}, []string{"udaddy", "-s", "127.0.0.1"}, 10, 100,
+			[]string{"data transfers complete", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+		{"udaddy 4 connections", []string{"udaddy", "-c", "4", "-C", "30"},
+			[]string{"udaddy", "-s", "127.0.0.1", "-c", "4", "-C", "30"}, 120, 100,
+			[]string{"data transfers complete", "return status 0"},
+			[]string{"data transfers complete", "return status 0"}},
+	}
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					sock, s := startDaemon(t)
+					srv, srvOut := debian(t, b, sock, c.server...)
+					require.Eventually(t, func() bool { return s.IDs() > 0 }, 20*time.Second, 10*time.Millisecond,
+						"%s never listened:\n%s", c.server[0], srvOut.String())
+					cli, cliOut := debian(t, b, sock, c.client...)
+					waitDebian(t, cli, cliOut, strings.Join(c.client, " "))
+					waitDebian(t, srv, srvOut, strings.Join(c.server, " "))
+					for _, l := range c.srvLast {
+						assert.Regexp(t, "(?m)^"+regexp.QuoteMeta(l)+"$", srvOut.String(), "%s", c.server[0])
+					}
+					for _, l := range c.cliLast {
+						assert.Regexp(t, "(?m)^"+regexp.QuoteMeta(l)+"$", cliOut.String(), "%s", c.client[0])
+					}
+					assert.NotContains(t, srvOut.String()+cliOut.String(), "drop ", "a UD SEND with the wrong Q_Key")
+					checkXfers(t, c.n, c.size, srvOut.String(), cliOut.String())
+					require.Eventually(t, func() bool { return s.IDs() == 0 }, 10*time.Second, 10*time.Millisecond,
+						"the daemon still holds %d ids", s.IDs())
+				})
+			}
 		})
 	}
 }
