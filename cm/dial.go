@@ -91,7 +91,9 @@ func Dial(ctx context.Context, socketPath, port string, cfg ManagerConfig) (*Man
 // port, before the reader runs.
 func dialConn(ctx context.Context, conn *net.UnixConn, port string, cfg ManagerConfig) (*Manager, error) {
 	l := newLink(conn)
-	hello := &hostproto.HelloReq{Port: port, Flags: hostproto.HelloPacked}
+	// The mirror keeps its own REQ and REP, and the peer's from the
+	// events: the replies need not echo them.
+	hello := &hostproto.HelloReq{Port: port, Flags: hostproto.HelloPacked | hostproto.HelloNoEcho}
 	if cfg.LAPPolicy != nil {
 		hello.Flags |= hostproto.HelloLAPPolicy
 	}

@@ -47,6 +47,7 @@ type client struct {
 	lapPolicy bool
 	noSent    bool // HelloNoSentEvents: pushEvent leaves out the SentOnly kinds
 	packed    bool // HelloPacked: packets of several frames, both ways
+	noEcho    bool // HelloNoEcho: CONNECT's and ACCEPT's replies carry no REQ, REP
 	// lapSilent: the client let a LAP_POLICY go unanswered; it is not
 	// asked again (each wait holds back every event of the port).
 	lapSilent atomic.Bool
@@ -756,6 +757,7 @@ func (c *client) hello(b *hostproto.HelloReq) (hostproto.Body, error) {
 	c.port = p
 	c.lapPolicy = b.Flags&hostproto.HelloLAPPolicy != 0
 	c.noSent = b.Flags&hostproto.HelloNoSentEvents != 0
+	c.noEcho = b.Flags&hostproto.HelloNoEcho != 0
 	maxTW := p.cfg.MaxTimeWait
 	if maxTW == 0 {
 		maxTW = defaultMaxTimeWait

@@ -92,6 +92,8 @@ type rawClient struct {
 	// packed: the client said HelloPacked, and reads packets of several
 	// frames; set before HELLO.
 	packed bool
+	// flags: more HELLO flags; set before HELLO.
+	flags uint32
 }
 
 func dial(t *testing.T, path string) *rawClient {
@@ -245,7 +247,7 @@ func (rc *rawClient) fails(op hostproto.Op, b hostproto.Body, want error) *hostp
 }
 
 func (rc *rawClient) hello(port string) *hostproto.HelloReply {
-	var flags uint32
+	flags := rc.flags
 	if rc.packed {
 		flags = hostproto.HelloPacked
 	}

@@ -379,7 +379,7 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 	if c.s.log.Enabled(ctx, slog.LevelDebug) {
 		c.s.log.Debug("connected", c.logAttrs("handle", h, "comm_id", conn.ID())...)
 	}
-	return connInfo(h, conn), nil
+	return c.callInfo(h, conn), nil
 }
 
 func (c *client) accept(ctx context.Context, b *hostproto.AcceptReq) (hostproto.Body, error) {
@@ -410,7 +410,17 @@ func (c *client) accept(ctx context.Context, b *hostproto.AcceptReq) (hostproto.
 	if err != nil {
 		return nil, err
 	}
-	return connInfo(b.Handle, conn), nil
+	return c.callInfo(b.Handle, conn), nil
+}
+
+// callInfo is the ConnInfo of a CONNECT's or ACCEPT's reply: without the
+// REQ and the REP for a client that said HelloNoEcho.
+func (c *client) callInfo(h uint64, conn *cm.Conn) *hostproto.ConnInfo {
+	ci := connInfo(h, conn)
+	if c.noEcho {
+		ci.REQ, ci.REP = nil, nil
+	}
+	return ci
 }
 
 func (c *client) resolveSIDR(ctx context.Context, b *hostproto.ResolveSIDRReq) (hostproto.Body, error) {

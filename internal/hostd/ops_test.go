@@ -130,3 +130,32 @@ func TestSilentLAPPolicyIsAskedOnce(t *testing.T) {
 	}
 	assert.Empty(t, asked, "the daemon asked again")
 }
+
+// A client that said HelloNoEcho gets its CONNECT's and ACCEPT's replies
+// without the REQ and the REP; CONN_INFO still carries them.
+func TestNoEchoRepliesLeaveOutTheMessages(t *testing.T) {
+	noLeaks(t)
+	d := startDaemon(t, 2, nil)
+	a, b := dial(t, d.path), dial(t, d.path)
+	a.flags, b.flags = hostproto.HelloNoEcho, hostproto.HelloNoEcho
+	a.hello("sim0")
+	hb := b.hello("sim1")
+	b.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
+	_, creply := a.start(hostproto.OpConnect, connectReq(hb.Port.LocalAddr, sid, 0x100))
+	req := b.request(5 * time.Second)
+	b.connEvent(req.Handle, cm.EventREQReceived, 5*time.Second)
+	acc := b.ok(hostproto.OpAccept, &hostproto.AcceptReq{Handle: req.Handle, HasQP: true, QPN: 0x200}).(*hostproto.ConnInfo)
+	assert.Equal(t, cm.StateEstablished, acc.State)
+	assert.Nil(t, acc.REQ)
+	assert.Nil(t, acc.REP)
+	fr := a.wait(creply, 5*time.Second)
+	require.Equal(t, hostproto.StatusOK, fr.Status, "%v", fr.Body)
+	ci := fr.Body.(*hostproto.ConnInfo)
+	assert.Equal(t, uint32(0x200), ci.RemoteQPN)
+	assert.Nil(t, ci.REQ)
+	assert.Nil(t, ci.REP)
+	info := a.ok(hostproto.OpConnInfo, &hostproto.HandleReq{Handle: ci.Handle}).(*hostproto.ConnInfo)
+	require.NotNil(t, info.REQ)
+	require.NotNil(t, info.REP)
+	assert.Equal(t, uint32(0x200), info.REP.LocalQPN)
+}

@@ -330,7 +330,8 @@ func (b *PortBody) decode(d *dec) {
 //
 //	0 u32 Flags: bit 0 HelloLAPPolicy (the client answers LAP_POLICY),
 //	  bit 1 HelloNoSentEvents (the client reports no events),
-//	  bit 2 HelloPacked (several frames to a packet, both ways)
+//	  bit 2 HelloPacked (several frames to a packet, both ways),
+//	  bit 3 HelloNoEcho (CONNECT's and ACCEPT's replies carry no REQ, REP)
 //	4 bytes Port: the port's name ("": the daemon's first)
 type HelloReq struct {
 	Flags uint32
@@ -357,8 +358,15 @@ const HelloNoSentEvents = 1 << 1
 // not a thousand of each.
 const HelloPacked = 1 << 2
 
+// HelloNoEcho in HelloReq.Flags: the ConnInfo replies of the client's
+// CONNECTs and ACCEPTs leave out the connection's REQ and REP (has REQ and
+// has REP 0), which a client that keeps its own messages, and takes the
+// peer's from the events, would decode for nothing: two MADs a reply.
+// CONN_INFO's reply still carries them.
+const HelloNoEcho = 1 << 3
+
 // helloFlags are the HelloReq flags defined.
-const helloFlags = HelloLAPPolicy | HelloNoSentEvents | HelloPacked
+const helloFlags = HelloLAPPolicy | HelloNoSentEvents | HelloPacked | HelloNoEcho
 
 // SentOnly reports whether events of kind k (a cm.EventKind) only say a
 // message was sent: those HelloNoSentEvents leaves out.

@@ -27,9 +27,11 @@ func (e *enc) mad() *[wire.MADSize]byte {
 	return (*[wire.MADSize]byte)(e.b[n:])
 }
 func (e *enc) pad(n int) {
-	for range n {
-		e.b = append(e.b, 0)
+	for n > len(zeroMAD) {
+		e.b = append(e.b, zeroMAD[:]...)
+		n -= len(zeroMAD)
 	}
+	e.b = append(e.b, zeroMAD[:n]...)
 }
 
 func (e *enc) bool(v bool) {
