@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -155,10 +156,24 @@ func (d *dec) bytes() []byte {
 }
 
 // str reads a length-prefixed string as a string, copied out of the
-// frame once.
+// frame once, or not at all when it is one of the last few read: an error
+// body's message repeats from event to event ("cm: disconnected").
 func (d *dec) str() string {
-	return string(d.take(int(d.u16())))
+	p := d.take(int(d.u16()))
+	if len(p) == 0 {
+		return ""
+	}
+	slot := &strCache[(len(p)+int(p[0]))%len(strCache)]
+	if s := slot.Load(); s != nil && *s == string(p) {
+		return *s
+	}
+	s := string(p)
+	slot.Store(&s)
+	return s
 }
+
+// strCache holds strings str read, by length and first byte.
+var strCache [16]atomic.Pointer[string]
 
 // optBytes reads a length-prefixed string that the flag says is present;
 // an absent one must have length 0.
