@@ -15,6 +15,7 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/engine"
+	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 	"github.com/ibcm/ibcm/internal/cmswitch"
 	"github.com/ibcm/ibcm/internal/outcome"
@@ -43,6 +44,9 @@ type Run struct {
 	next    *connRec               // the active connection whose REQ goes next
 	passiv  bool                   // new REQs create connections
 	change  chan struct{}
+	// tune, when set (tests, from OnRun), adjusts the Manager newManager
+	// makes: its configuration, and the transport it runs on.
+	tune func(cfg *cm.ManagerConfig, tr transport.Transport) transport.Transport
 }
 
 func newNetRun(o *Options, stdout io.Writer) *Run {
@@ -269,7 +273,11 @@ func (r *Run) newManager() error {
 	if r.data != nil {
 		cfg.Port = r.data.portInfo()
 	}
-	m, err := cm.NewManager(cmswitch.Wrap(r.ep.Transport, sw), cfg)
+	tr := r.ep.Transport
+	if r.tune != nil {
+		tr = r.tune(&cfg, tr)
+	}
+	m, err := cm.NewManager(cmswitch.Wrap(tr, sw), cfg)
 	if err != nil {
 		return err
 	}
