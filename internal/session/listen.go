@@ -166,7 +166,7 @@ func (r *Run) recordOfRequest(req *cm.Request) *connRec {
 // then serves the connection.
 func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.Request, wg *sync.WaitGroup) {
 	if la.Reject != 0 {
-		if err := req.Reject(ctx, wire.RejectReason(la.Reject), nil, nil); err != nil {
+		if err := rejectRetrying(ctx, req, wire.RejectReason(la.Reject)); err != nil {
 			r.failConn(c, "reject: "+err.Error())
 		}
 		r.unref(c)
@@ -180,7 +180,7 @@ func (r *Run) answer(ctx context.Context, la *ListenConfig, c *connRec, req *cm.
 		s, err := dr.session(c, "server")
 		if err != nil {
 			r.failConn(c, "QP: "+err.Error())
-			_ = req.Reject(ctx, wire.RejectConsumerDefined, nil, nil)
+			_ = rejectRetrying(ctx, req, wire.RejectConsumerDefined)
 			r.unref(c)
 			return
 		}

@@ -520,6 +520,18 @@ func acceptRetrying(ctx context.Context, req *cm.Request, p *cm.AcceptParams) (*
 	}
 }
 
+// rejectRetrying is req.Reject, made again while it finds the send queue
+// full: a refused Reject changed nothing, and the request would wait
+// unanswered until it lapses.
+func rejectRetrying(ctx context.Context, req *cm.Request, reason wire.RejectReason) error {
+	for {
+		err := req.Reject(ctx, reason, nil, nil)
+		if !again(ctx, err) {
+			return err
+		}
+	}
+}
+
 // ConnectRetrying is m.Connect, made again while it finds the send queue
 // full.
 func ConnectRetrying(ctx context.Context, m *cm.Manager, p *cm.ConnectParams) (*cm.Conn, error) {
