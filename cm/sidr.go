@@ -88,7 +88,8 @@ func (r *SIDRRequest) answer(p *SIDRReplyParams) error {
 // protocol gives that id no timer. So the SIDR_REQs waiting for an answer
 // are bounded for the whole Manager, by the engine's MaxHalfOpen, the
 // bound of the REQs waiting for one: however many listeners never call
-// AcceptSIDR, they cannot take every id.
+// AcceptSIDR, they cannot take every id (while MaxHalfOpen is below
+// MaxIDs, as by default).
 func (m *Manager) sidrRequestReceived(nt *engine.Notification) {
 	l := m.listeners[nt.Listen]
 	r := &SIDRRequest{m: m, id: nt.ID, req: nt.Msg.SIDRReq, from: nt.From}
