@@ -87,3 +87,50 @@ func TestCallbacksMayReadTheirConn(t *testing.T) {
 	closeWithin(t, a, 3*time.Second)
 	closeWithin(t, b, 3*time.Second)
 }
+
+// An OnEvent that blocks holds back the events after it, never the CM's
+// own answers: while the passive side's callback for the DREQ blocks, its
+// DREP still leaves, and the active side's Disconnect returns.
+func TestBlockedCallbackHoldsBackNoAnswer(t *testing.T) {
+	release := make(chan struct{})
+	var blocked atomic.Bool
+	fab := simnet.NewFabric(simnet.Config{})
+	t.Cleanup(fab.Close)
+	ea, eb := fab.NewEndpoint(), fab.NewEndpoint()
+	a := boundedManager(t, ea, cm.ManagerConfig{LocalGUID: 0xa})
+	b := boundedManager(t, eb, cm.ManagerConfig{LocalGUID: 0xb, OnEvent: func(ev cm.Event) {
+		if ev.Kind == cm.EventDREQReceived {
+			blocked.Store(true)
+			<-release
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	conns := make(chan *cm.Conn, 1)
+	serve(ctx, t, l, conns)
+	// Response timeouts of a second (4.096 µs × 2^18): no DREQ is resent
+	// while the callback blocks, so nothing else makes the peer send.
+	p := fastREQ(eb, 0x1000, 0x10)
+	p.REQ.RemoteCMResponseTimeout, p.REQ.LocalCMResponseTimeout = 18, 18
+	c, err := a.Connect(ctx, p)
+	require.NoError(t, err)
+	select {
+	case <-conns:
+	case <-ctx.Done():
+		t.Fatal("the passive side did not establish the connection")
+	}
+
+	// A DREP held back until the callback returns would never come:
+	// Disconnect would end with its context.
+	dctx, dcancel := context.WithTimeout(ctx, 3*time.Second)
+	err = c.Disconnect(dctx, nil)
+	dcancel()
+	wasBlocked := blocked.Load()
+	close(release)
+	require.NoError(t, err, "Disconnect while the peer's callback blocks")
+	require.True(t, wasBlocked, "the peer's callback for the DREQ ran, and blocked")
+	closeWithin(t, a, 3*time.Second)
+	closeWithin(t, b, 3*time.Second)
+}
