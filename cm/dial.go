@@ -33,6 +33,7 @@ func newDialed(ops remoteOps, p *remotePort, cfg ManagerConfig) *Manager {
 		cfg.Clock = clock.Real()
 	}
 	cfg.LocalGUID, cfg.MinTimeWait, cfg.MaxTimeWait = p.guid, p.minTimeWait, p.maxTimeWait
+	cfg.OnConnEnd = nil // the daemon's Manager tells its own
 	m := &Manager{tr: portAddr(p.addr), cfg: cfg, clock: cfg.Clock, port: p.port,
 		quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
@@ -69,10 +70,8 @@ func (a portAddr) Close() error              { return nil }
 //
 // What differs, because the engine is in another process: Conn.State asks
 // the daemon (a round trip; the other read methods read what its events
-// told); a Conn's Done and TimeWaitExit close as the daemon's step reaches
-// the client, which may be before OnEvent has been told that step; the
-// error of a port whose transport failed matches ErrClosed and carries the
-// transport error's text, not its value.
+// told); the error of a port whose transport failed matches ErrClosed
+// and carries the transport error's text, not its value.
 func Dial(ctx context.Context, socketPath, port string, cfg ManagerConfig) (*Manager, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unixpacket", socketPath)

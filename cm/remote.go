@@ -21,8 +21,8 @@ package cm
 // a method that acts forwards its call, waits for the reply, which the
 // daemon writes after the events the call caused, and returns once OnEvent
 // has been told them (caughtUp), as do does. A mirror's Done and
-// TimeWaitExit close as the step that closes them is applied, not behind
-// the callbacks (remoteEnd says why).
+// TimeWaitExit close behind the events of the step that closes them, as
+// the embedded Manager's do (signalEnd).
 //
 // QPs stay in the client: the daemon derives the attributes and sends
 // each move, and the reader applies it to the local QP (the QP given to
@@ -33,6 +33,7 @@ package cm
 // daemon that is gone (remote_qp.go).
 
 import (
+	"cmp"
 	"context"
 	"sync"
 
@@ -169,6 +170,9 @@ type remote struct {
 	// unanswered: the handles of requests, which end on their own when the
 	// peer gives up before the application answers.
 	unanswered map[uint64]bool
+	// endAtTimeWait: the ended Conns whose Done waits for the TIMEWAIT
+	// event their step tells last (remoteEndAt).
+	endAtTimeWait map[*Conn]struct{}
 	// onClose: the tests run [0] as Close starts, [1] once the socket is
 	// closed.
 	onClose   [2]func()
@@ -182,6 +186,7 @@ type remote struct {
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
 		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, unanswered: map[uint64]bool{},
+		endAtTimeWait: map[*Conn]struct{}{},
 		listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
 		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
@@ -287,9 +292,7 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 	c.remember(ev.msg)
 	m.mirrorStep(c, ev)
 	m.emit(Event{Kind: EventKind(ev.kind), Conn: c, ID: c.id, Reason: ev.reason, Msg: ev.msg, From: ev.from, Sent: ev.sent})
-	if ev.err != nil {
-		m.remoteEnd(c, ev.err)
-	}
+	m.remoteEndAt(c, ev)
 	if nr, ok := r.newReqs[ev.handle]; ok {
 		delete(r.newReqs, ev.handle)
 		m.toBacklog(nr, ev.handle)
@@ -335,13 +338,47 @@ func (m *Manager) remoteWatched(c *Conn, ev *remoteEvent) {
 	}
 }
 
+// remoteEndAt ends c at the event ev if ev tells that it ended, as settle
+// ends an embedded Conn: a step that takes the Conn into TimeWait tells
+// TIMEWAIT last, which ends it too, and its Done closes behind that
+// event; under the lock.
+func (m *Manager) remoteEndAt(c *Conn, ev *remoteEvent) {
+	k := EventKind(ev.kind)
+	_, waiting := m.remote.endAtTimeWait[c]
+	switch {
+	case k == EventTimeWait:
+		m.remoteEnd(c, cmp.Or(ev.err, ErrDisconnected))
+	case ev.err == nil || waiting:
+	case !c.inTimeWait && entersTimeWait(k, ev.state):
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = ev.err
+			m.remote.endAtTimeWait[c] = struct{}{}
+		}
+		c.mu.Unlock()
+	default:
+		m.remoteEnd(c, ev.err)
+	}
+}
+
+// entersTimeWait reports whether the step that an event of kind k tells,
+// s being the daemon's Conn's state as the event was written, took the
+// Conn into TimeWait: a DREQ received (answered at once) and the end of
+// our DREQ always do; a REJ or a stale connection where it left the
+// Conn in TimeWait.
+func entersTimeWait(k EventKind, s State) bool {
+	switch k {
+	case EventDREQReceived, EventDisconnected:
+		return true
+	case EventRejected, EventStale, EventTimedOut:
+		return s.Attr().TimeWait
+	}
+	return false
+}
+
 // remoteEnd ends the mirror c with err, unless it has ended: Done closes
-// at once, not behind the events of the step as the embedded Manager's
-// does. The events come from the daemon, and a Done that waited for
-// OnEvent to be told them would also wait for the callbacks before them,
-// which may themselves wait for the daemon (State asks it): so Done would
-// lag the state the daemon gives, which the embedded Manager changes in
-// the same step; under the lock.
+// once OnEvent has been told the events queued before it, the step's
+// own among them, as the embedded Manager's does; under the lock.
 func (m *Manager) remoteEnd(c *Conn, err error) {
 	c.mu.Lock()
 	first := c.err == nil
@@ -349,34 +386,22 @@ func (m *Manager) remoteEnd(c *Conn, err error) {
 		c.err = err
 	}
 	c.mu.Unlock()
-	if first {
-		close(c.done)
+	_, waited := m.remote.endAtTimeWait[c]
+	if first || waited {
+		delete(m.remote.endAtTimeWait, c)
+		m.signalEnd(c, false)
 	}
 }
 
-// remoteRelease closes c's TimeWaitExit at once, as remoteEnd its Done;
-// under the lock.
+// remoteRelease closes c's TimeWaitExit behind the events queued before
+// it, as remoteEnd its Done; under the lock.
 func (m *Manager) remoteRelease(c *Conn) {
 	c.mu.Lock()
 	first := !c.freed
 	c.freed = true
 	c.mu.Unlock()
 	if first {
-		close(c.released)
-	}
-}
-
-// remoteSettleNow ends c with err, and lets go of it (free), as the
-// daemon's Conn.State said: before the events of that step come, which
-// are told when they do. forget drops the handle too: the daemon has let
-// go of it; under the lock.
-func (m *Manager) remoteSettleNow(c *Conn, err error, free, forget bool) {
-	m.remoteEnd(c, err)
-	if free {
-		m.remoteRelease(c)
-	}
-	if forget {
-		m.remoteForget(c)
+		m.signalEnd(c, true)
 	}
 }
 

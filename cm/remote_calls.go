@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -311,7 +310,9 @@ func (c *Conn) remoteCommEst(ctx context.Context) error {
 // remoteState is Conn.State: the daemon's Conn's state now, as the
 // embedded Manager's engine gives it, or IDLE once its id is let go of or
 // the Manager has stopped. Without an answer it is the state the last
-// event told.
+// event told. A state that has ended the daemon's Conn changes nothing in
+// the mirror: its events are on their way, and the mirror ends behind
+// them, as the embedded Manager's Conn ends behind the step's events.
 func (c *Conn) remoteState() State {
 	m := c.m
 	m.mu.Lock()
@@ -325,20 +326,16 @@ func (c *Conn) remoteState() State {
 	rp, err := m.remote.ops.do(ctx, &remoteCall{op: ropConnInfo, handle: h})
 	switch {
 	case errors.Is(err, hostproto.ErrNoHandle):
-		rp.state = StateIdle // the daemon let go of the id
-	case err != nil:
-		return told
-	}
-	if at := rp.state.Attr(); at.TimeWait || !at.Holds {
-		// The daemon's Conn has ended (and its id is free, in IDLE): so
-		// does the mirror, now, rather than when the event of that step
-		// comes, so that State, Done and TimeWaitExit agree as they do on
-		// the embedded Manager.
+		// The daemon lets go of a handle after the event that frees its
+		// id, which the reader applied before this reply.
 		m.mu.Lock()
 		if m.remote.handles[c] == h {
-			m.remoteSettleNow(c, cmp.Or(rp.err, ErrDisconnected), !at.Holds, err != nil)
+			m.remoteForget(c)
 		}
 		m.remoteUnlock()
+		return StateIdle
+	case err != nil:
+		return told
 	}
 	return rp.state
 }

@@ -238,6 +238,7 @@ func TestDialedActiveConnection(t *testing.T) {
 	rej := &RejectError{Reason: wire.RejectConsumerDefined}
 	require.NoError(t, m.moveRemoteQP(7, nil, []qpattr.Attr{{State: qpattr.Err}}))
 	d.tell(remoteEvent{kind: remoteKind(EventRejected), handle: 7, id: 0x30, state: StateTimeWait, err: rej})
+	d.tell(remoteEvent{kind: remoteKind(EventTimeWait), handle: 7, id: 0x30, state: StateTimeWait, err: rej})
 	<-c.Done()
 	var got *RejectError
 	require.ErrorAs(t, c.Err(), &got)
