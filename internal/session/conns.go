@@ -31,8 +31,7 @@ type connRec struct {
 	// the Manager frees it, and the goroutine that serves the connection.
 	// At 0 the run lets the record go (Run.unrefLocked).
 	refs   int
-	folded bool          // its outcome is in Run.ended
-	exited chan struct{} // closed when its TIMEWAIT-EXIT is told
+	folded bool // its outcome is in Run.ended
 }
 
 // answer closes c.answered, once. r.mu must be held.
@@ -72,9 +71,6 @@ func (r *Run) onEvent(ev cm.Event) {
 		defer r.signal()
 	case cm.EventTimeWaitExit:
 		defer r.signal()
-		if c.exited != nil && !isClosed(c.exited) {
-			close(c.exited)
-		}
 	}
 	if r.o.Events {
 		r.printEvent(c, ev, estab)

@@ -120,7 +120,7 @@ func (r *Run) signal() {
 // held.
 func (r *Run) newConn(qpn uint32) *connRec {
 	r.made++
-	c := &connRec{Conn: outcome.New(), num: r.made, idx: len(r.conns), qpn: qpn, exited: make(chan struct{})}
+	c := &connRec{Conn: outcome.New(), num: r.made, idx: len(r.conns), qpn: qpn}
 	r.conns = append(r.conns, c)
 	return c
 }
@@ -175,64 +175,7 @@ func (r *Run) unrefAtExit(c *connRec, conn *cm.Conn) {
 	case <-r.stopped:
 		return // finish judges what is left
 	}
-	if r.o.Daemon != "" && errors.Is(conn.Err(), cm.ErrDisconnected) {
-		// A dialed Manager frees the id as the daemon's step comes, before
-		// OnEvent is told its events: the TIMEWAIT-EXIT is on its way.
-		t := time.NewTimer(eventLag)
-		defer t.Stop()
-		for !r.heard(c, cm.EventTimeWaitExit) {
-			select {
-			case <-c.exited:
-			case <-t.C:
-				r.unref(c)
-				return
-			case <-r.stopped:
-				return
-			}
-		}
-	}
 	r.unref(c)
-}
-
-// eventLag bounds how long the run waits for the events of a step whose
-// end a dialed Manager's channels showed first.
-const eventLag = 2 * time.Second
-
-// heard says whether c's record has been told an event of kind k.
-func (r *Run) heard(c *connRec, k cm.EventKind) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return c.Has(k)
-}
-
-// inTimeWait says whether connection c is in TimeWait, or about to be told
-// so: a dialed Manager ends a Conn as the daemon's step comes, before
-// OnEvent is told its events, so a Conn that ended disconnected, or ended
-// while its id is not free, has its TimeWait events on their way (the wait
-// for them is bounded from now). r.mu must be held.
-func (r *Run) inTimeWait(c *connRec) bool {
-	if c.InTimeWait() {
-		return true
-	}
-	if r.o.Daemon == "" || c.conn == nil || c.Has(cm.EventTimeWaitExit) || !isClosed(c.conn.Done()) {
-		return false
-	}
-	if !errors.Is(c.conn.Err(), cm.ErrDisconnected) && isClosed(c.conn.TimeWaitExit()) {
-		return false
-	}
-	if c.twAt.IsZero() {
-		c.twAt = time.Now()
-	}
-	return true
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // fold judges c, whose outcome is final, and adds it to r.ended. r.mu must
@@ -321,7 +264,7 @@ func (r *Run) waitTimeWait(ctx context.Context) {
 		var latest time.Time
 		pending := 0
 		for _, c := range r.conns {
-			if r.inTimeWait(c) {
+			if c.InTimeWait() {
 				pending++
 				if end := c.twAt.Add(r.timeWait(c) + 2*time.Second); end.After(latest) {
 					latest = end
