@@ -2,6 +2,8 @@ package cm_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -135,4 +137,110 @@ func TestChannelsCloseAfterTheirEvents(t *testing.T) {
 		assert.Equal(t, heard{atDone: true, atExit: true}, <-active, "the side the DREQ reached")
 		assert.Equal(t, heard{atDone: true, atExit: true}, <-passive, "the side that disconnected")
 	})
+}
+
+// describe is err as both backends must give it: nil, a refusal by the
+// connection's state, the Manager's stop, or the error's text.
+func describe(err error) string {
+	var se *cm.StateError
+	switch {
+	case err == nil:
+		return "nil"
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s refused in %s", se.Call, se.State)
+	case errors.Is(err, cm.ErrClosed):
+		return "closed: " + err.Error()
+	}
+	return err.Error()
+}
+
+// The calls that find their object ended, or end it again, give the same
+// outcome on both backends: a Listener closed twice, a Conn disconnected
+// or closed after its Done, after its TimeWaitExit and after its
+// Manager's Close, a Manager closed twice, and its counters read after it
+// stopped, which are those it had.
+func TestCallsAfterTheEndAreTheSame(t *testing.T) {
+	if viaDaemon {
+		return // both run in the first run
+	}
+	var outcomes [][]string // embedded, then dialed
+	bothBackends(t, func(t *testing.T, build managerBuild) {
+		outcomes = append(outcomes, callsAfterTheEnd(t, build))
+	})
+	require.Len(t, outcomes, 2)
+	assert.Equal(t, outcomes[0], outcomes[1])
+	t.Logf("%q", outcomes[1])
+}
+
+func callsAfterTheEnd(t *testing.T, build managerBuild) []string {
+	fab := simnet.NewFabric(simnet.Config{Seed: 9})
+	defer fab.Close()
+	server := build(fab.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xb, MaxTimeWait: 20 * time.Millisecond})
+	client := build(fab.NewEndpoint(), cm.ManagerConfig{LocalGUID: 0xa, MaxTimeWait: 20 * time.Millisecond})
+	var log []string
+	say := func(what string, v any) {
+		if err, ok := v.(error); ok || v == nil {
+			v = describe(err)
+		}
+		log = append(log, fmt.Sprintf("%s: %v", what, v))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	l2, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
+	require.NoError(t, err)
+	say("Listener.Close", l2.Close())
+	say("Listener.Close again", l2.Close())
+
+	accepted := make(chan *cm.Conn, 1)
+	go func() {
+		defer close(accepted)
+		r, err := l.Accept(ctx)
+		if !assert.NoError(t, err) {
+			return
+		}
+		c, err := r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
+		if assert.NoError(t, err) {
+			accepted <- c
+		}
+	}()
+	c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
+		REQ: client.NewREQ(server.LocalAddr(), 0x1000), QP: newFakeQP(0x11)})
+	require.NoError(t, err)
+	sc := <-accepted
+	require.NotNil(t, sc)
+
+	say("Disconnect", sc.Disconnect(ctx, nil))
+	say("Disconnect again", sc.Disconnect(ctx, nil))
+	<-c.Done()
+	say("the peer's Disconnect after its Done", c.Disconnect(ctx, nil))
+	say("Conn.Close after Done", c.Close())
+	say("Conn.Close again", c.Close())
+	<-c.TimeWaitExit()
+	<-sc.TimeWaitExit()
+	say("Disconnect after TimeWaitExit", c.Disconnect(ctx, nil))
+	say("Conn.Close after TimeWaitExit", sc.Close())
+	say("State after TimeWaitExit", c.State())
+	say("CommEst after TimeWaitExit", sc.CommEst(ctx))
+	say("Err after TimeWaitExit", c.Err())
+
+	st := client.Stats()
+	say("Manager.Close", client.Close())
+	say("Manager.Close again", client.Close())
+	say("Stats after Close as before", client.Stats() == st)
+	say("Disconnect after Manager.Close", c.Disconnect(ctx, nil))
+	say("Conn.Close after Manager.Close", c.Close())
+	say("Err after Manager.Close", c.Err())
+	say("State after Manager.Close", c.State())
+	_, err = client.Listen(ctx, cm.ListenParams{ServiceID: 0x3000})
+	say("Listen after Manager.Close", err)
+
+	say("Listener.Close", l.Close())
+	st = server.Stats()
+	say("Manager.Close", server.Close())
+	say("Stats after Close as before", server.Stats() == st)
+	say("Listener.Close after Manager.Close", l.Close())
+	say("Listener.Close after Manager.Close, once closed already", l2.Close())
+	return log
 }
