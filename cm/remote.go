@@ -173,6 +173,8 @@ type remote struct {
 	// endAtTimeWait: the ended Conns whose Done waits for the TIMEWAIT
 	// event their step tells last (remoteEndAt).
 	endAtTimeWait map[*Conn]struct{}
+	// stats: the daemon's Manager's counters as last read (remoteStats).
+	stats Stats
 	// onClose: the tests run [0] as Close starts, [1] once the socket is
 	// closed.
 	onClose   [2]func()

@@ -111,12 +111,19 @@ func (m *Manager) remoteListen(ctx context.Context, p ListenParams) (*Listener, 
 func (l *Listener) remoteClose() error {
 	m := l.m
 	m.mu.Lock()
-	h := m.remote.lhandles[l]
+	h, open := m.remote.lhandles[l]
+	closed := m.closed
 	m.mu.Unlock()
+	if !open && !closed {
+		return nil // closed already, as the embedded Close finds it
+	}
 	_, err := m.remoteDo(context.Background(), &remoteCall{op: ropListenerClose, handle: h})
 	if errors.Is(err, ErrClosed) {
 		l.shut()
 		return err
+	}
+	if errors.Is(err, hostproto.ErrNoHandle) {
+		err = nil // a Close made together with this one took the handle
 	}
 	m.mu.Lock()
 	delete(m.remote.listeners, h)
@@ -243,23 +250,31 @@ func (r *SIDRRequest) remoteReply(ctx context.Context, p *SIDRReplyParams) error
 }
 
 // remoteStats is Stats: the daemon's Manager's counters, with the
-// client's own (the requests its backlogs refused).
+// client's own (the requests its backlogs refused). Once the Manager has
+// stopped they are the daemon's as last read (at Close, if not since),
+// as the embedded Manager keeps its counters after it stops.
 func (m *Manager) remoteStats() Stats {
-	m.mu.Lock()
-	own, closed := m.stats, m.closed
-	m.mu.Unlock()
-	if closed {
-		return own
+	if !m.isClosed() {
+		m.remoteReadStats()
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.remote.stats
+	st.BacklogFull += m.stats.BacklogFull
+	return st
+}
+
+// remoteReadStats reads the daemon's counters into remote.stats.
+func (m *Manager) remoteReadStats() {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteAsyncWait)
 	defer cancel()
 	rp, err := m.remote.ops.do(ctx, &remoteCall{op: ropStats})
 	if err != nil {
-		return own
+		return
 	}
-	st := rp.stats
-	st.BacklogFull += own.BacklogFull
-	return st
+	m.mu.Lock()
+	m.remote.stats = rp.stats
+	m.mu.Unlock()
 }
 
 // remoteClose is Close: the daemon tears down every id of the client as
@@ -267,6 +282,9 @@ func (m *Manager) remoteStats() Stats {
 // Calls made together all return once the first is done.
 func (m *Manager) remoteClose() error {
 	m.remote.closing.Do(func() {
+		if !m.isClosed() {
+			m.remoteReadStats() // what Stats gives from now on
+		}
 		m.causeMu.Lock()
 		if m.cause == nil {
 			m.cause = ErrClosed // the reader, which ends with the socket, finds it
