@@ -126,19 +126,57 @@ func (c *Conn) lapDone(apr *wire.APR, err error) {
 // ID returns the local comm ID.
 func (c *Conn) ID() CommID { return c.id }
 
-// Active reports whether this side sent the REQ.
-func (c *Conn) Active() bool { return c.active }
+// The accessors below read fields that a received REP, an Accept or the
+// daemon's events set while other goroutines may already hold the Conn
+// (its REQ_SENT event hands it out), so they read under the Manager's
+// lock; a zero field is one not known yet.
 
-// LocalQPN and RemoteQPN are the QPs the connection joins.
-func (c *Conn) LocalQPN() uint32  { return c.localQPN }
-func (c *Conn) RemoteQPN() uint32 { return c.remoteQPN }
+// Active reports whether this side sent the REQ.
+func (c *Conn) Active() bool {
+	defer c.lockFields()()
+	return c.active
+}
+
+// LocalQPN is the QP this side joins to the connection.
+func (c *Conn) LocalQPN() uint32 {
+	defer c.lockFields()()
+	return c.localQPN
+}
+
+// RemoteQPN is the peer's QP.
+func (c *Conn) RemoteQPN() uint32 {
+	defer c.lockFields()()
+	return c.remoteQPN
+}
 
 // RemoteGUID is the peer's CA GUID.
-func (c *Conn) RemoteGUID() uint64 { return c.remoteGUID }
+func (c *Conn) RemoteGUID() uint64 {
+	defer c.lockFields()()
+	return c.remoteGUID
+}
 
-// REQ and REP are the messages that made the connection.
-func (c *Conn) REQ() *wire.REQ { return &c.req }
-func (c *Conn) REP() *wire.REP { return &c.rep }
+// REQ and REP are copies of the messages that made the connection.
+func (c *Conn) REQ() *wire.REQ {
+	defer c.lockFields()()
+	req := c.req
+	return &req
+}
+
+func (c *Conn) REP() *wire.REP {
+	defer c.lockFields()()
+	rep := c.rep
+	return &rep
+}
+
+// lockFields takes the lock that guards c's fields and returns its
+// release; the zero Conn has none.
+func (c *Conn) lockFields() func() {
+	if c.m == nil {
+		return func() {}
+	}
+	c.m.mu.Lock()
+	return c.m.mu.Unlock
+}
 
 // TimeWait is how long the connection waits in TimeWait once it ends,
 // before TimeWaitExit: 4.096 µs × 2^(its REQ's Local ACK Timeout), within
