@@ -188,8 +188,7 @@ type remote struct {
 func newRemote(ops remoteOps) *remote {
 	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
 		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, unanswered: map[uint64]bool{},
-		endAtTimeWait: map[*Conn]struct{}{},
-		listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
+		endAtTimeWait: map[*Conn]struct{}{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
 		kick: make(chan struct{}, 1), delivered: make(chan struct{})}
 }
