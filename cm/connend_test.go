@@ -13,9 +13,10 @@ import (
 
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/simnet"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 )
 
-// OnConnEnd is told of each end once its channel has closed, in order
+// OnConnEnd (internal/cmswitch) is told of each end once its channel has closed, in order
 // with the events: a connection's Done after it is disconnected, its
 // TimeWaitExit after the TIMEWAIT_EXIT event; and the end of an attempt
 // whose Connect gave up, of which OnEvent hears nothing.
@@ -32,7 +33,8 @@ func TestOnConnEndToldOfEveryEnd(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Contains(told, s)
 	}
-	onEnd := func(c *cm.Conn, freed bool) {
+	onEnd := func(conn any, freed bool) {
+		c := conn.(*cm.Conn)
 		ch, what := c.Done(), "done"
 		if freed {
 			ch, what = c.TimeWaitExit(), "freed"
@@ -49,7 +51,8 @@ func TestOnConnEndToldOfEveryEnd(t *testing.T) {
 			note(fmt.Sprintf("%#x %s", ev.Conn.LocalQPN(), ev.Kind))
 		}
 	}
-	p := newPair(t, simnet.Config{}, cm.ManagerConfig{OnEvent: onEvent, OnConnEnd: onEnd}, cm.ManagerConfig{})
+	p := newSwitchedPair(t, simnet.Config{}, &cmswitch.Switches{OnConnEnd: onEnd},
+		cm.ManagerConfig{OnEvent: onEvent}, cm.ManagerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})

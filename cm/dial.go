@@ -33,7 +33,6 @@ func newDialed(ops remoteOps, p *remotePort, cfg ManagerConfig) *Manager {
 		cfg.Clock = clock.Real()
 	}
 	cfg.LocalGUID, cfg.MinTimeWait, cfg.MaxTimeWait = p.guid, p.minTimeWait, p.maxTimeWait
-	cfg.OnConnEnd = nil // the daemon's Manager tells its own
 	m := &Manager{tr: portAddr(p.addr), cfg: cfg, clock: cfg.Clock, port: p.port,
 		quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},

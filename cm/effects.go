@@ -11,7 +11,7 @@ type effect struct {
 	f    func()
 	shut chan struct{}
 	// With shut: the Conn whose Done (or, freed, TimeWaitExit) it is,
-	// for OnConnEnd.
+	// for onConnEnd.
 	conn  *Conn
 	freed bool
 	errc  chan error
@@ -19,7 +19,7 @@ type effect struct {
 	ev    Event
 }
 
-func (e *effect) run(onEvent func(Event), onEnd func(*Conn, bool)) {
+func (e *effect) run(onEvent func(Event), onEnd func(any, bool)) {
 	switch {
 	case e.f != nil:
 		e.f()
@@ -81,13 +81,13 @@ func (m *Manager) signal(f func()) {
 }
 
 // signalEnd is signal for the wake-up that closes c's Done (or, freed,
-// its TimeWaitExit), which OnConnEnd is told of after it.
+// its TimeWaitExit), which onConnEnd is told of after it.
 func (m *Manager) signalEnd(c *Conn, freed bool) {
 	ch := c.done
 	if freed {
 		ch = c.released
 	}
-	if m.cfg.OnEvent == nil && m.cfg.OnConnEnd == nil {
+	if m.cfg.OnEvent == nil && m.onConnEnd == nil {
 		close(ch)
 		return
 	}

@@ -74,14 +74,6 @@ type ManagerConfig struct {
 	// events, and may read c as OnEvent may; the APR goes once it returns.
 	// Default: accept (status 0).
 	LAPPolicy func(c *Conn, lap *wire.LAP) wire.APRStatus
-	// OnConnEnd, when set, is told as c's Done closes (freed false) and
-	// as its TimeWaitExit closes (freed true), on every path, those that
-	// tell OnEvent nothing included (an attempt given up by its context,
-	// Close), in order with the events, as OnEvent is, with the same
-	// rules. It is for a service that mirrors the Manager's connections
-	// to others (ibcmd), so that it needs no goroutine per connection to
-	// wait on them. A dialed Manager does not call it.
-	OnConnEnd func(c *Conn, freed bool)
 	// MRADelay is how long a REQ may wait for Accept or Reject, and a REP
 	// for the RTU (while the application moves its QP), before the Manager
 	// answers it with an MRA on the application's behalf, so the peer waits
@@ -151,6 +143,9 @@ type Manager struct {
 	tellCond   *sync.Cond
 	told       uint64
 
+	// onConnEnd is the Switches' OnConnEnd (internal/cmswitch), or nil.
+	onConnEnd func(conn any, freed bool)
+
 	// mu guards the engine and everything below.
 	mu      sync.Mutex
 	eng     *engine.Engine
@@ -201,7 +196,7 @@ func NewManager(tr transport.Transport, cfg ManagerConfig) (*Manager, error) {
 		timer: cfg.Clock.NewTimer(),
 		conns: map[engine.CommID]*Conn{}, byQPN: map[uint32]*Conn{}, requests: map[engine.CommID]*Request{},
 		listeners: map[engine.CommID]*Listener{}, sidrs: map[engine.CommID]chan sidrResult{},
-		sidrReqs: map[engine.CommID]*SIDRRequest{}, mra: newDueSet(), sidrDue: newDueSet()}
+		sidrReqs: map[engine.CommID]*SIDRRequest{}, mra: newDueSet(), sidrDue: newDueSet(), onConnEnd: sw.OnConnEnd}
 	m.tellCond = sync.NewCond(&m.tellMu)
 	if in, ok := tr.(transport.Incoming); ok {
 		m.incoming = in.Incoming()

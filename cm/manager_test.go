@@ -16,6 +16,7 @@ import (
 	"github.com/ibcm/ibcm/cm/simnet"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 )
 
 // pair is two Managers on a real-time simulated fabric.
@@ -28,6 +29,12 @@ type pair struct {
 
 func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 	t.Helper()
+	return newSwitchedPair(t, net, nil, ca, cb)
+}
+
+// newSwitchedPair is newPair whose A, with swa, runs with those switches.
+func newSwitchedPair(t *testing.T, net simnet.Config, swa *cmswitch.Switches, ca, cb cm.ManagerConfig) *pair {
+	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
 	p := &pair{fab: simnet.NewFabric(net)}
 	p.ea, p.eb = p.fab.NewEndpoint(), p.fab.NewEndpoint()
@@ -37,8 +44,12 @@ func newPair(t *testing.T, net simnet.Config, ca, cb cm.ManagerConfig) *pair {
 	if cb.LocalGUID == 0 {
 		cb.LocalGUID = 0xb
 	}
+	var ta transport.Transport = p.ea
+	if swa != nil {
+		ta = cmswitch.Wrap(p.ea, *swa)
+	}
 	var err error
-	p.a, err = cm.NewManager(p.ea, ca)
+	p.a, err = cm.NewManager(ta, ca)
 	require.NoError(t, err)
 	p.b, err = cm.NewManager(p.eb, cb)
 	require.NoError(t, err)

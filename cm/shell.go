@@ -198,7 +198,7 @@ func (m *Manager) deliver() {
 				break
 			}
 			for i := range fx {
-				fx[i].run(m.cfg.OnEvent, m.cfg.OnConnEnd)
+				fx[i].run(m.cfg.OnEvent, m.onConnEnd)
 			}
 			told = fx
 			m.tellMu.Lock()

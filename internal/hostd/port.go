@@ -8,6 +8,7 @@ import (
 	"github.com/ibcm/ibcm/cm"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
+	"github.com/ibcm/ibcm/internal/cmswitch"
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
@@ -81,8 +82,14 @@ func (s *Server) newPort(pc Port) (*port, error) {
 	cfg := pc.Config
 	cfg.OnEvent = p.onEvent
 	cfg.LAPPolicy = p.lapPolicy
-	cfg.OnConnEnd = p.onConnEnd
-	m, err := cm.NewManager(pc.Transport, cfg)
+	// The ends OnEvent is not told of come through OnConnEnd, a switch
+	// that only an embedded Manager has, with those the port was given.
+	tr, sw := pc.Transport, cmswitch.Switches{}
+	if s, ok := tr.(*cmswitch.Switched); ok {
+		tr, sw = s.Transport, s.Switches
+	}
+	sw.OnConnEnd = p.onConnEnd
+	m, err := cm.NewManager(cmswitch.Wrap(tr, sw), cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -234,16 +241,18 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// onConnEnd is the Manager's OnConnEnd: the client that holds conn is told
-// of the ends its events may not tell (an attempt given up by its context,
-// a Close, an attempt released in the step that failed it): when Done
+// onConnEnd is the Manager's OnConnEnd (c is a *cm.Conn): the client that
+// holds conn is told of the ends its events may not tell (an attempt given
+// up by its context, a Close, an attempt released in the step that failed
+// it): when Done
 // closes, and again when TimeWaitExit does, an EVENT of kind 0 (STATE)
 // with the connection's state and error, the second with state IDLE,
 // after which the handle is gone. Each goes only while the handle is
 // still the client's: after a TIMEWAIT_EXIT event, which comes before
 // TimeWaitExit closes, neither does. In order with the events, on the
 // goroutine that tells them: no goroutine waits on each connection.
-func (p *port) onConnEnd(conn *cm.Conn, freed bool) {
+func (p *port) onConnEnd(c any, freed bool) {
+	conn := c.(*cm.Conn)
 	p.mu.Lock()
 	o, ok := p.owners[conn]
 	if ok {

@@ -35,7 +35,7 @@ type Port struct {
 	Name      string
 	Transport transport.Transport
 	// Config is the port's Manager's configuration; the server sets
-	// OnEvent, LAPPolicy and OnConnEnd, which must be nil here.
+	// OnEvent and LAPPolicy, which must be nil here.
 	Config cm.ManagerConfig
 }
 
