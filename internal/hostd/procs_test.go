@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
+	"github.com/ibcm/ibcm/cm/qpattr"
 	"github.com/ibcm/ibcm/cm/transport"
 	"github.com/ibcm/ibcm/cm/wire"
 )
@@ -35,6 +36,7 @@ const peerEnv = "HOSTD_TEST_PEER"
 //	accept QPN              accept the next REQ (no QP; QPN in the REP) -> "accepted" / "accept-failed ..."
 //	hold                    take the next REQ, never answer -> "held"
 //	connect LID SID QPN     connect (no QP), in the background -> "connected" / "connect-failed ..."
+//	connect LID SID QPN qp  connect with a QP that takes every move (peerQP)
 //	sidr-hold               take the next SIDR_REQ, never answer -> "sidr-held"
 func peer(path string) int {
 	ctx := context.Background()
@@ -110,7 +112,11 @@ func peer(path string) int {
 			go func() {
 				req := m.NewREQ(to, num(2))
 				req.LocalQPN = uint32(num(3))
-				c, err := m.Connect(ctx, &cm.ConnectParams{To: to, REQ: req})
+				p := &cm.ConnectParams{To: to, REQ: req}
+				if len(f) > 4 && f[4] == "qp" {
+					p.QP = peerQP(req.LocalQPN)
+				}
+				c, err := m.Connect(ctx, p)
 				if err != nil {
 					say("connect-failed %v", err)
 					return
@@ -129,6 +135,13 @@ func peer(path string) int {
 	}
 	return 0
 }
+
+// peerQP is a peer's QP: the daemon's moves of it go through the
+// process, which takes each.
+type peerQP uint32
+
+func (q peerQP) QPN() uint32            { return uint32(q) }
+func (peerQP) Modify(qpattr.Attr) error { return nil }
 
 // proc is a peer process.
 type proc struct {
@@ -178,6 +191,11 @@ func (p *proc) expect(prefix string, within time.Duration) string {
 		p.t.Fatalf("no %q in %v", prefix, within)
 	}
 	return ""
+}
+
+// stop is kill -STOP: the process reads and answers nothing more.
+func (p *proc) stop() {
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGSTOP))
 }
 
 // kill is kill -9.
@@ -276,6 +294,32 @@ func TestKilledClientProcesses(t *testing.T) {
 			assert.ErrorIs(t, c.Err(), cm.ErrDisconnected)
 		case <-time.After(within):
 			t.Fatal("no DREQ")
+		}
+	})
+	t.Run("DREQ received: DREP", func(t *testing.T) {
+		v, _ := victim()
+		v.do(fmt.Sprintf("connect %d 0x4000 0x204 qp", mlid))
+		r, err := lm.Accept(ctx)
+		require.NoError(t, err)
+		rep := r.NewREP()
+		rep.LocalQPN = 0x99b
+		c, err := r.Accept(ctx, &cm.AcceptParams{REP: rep})
+		require.NoError(t, err)
+		v.expect("connected", within)
+		// The process is stopped as its peer disconnects, and killed
+		// after: the daemon answers the DREQ without waiting for the
+		// process to move its QP to ERR, and the id waits out TimeWait
+		// as the peer's does.
+		v.stop()
+		dctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		require.NoError(t, c.Disconnect(dctx, nil), "the DREP")
+		v.kill()
+		select {
+		case <-c.TimeWaitExit():
+			assert.ErrorIs(t, c.Err(), cm.ErrDisconnected)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no TimeWaitExit")
 		}
 	})
 	t.Run("REQ received: REJ", func(t *testing.T) {
