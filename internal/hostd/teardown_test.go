@@ -95,6 +95,33 @@ func TestGoneClientIsTornDownAsTheKernelDoes(t *testing.T) {
 		d.waitIDs(t, 1, within) // TimeWait over on both sides: only the peer's listener is left
 	})
 
+	t.Run("DREQ received: the DREP, the QP's move not waited for", func(t *testing.T) {
+		d, v, p, _, hp := setup(t)
+		_, rh, _ := establish(t, p, v, hp)
+		moving, stuck := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(stuck) })
+		v.mu.Lock()
+		v.qp = func(q *hostproto.QPModifyReq) error {
+			if !q.Wait {
+				close(moving)
+				<-stuck // the move to ERR: the process is stuck from here on, then gone
+			}
+			return nil
+		}
+		v.mu.Unlock()
+		_, reply := p.start(hostproto.OpDisconnect, &hostproto.DisconnectReq{Handle: rh})
+		fr := p.wait(reply, within)
+		require.Equal(t, hostproto.StatusOK, fr.Status, "the DREP: %v", fr.Body)
+		select {
+		case <-moving:
+		case <-time.After(within):
+			t.Fatal("no move to ERR asked of the process")
+		}
+		v.conn.Close()
+		p.connEvent(rh, cm.EventTimeWaitExit, within)
+		d.waitIDs(t, 1, within) // the peer's listener
+	})
+
 	t.Run("SIDR_REQ received: a reject", func(t *testing.T) {
 		d, v, p, hv, _ := setup(t)
 		v.ok(hostproto.OpListen, &hostproto.ListenReq{ServiceID: sid})
