@@ -419,3 +419,35 @@ func TestDialedCloseTogether(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int32(1), runs.Load())
 }
+
+// The daemon reads a Conn's state and error as it writes each event, which
+// may be steps after the event's own: the events of a Disconnect written
+// once the Conn is in TimeWait all say so. Done still closes behind the
+// TIMEWAIT event that follows them, as the embedded Manager's does.
+func TestDialedEndWaitsForTimeWaitWrittenLate(t *testing.T) {
+	m, d, log := newFakeDialed(t)
+	d.answer = func(c *remoteCall) (remoteReply, error) {
+		d.tell(remoteEvent{kind: remoteKind(EventREQSent), handle: 7, id: 0x30, state: StateEstablished, req: c.req})
+		d.tell(remoteEvent{kind: remoteKind(EventEstablished), handle: 7, id: 0x30, state: StateEstablished})
+		return remoteReply{handle: 7, id: 0x30, state: StateEstablished}, nil
+	}
+	c, err := m.Connect(context.Background(), &ConnectParams{To: transport.Addr{LID: 9},
+		REQ: wire.REQ{ServiceID: 0x1000, LocalQPN: 0x11}})
+	require.NoError(t, err)
+	late := remoteEvent{kind: remoteKind(EventDREQSent), handle: 7, id: 0x30, state: StateTimeWait, err: ErrDisconnected}
+	d.tell(late)
+	m.caughtUp()
+	select {
+	case <-c.Done():
+		t.Fatal("Done closed before the TIMEWAIT event was told")
+	default:
+	}
+	late.kind = remoteKind(EventDisconnected)
+	d.tell(late)
+	late.kind = remoteKind(EventTimeWait)
+	d.tell(late)
+	<-c.Done()
+	assert.Equal(t, []EventKind{EventREQSent, EventEstablished, EventDREQSent, EventDisconnected, EventTimeWait},
+		log.kinds())
+	require.ErrorIs(t, c.Err(), ErrDisconnected)
+}
