@@ -366,15 +366,15 @@ func (m *Manager) remoteEndAt(c *Conn, ev *remoteEvent) {
 // s being the daemon's Conn's state as the event was written, took the
 // Conn into TimeWait: a DREQ received (answered at once) and the end of
 // our DREQ always do; a REJ or a stale connection where it left the
-// Conn in TimeWait.
+// Conn in TimeWait. So has any event written once the Conn was in
+// TimeWait (the daemon reads the state as it writes, which may be steps
+// after the event's own) before the TIMEWAIT event, which follows it.
 func entersTimeWait(k EventKind, s State) bool {
 	switch k {
 	case EventDREQReceived, EventDisconnected:
 		return true
-	case EventRejected, EventStale, EventTimedOut:
-		return s.Attr().TimeWait
 	}
-	return false
+	return s.Attr().TimeWait
 }
 
 // remoteEnd ends the mirror c with err, unless it has ended: Done closes
