@@ -103,15 +103,31 @@ type remoteCall struct {
 	sidrReply      *SIDRReplyParams
 }
 
-// remoteReply is what a reply carries.
+// remoteReply is what a reply carries. It goes back by value through the
+// frames of the call, on the application's goroutine, whose stack a burst
+// of calls would otherwise grow to hold it: the rare calls' larger
+// payloads are behind more, so that it stays small.
 type remoteReply struct {
-	handle  uint64 // Listen, Connect: the new id's handle
-	id      CommID // its comm ID
-	state   State  // Connect, Accept: the Conn's state
+	handle uint64 // Listen, Connect: the new id's handle
+	id     CommID // its comm ID
+	state  State  // Connect, Accept: the Conn's state
+	err    error  // Conn.State: the Conn's Err now
+	more   *remoteMore
+}
+
+// remoteMore is what QPAttr's, ResolveSIDR's and Stats' replies carry.
+type remoteMore struct {
 	attr    qpattr.Attr
 	sidrRep wire.SIDRRep
 	stats   Stats
-	err     error // Conn.State: the Conn's Err now
+}
+
+// payload is rp's larger payload, zero when the reply has none.
+func (rp *remoteReply) payload() *remoteMore {
+	if rp.more == nil {
+		return &remoteMore{}
+	}
+	return rp.more
 }
 
 // remoteKind is an event's kind: an EventKind, or one of the kinds beyond

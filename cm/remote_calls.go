@@ -208,7 +208,7 @@ func (c *Conn) remoteQPAttr(ctx context.Context, rep *wire.REP, s qpattr.State) 
 		return qpattr.Attr{}, err
 	}
 	rp, err := c.remoteCall(ctx, &remoteCall{op: ropQPAttr, rep: rep, qpState: s})
-	return rp.attr, err
+	return rp.payload().attr, err
 }
 
 // remoteLoadAltPath is Conn.LoadAltPath.
@@ -223,11 +223,11 @@ func (m *Manager) remoteResolveSIDR(ctx context.Context, q *engine.SIDRParams) (
 	var se *SIDRError
 	switch {
 	case errors.As(err, &se):
-		return &rp.sidrRep, err
+		return &rp.payload().sidrRep, err
 	case err != nil:
 		return nil, err
 	}
-	return &rp.sidrRep, nil
+	return &rp.payload().sidrRep, nil
 }
 
 // remoteReply is SIDRRequest.Reply.
@@ -273,7 +273,7 @@ func (m *Manager) remoteReadStats() {
 		return
 	}
 	m.mu.Lock()
-	m.remote.stats = rp.stats
+	m.remote.stats = rp.payload().stats
 	m.mu.Unlock()
 }
 

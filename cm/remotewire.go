@@ -21,7 +21,7 @@ func (l *link) do(ctx context.Context, c *remoteCall) (remoteReply, error) {
 		if errors.As(err, &se) && errors.As(err, &eb) {
 			var m wire.MAD
 			if wire.DecodeMAD(eb.Body.Info, &m) == nil && m.AttrID == wire.AttrSIDRRep {
-				return remoteReply{sidrRep: m.SIDRRep}, err
+				return remoteReply{more: &remoteMore{sidrRep: m.SIDRRep}}, err
 			}
 		}
 		return remoteReply{}, err
@@ -90,13 +90,13 @@ func reply(b hostproto.Body) remoteReply {
 	case *hostproto.ConnInfo:
 		return remoteReply{handle: b.Handle, id: CommID(b.CommID), state: b.State, err: hostError(&b.Err)}
 	case *hostproto.AttrReply:
-		return remoteReply{attr: b.Attr}
+		return remoteReply{more: &remoteMore{attr: b.Attr}}
 	case *hostproto.SIDRRepReply:
-		return remoteReply{sidrRep: b.Rep}
+		return remoteReply{more: &remoteMore{sidrRep: b.Rep}}
 	case *hostproto.StatsReply:
-		return remoteReply{stats: Stats{Engine: b.Engine, SendQueueFull: b.SendQueueFull,
+		return remoteReply{more: &remoteMore{stats: Stats{Engine: b.Engine, SendQueueFull: b.SendQueueFull,
 			SendQueueRefused: b.SendQueueRefused, BacklogFull: b.BacklogFull, MRAsSent: b.MRAsSent,
-			MRAsSkipped: b.MRAsSkipped, Paused: b.Paused, Coalesced: b.Coalesced, QPErrors: b.QPErrors}}
+			MRAsSkipped: b.MRAsSkipped, Paused: b.Paused, Coalesced: b.Coalesced, QPErrors: b.QPErrors}}}
 	}
 	return remoteReply{}
 }
