@@ -32,16 +32,22 @@ type link struct {
 	// packets filled before it; writing says a caller is writing them,
 	// which takes the frames queued meanwhile too, so that calls made at
 	// once go in a few packets. werr: a write failed, and every later one
-	// fails with it.
+	// fails with it. free holds the buffers of packets written, for the
+	// next (packetCap each: a packet is filled without growing its
+	// buffer); out, the writer's list of the packets it writes.
 	pend    []byte
 	full    [][]byte
-	spare   []byte
+	free    [][]byte
+	out     [][]byte
 	writing bool
 	werr    error
 
 	mu    sync.Mutex
 	next  uint64
 	calls map[uint64]*linkCall
+	// idle holds calls done with, their reply channels empty, for this
+	// link's next calls: a burst of calls allocates none after the first.
+	idle  []*linkCall
 	dead  error         // why the link ended: every call fails with it
 	ended chan struct{} // closed once the reader has stopped
 }
@@ -56,7 +62,8 @@ type linkCall struct {
 }
 
 // hand gives the call its reply; a second one (the link's end after the
-// reply) is dropped.
+// reply) is dropped. Under the link's mu, so that a call forgotten is
+// handed nothing: its linkCall serves the next call.
 func (c *linkCall) hand(f hostproto.Frame) {
 	select {
 	case c.reply <- f:
@@ -83,22 +90,23 @@ func (l *link) write(op hostproto.Op, status hostproto.Status, id uint64, b host
 		defer l.wmu.Unlock()
 		return l.werr
 	}
+	if l.pend == nil && l.packed {
+		l.pend = l.buffer()
+	}
 	start := len(l.pend)
 	buf, err := hostproto.AppendFrame(l.pend, op, status, id, b)
 	if err != nil {
 		l.wmu.Unlock()
 		return fmt.Errorf("%w: %w", ErrBadParam, err)
 	}
-	if !l.packed || (len(buf) > hostproto.MaxFrame && start > 0) {
-		// The frame goes in a packet of its own (or starts the next).
+	switch {
+	case !l.packed:
+		l.full, l.pend = append(l.full, buf), nil // a packet of its own
+	case len(buf) > hostproto.MaxFrame && start > 0:
+		// The frame starts the next packet.
 		l.full = append(l.full, buf[:start])
-		l.pend = append(l.spare[:0], buf[start:]...)
-		l.spare = nil
-		if !l.packed {
-			l.full = append(l.full, l.pend)
-			l.pend = nil
-		}
-	} else {
+		l.pend = append(l.buffer(), buf[start:]...)
+	default:
 		l.pend = buf
 	}
 	if l.writing {
@@ -112,24 +120,48 @@ func (l *link) write(op hostproto.Op, status hostproto.Status, id uint64, b host
 	return err
 }
 
+// packetCap is the capacity of a packet's buffer: a packet holds at most
+// MaxFrame bytes, and the frame that goes past it, before it is moved to
+// the next packet, fits in the rest unless it is over a kilobyte.
+const packetCap = hostproto.MaxFrame + 1024
+
+// maxFreePackets bounds the buffers a link keeps.
+const maxFreePackets = 2
+
+// buffer is an empty packet buffer; under wmu.
+func (l *link) buffer() []byte {
+	if n := len(l.free); n > 0 {
+		b := l.free[n-1]
+		l.free = l.free[:n-1]
+		return b
+	}
+	return make([]byte, 0, packetCap)
+}
+
 // flush writes the packets queued, and those queued as it writes, in
 // order; with wmu held, which it lets go of around each write.
 func (l *link) flush() error {
 	for len(l.full) > 0 || len(l.pend) > 0 {
-		pkts := append(l.full, l.pend)
-		l.full, l.pend = nil, l.spare[:0]
-		l.spare = nil
+		out := append(l.out[:0], l.full...)
+		if len(l.pend) > 0 {
+			out = append(out, l.pend)
+		}
+		l.full, l.pend = l.full[:0], nil
 		l.wmu.Unlock()
 		var err error
-		for _, p := range pkts {
-			if len(p) > 0 && err == nil {
+		for _, p := range out {
+			if err == nil {
 				_, err = l.conn.Write(p)
 			}
 		}
 		l.wmu.Lock()
-		if l.spare == nil {
-			l.spare = pkts[len(pkts)-1][:0]
+		for i, p := range out {
+			if len(l.free) < maxFreePackets && cap(p) == packetCap {
+				l.free = append(l.free, p[:0])
+			}
+			out[i] = nil
 		}
+		l.out = out[:0]
 		if err != nil {
 			l.werr = fmt.Errorf("%w: writing to the daemon: %w", ErrClosed, err)
 			l.full, l.pend = nil, nil
@@ -148,7 +180,13 @@ func (l *link) start(rc *remoteCall) (uint64, *linkCall, error) {
 		return 0, nil, l.dead
 	}
 	l.next++
-	c := &linkCall{reply: make(chan hostproto.Frame, 1)}
+	var c *linkCall
+	if n := len(l.idle); n > 0 {
+		c = l.idle[n-1]
+		l.idle = l.idle[:n-1]
+	} else {
+		c = &linkCall{reply: make(chan hostproto.Frame, 1)}
+	}
 	if rc != nil {
 		c.qp, c.req = rc.qp, rc.req
 	}
@@ -156,10 +194,24 @@ func (l *link) start(rc *remoteCall) (uint64, *linkCall, error) {
 	return l.next, c, nil
 }
 
-func (l *link) forget(id uint64) {
+// maxIdleCalls bounds the calls a link keeps for reuse.
+const maxIdleCalls = 64
+
+// forget lets go of the call id: nothing is handed to c from now on, and
+// it serves a later call.
+func (l *link) forget(id uint64, c *linkCall) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	delete(l.calls, id)
-	l.mu.Unlock()
+	if len(l.idle) >= maxIdleCalls {
+		return
+	}
+	select {
+	case <-c.reply: // a reply not taken: the call gave up on it
+	default:
+	}
+	*c = linkCall{reply: c.reply}
+	l.idle = append(l.idle, c)
 }
 
 // call sends a request and waits for its reply: the reply's body, or the
@@ -170,7 +222,7 @@ func (l *link) call(ctx context.Context, op hostproto.Op, b hostproto.Body, rc *
 	if err != nil {
 		return nil, err
 	}
-	defer l.forget(id)
+	defer l.forget(id, c)
 	if err := l.write(op, hostproto.StatusOK, id, b); err != nil {
 		return nil, err
 	}
@@ -178,9 +230,9 @@ func (l *link) call(ctx context.Context, op hostproto.Op, b hostproto.Body, rc *
 	select {
 	case f = <-c.reply:
 	case <-ctx.Done():
-		if cid, _, err := l.start(nil); err == nil {
+		if cid, cc, err := l.start(nil); err == nil {
 			_ = l.write(hostproto.OpCancel, hostproto.StatusOK, cid, &hostproto.CancelReq{ReqID: id})
-			l.forget(cid)
+			l.forget(cid, cc)
 		}
 		t := time.NewTimer(linkCancelWait)
 		defer t.Stop()
@@ -281,12 +333,11 @@ func (l *link) reader() {
 	err := fmt.Errorf("%w: the daemon's connection ended: %w", ErrClosed, cause)
 	l.mu.Lock()
 	l.dead = err
-	calls := l.calls
-	l.calls = map[uint64]*linkCall{}
-	l.mu.Unlock()
-	for _, c := range calls {
+	for _, c := range l.calls {
 		c.hand(hostproto.Frame{}) // no body: the link is dead
 	}
+	l.calls = map[uint64]*linkCall{}
+	l.mu.Unlock()
 	l.m.apply(&remoteEvent{kind: remoteStopped, err: err})
 }
 
@@ -301,10 +352,9 @@ func (l *link) dispatch(f *hostproto.Frame) {
 		l.event(f)
 	default:
 		l.mu.Lock()
-		c := l.calls[f.ReqID]
-		l.mu.Unlock()
-		if c != nil {
+		if c := l.calls[f.ReqID]; c != nil {
 			c.hand(*f)
 		}
+		l.mu.Unlock()
 	}
 }
