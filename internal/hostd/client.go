@@ -358,6 +358,9 @@ func (w *frameWriter) writeOne(f *outFrame) error {
 		_, err = c.conn.Write(b)
 		return err
 	}
+	if w.pkt == nil {
+		w.pkt = make([]byte, 0, hostproto.MaxFrame) // filled without growing
+	}
 	if len(w.pkt)+len(b) > hostproto.MaxFrame {
 		if _, err := c.conn.Write(w.pkt); err != nil {
 			return err

@@ -14,9 +14,11 @@ import (
 	"github.com/ibcm/ibcm/internal/hostproto"
 )
 
-// call runs one of the client's calls on the port's Manager.
+// call runs one of the client's calls on the port's Manager. Each case
+// of more than a line is a method of its own: the call's goroutine is a
+// new one, whose stack would otherwise grow to hold every case's locals
+// before the Manager's call is made.
 func (c *client) call(ctx context.Context, fr hostproto.Frame) (hostproto.Body, error) {
-	p := c.port
 	switch b := fr.Body.(type) {
 	case *hostproto.ListenReq:
 		return c.listen(ctx, b)
@@ -25,109 +27,161 @@ func (c *client) call(ctx context.Context, fr hostproto.Frame) (hostproto.Body, 
 	case *hostproto.AcceptReq:
 		return c.accept(ctx, b)
 	case *hostproto.RejectReq:
-		e, err := c.request(b.Handle)
-		if err != nil {
-			return nil, err
-		}
-		return empty(e.req.Reject(ctx, b.Reason, b.ARI, b.PrivateData))
+		return c.reject(ctx, b)
 	case *hostproto.DelayReq:
-		e, err := c.request(b.Handle)
-		if err != nil {
-			return nil, err
-		}
-		return empty(e.req.Delay(ctx, b.ServiceTimeout, b.PrivateData))
+		return c.delay(ctx, b)
 	case *hostproto.RequestQPAttrReq:
-		e, err := c.lookup(b.Handle, kindConn)
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		r := e.req
-		c.mu.Unlock()
-		if r == nil {
-			return nil, fmt.Errorf("%w: handle %d is no request waiting for an answer", cm.ErrInvalidState, b.Handle)
-		}
-		a, err := r.QPAttr(ctx, &b.REP, b.QPState)
-		if err != nil {
-			return nil, err
-		}
-		return &hostproto.AttrReply{Attr: a}, nil
+		return c.requestQPAttr(ctx, b)
 	case *hostproto.DisconnectReq:
-		conn, err := c.connOf(b.Handle)
-		if err != nil {
-			return nil, err
-		}
-		return empty(conn.Disconnect(ctx, b.PrivateData))
+		return c.disconnect(ctx, b)
 	case *hostproto.CommEstReq:
-		conn, err := c.commEstConn(b)
-		if err != nil {
-			return nil, err
-		}
-		return empty(conn.CommEst(ctx))
+		return c.commEst(ctx, b)
 	case *hostproto.LoadAltPathReq:
-		conn, err := c.connOf(b.Handle)
-		if err != nil {
-			return nil, err
-		}
-		return empty(conn.LoadAltPath(ctx, &b.LAP))
+		return c.loadAltPath(ctx, b)
 	case *hostproto.ConnQPAttrReq:
-		conn, err := c.connOf(b.Handle)
-		if err != nil {
-			return nil, err
-		}
-		a, err := conn.QPAttr(ctx, b.QPState)
-		if err != nil {
-			return nil, err
-		}
-		return &hostproto.AttrReply{Attr: a}, nil
+		return c.connQPAttr(ctx, b)
 	case *hostproto.ResolveSIDRReq:
 		return c.resolveSIDR(ctx, b)
 	case *hostproto.SIDRReplyReq:
-		e, err := c.lookup(b.Handle, kindSIDR)
+		return c.sidrReply(ctx, b)
+	case *hostproto.PortInfoReq:
+		return c.portInfo(b)
+	case *hostproto.HandleReq:
+		return c.handleCall(fr.Op, b)
+	case *hostproto.Empty:
+		return c.emptyCall(fr.Op)
+	}
+	return nil, unknownOp(fr.Op)
+}
+
+// emptyCall runs the calls whose request is empty.
+func (c *client) emptyCall(op hostproto.Op) (hostproto.Body, error) {
+	if op == hostproto.OpStats {
+		return statsReply(c.port.m.Stats()), nil
+	}
+	return nil, unknownOp(op)
+}
+
+func unknownOp(op hostproto.Op) error {
+	return fmt.Errorf("%w: %s", hostproto.ErrUnknownOp, op)
+}
+
+func (c *client) reject(ctx context.Context, b *hostproto.RejectReq) (hostproto.Body, error) {
+	e, err := c.request(b.Handle)
+	if err != nil {
+		return nil, err
+	}
+	return empty(e.req.Reject(ctx, b.Reason, b.ARI, b.PrivateData))
+}
+
+func (c *client) delay(ctx context.Context, b *hostproto.DelayReq) (hostproto.Body, error) {
+	e, err := c.request(b.Handle)
+	if err != nil {
+		return nil, err
+	}
+	return empty(e.req.Delay(ctx, b.ServiceTimeout, b.PrivateData))
+}
+
+func (c *client) requestQPAttr(ctx context.Context, b *hostproto.RequestQPAttrReq) (hostproto.Body, error) {
+	e, err := c.lookup(b.Handle, kindConn)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	r := e.req
+	c.mu.Unlock()
+	if r == nil {
+		return nil, fmt.Errorf("%w: handle %d is no request waiting for an answer", cm.ErrInvalidState, b.Handle)
+	}
+	a, err := r.QPAttr(ctx, &b.REP, b.QPState)
+	if err != nil {
+		return nil, err
+	}
+	return &hostproto.AttrReply{Attr: a}, nil
+}
+
+func (c *client) disconnect(ctx context.Context, b *hostproto.DisconnectReq) (hostproto.Body, error) {
+	conn, err := c.connOf(b.Handle)
+	if err != nil {
+		return nil, err
+	}
+	return empty(conn.Disconnect(ctx, b.PrivateData))
+}
+
+func (c *client) commEst(ctx context.Context, b *hostproto.CommEstReq) (hostproto.Body, error) {
+	conn, err := c.commEstConn(b)
+	if err != nil {
+		return nil, err
+	}
+	return empty(conn.CommEst(ctx))
+}
+
+func (c *client) loadAltPath(ctx context.Context, b *hostproto.LoadAltPathReq) (hostproto.Body, error) {
+	conn, err := c.connOf(b.Handle)
+	if err != nil {
+		return nil, err
+	}
+	return empty(conn.LoadAltPath(ctx, &b.LAP))
+}
+
+func (c *client) connQPAttr(ctx context.Context, b *hostproto.ConnQPAttrReq) (hostproto.Body, error) {
+	conn, err := c.connOf(b.Handle)
+	if err != nil {
+		return nil, err
+	}
+	a, err := conn.QPAttr(ctx, b.QPState)
+	if err != nil {
+		return nil, err
+	}
+	return &hostproto.AttrReply{Attr: a}, nil
+}
+
+func (c *client) sidrReply(ctx context.Context, b *hostproto.SIDRReplyReq) (hostproto.Body, error) {
+	e, err := c.lookup(b.Handle, kindSIDR)
+	if err != nil {
+		return nil, err
+	}
+	err = e.sidr.Reply(ctx, &b.Params)
+	if err == nil || errors.Is(err, cm.ErrTimeout) || errors.Is(err, cm.ErrClosed) {
+		c.forget(b.Handle)
+	}
+	return empty(err)
+}
+
+func (c *client) portInfo(b *hostproto.PortInfoReq) (hostproto.Body, error) {
+	q := c.port
+	if b.Port != "" {
+		if q = c.s.port(b.Port); q == nil {
+			return nil, fmt.Errorf("%w: %q", hostproto.ErrNoPort, b.Port)
+		}
+	}
+	body := q.body
+	return &body, nil
+}
+
+// handleCall runs the calls whose request is a handle alone.
+func (c *client) handleCall(op hostproto.Op, b *hostproto.HandleReq) (hostproto.Body, error) {
+	switch op {
+	case hostproto.OpListenerClose:
+		e, err := c.lookup(b.Handle, kindListener)
 		if err != nil {
 			return nil, err
 		}
-		err = e.sidr.Reply(ctx, &b.Params)
-		if err == nil || errors.Is(err, cm.ErrTimeout) || errors.Is(err, cm.ErrClosed) {
-			c.forget(b.Handle)
+		return empty(c.closeListener(b.Handle, e))
+	case hostproto.OpConnClose:
+		conn, err := c.connOf(b.Handle)
+		if err != nil {
+			return nil, err
 		}
-		return empty(err)
-	case *hostproto.PortInfoReq:
-		q := p
-		if b.Port != "" {
-			if q = c.s.port(b.Port); q == nil {
-				return nil, fmt.Errorf("%w: %q", hostproto.ErrNoPort, b.Port)
-			}
+		return empty(conn.Close())
+	case hostproto.OpConnInfo:
+		conn, err := c.connOf(b.Handle)
+		if err != nil {
+			return nil, err
 		}
-		body := q.body
-		return &body, nil
-	case *hostproto.HandleReq:
-		switch fr.Op {
-		case hostproto.OpListenerClose:
-			e, err := c.lookup(b.Handle, kindListener)
-			if err != nil {
-				return nil, err
-			}
-			return empty(c.closeListener(b.Handle, e))
-		case hostproto.OpConnClose:
-			conn, err := c.connOf(b.Handle)
-			if err != nil {
-				return nil, err
-			}
-			return empty(conn.Close())
-		case hostproto.OpConnInfo:
-			conn, err := c.connOf(b.Handle)
-			if err != nil {
-				return nil, err
-			}
-			return connInfo(b.Handle, conn), nil
-		}
-	case *hostproto.Empty:
-		if fr.Op == hostproto.OpStats {
-			return statsReply(p.m.Stats()), nil
-		}
+		return connInfo(b.Handle, conn), nil
 	}
-	return nil, fmt.Errorf("%w: %s", hostproto.ErrUnknownOp, fr.Op)
+	return nil, unknownOp(op)
 }
 
 func empty(err error) (hostproto.Body, error) {
@@ -377,9 +431,18 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 		return nil, err
 	}
 	if c.s.log.Enabled(ctx, slog.LevelDebug) {
-		c.s.log.Debug("connected", c.logAttrs("handle", h, "comm_id", conn.ID())...)
+		c.logConnected(h, conn)
 	}
 	return c.callInfo(h, conn), nil
+}
+
+// logConnected logs a CONNECT's success; not inlined into connect, whose
+// frame would otherwise hold the record's attributes on the way to the
+// Manager.
+//
+//go:noinline
+func (c *client) logConnected(h uint64, conn *cm.Conn) {
+	c.s.log.Debug("connected", c.logAttrs("handle", h, "comm_id", conn.ID())...)
 }
 
 func (c *client) accept(ctx context.Context, b *hostproto.AcceptReq) (hostproto.Body, error) {
@@ -416,10 +479,12 @@ func (c *client) accept(ctx context.Context, b *hostproto.AcceptReq) (hostproto.
 // callInfo is the ConnInfo of a CONNECT's or ACCEPT's reply: without the
 // REQ and the REP for a client that said HelloNoEcho.
 func (c *client) callInfo(h uint64, conn *cm.Conn) *hostproto.ConnInfo {
-	ci := connInfo(h, conn)
-	if c.noEcho {
-		ci.REQ, ci.REP = nil, nil
+	if !c.noEcho {
+		return connInfo(h, conn)
 	}
+	ci := &hostproto.ConnInfo{Handle: h, CommID: uint32(conn.ID()), Active: conn.Active(), LocalQPN: conn.LocalQPN(),
+		RemoteQPN: conn.RemoteQPN(), RemoteGUID: conn.RemoteGUID(), TimeWait: conn.TimeWait()}
+	ci.State, ci.Err = stateOf(conn)
 	return ci
 }
 

@@ -47,7 +47,14 @@ type port struct {
 
 	// qpns are the local QP numbers of the clients' connections, from
 	// their CONNECT or ACCEPT until their handle ends (takeQPN).
-	qpns map[uint32]map[*entry]*client
+	// Most numbers have one holder: a slice, not a map, per number.
+	qpns map[uint32][]qpnHolder
+}
+
+// qpnHolder is a connection that uses a local QP number, and its client.
+type qpnHolder struct {
+	e *entry
+	c *client
 }
 
 type owner struct {
@@ -78,7 +85,7 @@ const maxUnowned = 16
 func (s *Server) newPort(pc Port) (*port, error) {
 	p := &port{s: s, name: pc.Name, tr: pc.Transport, cfg: pc.Config,
 		owners: map[*cm.Conn]owner{}, unowned: map[*cm.Conn][]pendingEvent{},
-		claims: map[uint32]*connectClaim{}, listens: map[*listenEntry]struct{}{}, qpns: map[uint32]map[*entry]*client{}}
+		claims: map[uint32]*connectClaim{}, listens: map[*listenEntry]struct{}{}, qpns: map[uint32][]qpnHolder{}}
 	cfg := pc.Config
 	cfg.OnEvent = p.onEvent
 	cfg.LAPPolicy = p.lapPolicy
@@ -341,7 +348,8 @@ func (p *port) lapPolicy(conn *cm.Conn, lap *wire.LAP) wire.APRStatus {
 func (p *port) takeQPN(c *client, e *entry, qpn uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for oe, oc := range p.qpns[qpn] {
+	for _, h := range p.qpns[qpn] {
+		oe, oc := h.e, h.c
 		if oc == c || oc.gone() {
 			continue
 		}
@@ -362,22 +370,37 @@ func (p *port) takeQPN(c *client, e *entry, qpn uint32) error {
 	if e.letGo {
 		return fmt.Errorf("%w: the connection ended", hostproto.ErrNoHandle)
 	}
-	if p.qpns[qpn] == nil {
-		p.qpns[qpn] = map[*entry]*client{}
-	}
-	p.qpns[qpn][e] = c
+	p.hold(qpn, e, c)
 	e.qpn, e.hasQPN = qpn, true
 	return nil
+}
+
+// hold records e's use of qpn, once; under p.mu.
+func (p *port) hold(qpn uint32, e *entry, c *client) {
+	hs := p.qpns[qpn]
+	for i := range hs {
+		if hs[i].e == e {
+			hs[i].c = c
+			return
+		}
+	}
+	p.qpns[qpn] = append(hs, qpnHolder{e: e, c: c})
 }
 
 // dropQPN forgets e's QP number.
 func (p *port) dropQPN(e *entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m := p.qpns[e.qpn]; m != nil {
-		delete(m, e)
-		if len(m) == 0 {
-			delete(p.qpns, e.qpn)
+	hs := p.qpns[e.qpn]
+	for i, h := range hs {
+		if h.e == e {
+			hs = append(hs[:i], hs[i+1:]...)
+			break
 		}
+	}
+	if len(hs) == 0 {
+		delete(p.qpns, e.qpn)
+	} else {
+		p.qpns[e.qpn] = hs
 	}
 }
