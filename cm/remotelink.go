@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -114,6 +115,13 @@ func (l *link) write(op hostproto.Op, status hostproto.Status, id uint64, b host
 		return nil
 	}
 	l.writing = true
+	if l.packed {
+		// The calls made at once are running to queue their frames:
+		// they go first, so that the packet takes theirs too.
+		l.wmu.Unlock()
+		runtime.Gosched()
+		l.wmu.Lock()
+	}
 	err = l.flush()
 	l.writing = false
 	l.wmu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -285,6 +286,10 @@ func (c *client) write() {
 			c.closeQueue()
 			return
 		}
+		// The calls and events that woke the writer come in bursts: the
+		// goroutines already running to queue theirs go first, so that
+		// a packet takes them too rather than one write each.
+		runtime.Gosched()
 		c.qmu.Lock()
 		batch, c.queue = c.queue, batch[:0]
 		c.writing = len(batch)
