@@ -53,6 +53,30 @@ func BenchmarkCmtimeThroughDaemon(b *testing.B) {
 	}
 }
 
+// BenchmarkCmtimeOneSide is one side of BenchmarkCmtimeThroughDaemon's
+// n=1000 run alone, for a profile (go test -cpuprofile, -trace) of the
+// daemon's path or of the embedded one without the other: each run's CPU
+// time and its steps' totals. The run before the timed ones warms the
+// process up (its heap, its goroutine stacks).
+func BenchmarkCmtimeOneSide(b *testing.B) {
+	for _, side := range []string{"daemon", "embedded"} {
+		b.Run("side="+side, func(b *testing.B) {
+			cmtimeRun(b, 1000, side == "daemon")
+			b.ResetTimer()
+			t0 := cpuMS()
+			var c, d float64
+			for range b.N {
+				c1, d1 := cmtimeRun(b, 1000, side == "daemon")
+				c, d = c+c1, d+d1
+			}
+			k := float64(b.N)
+			b.ReportMetric((cpuMS()-t0)/k, "cpu-ms")
+			b.ReportMetric(c/k, "connect-ms")
+			b.ReportMetric(d/k, "disconnect-ms")
+		})
+	}
+}
+
 // cpuMS is the process's CPU time so far (user and system), in ms.
 func cpuMS() float64 {
 	var ru syscall.Rusage
