@@ -295,7 +295,14 @@ the first DREPs of the disconnect step queued, waited 2.9 ms in the run queue wh
 held a CPU, then 3.0 ms parked in an assist (an allocation of the fake device's write) until the
 mark phase ended; the quickest disconnect took 4.5 ms of a 33.6 ms step. What the process
 allocates per connection (the Manager's, the commands' and the fake device's, which is a third of
-it) sets how often that happens.
+it) sets how often that happens. The collector is not all of it: with it off (GOGC=off, 8 runs) the
+disconnect step's mean was still 13%. In another two-CPU trace (2026-12-07), 977 of the 1,000
+Disconnects waited for the Manager's lock (8.9 ms median) and the receiving goroutine once 12.8 ms:
+a mutex waited on for a millisecond hands itself over in the order its waiters came, so the
+answers queue behind the burst. Queueing calls on a mutex of their own ahead of the lock, so that
+one at a time waits on it, shortened that wait but not the figure (12 runs side by side:
+disconnect mean 12.7% against 13.9%, connect 5.5% against 3.2%): with a thousand goroutines
+runnable on two CPUs, the one the lock is handed to, or the sender, waits for a CPU instead.
 
 What keeps it there (each checked by \`TestBurstsDoNotHoldBackAnswers\`, which counts instead of
 timing: on one CPU over the fake umad device, how many calls of a 1,000-call burst begin or return
@@ -324,26 +331,26 @@ all of it):
   REQ was sent.
 
 Where the time goes, in CPU profiles of the benchmark on one CPU (\`go test -cpuprofile\`, 200 runs of
-this tree at 21.4 µs per connection and side, 150 of f695740 at 26.2 µs, 2026-12-07), each sample
+this tree at 20.2 µs per connection and side, 150 of f695740 at 26.2 µs, 2026-12-07), each sample
 charged to the innermost of the project's packages on its stack, so that the runtime's work
 (channel operations, allocation, GC assists, stack growth) goes to the code that asked for it:
 
 | part | this tree | f695740 |
 |---|---:|---:|
-| the shell (cm): the Manager, its send queue and callbacks | 10.6 µs (50%) | 12.4 µs (47%) |
+| the shell (cm): the Manager, its send queue and callbacks | 10.8 µs (53%) | 12.4 µs (47%) |
 | of which its own code | 1.7 µs | 1.1 µs |
-| the commands: cmtime and listen (internal/session, cmtime) | 3.9 µs (18%) | 5.1 µs (20%) |
-| the engine and the codec (cm/engine, cm/wire) | 2.3 µs (11%) | 2.0 µs (8%) |
-| the umad transport and the fake device | 0.9 µs (4%) | 1.9 µs (7%) |
-| the runtime on its own (GC mark workers, scheduler, scavenger) | 3.7 µs (17%) | 4.8 µs (18%) |
+| the commands: cmtime and listen (internal/session, cmtime) | 3.0 µs (15%) | 5.1 µs (20%) |
+| the engine and the codec (cm/engine, cm/wire) | 2.2 µs (11%) | 2.0 µs (8%) |
+| the umad transport and the fake device | 1.3 µs (6%) | 1.9 µs (7%) |
+| the runtime on its own (GC mark workers, scheduler, scavenger) | 3.0 µs (15%) | 4.8 µs (18%) |
 
-By kind, this tree's whole process: goroutine switches 15%, channel operations and locks 16%, the
-collector (mark workers, assists, sweep) 15%, allocation 9%, stack growth 7% (a burst goroutine's
-stack grows once, in Connect's parameters or the REP's building), clock reads 3.5%. The shell's own
+By kind, this tree's whole process: goroutine switches 13%, channel operations and locks 16%, the
+collector (mark workers, assists, sweep) 17%, allocation 9%, stack growth 9% (a burst goroutine's
+stack grows once, in Connect's parameters or the REP's building), clock reads 3%. The shell's own
 code and the engine together are under a fifth: the rest is the hand-offs between goroutines
 (caller, sender, the transport's reader, receiver, and the commands' goroutine per connection on
 each side) and the collector. With the collector off (GOGC=off, two CPUs, 8 runs each side by
-side) the figure drops from 20.7 to 17.8 µs. No part is near the 10 µs: the target needs fewer
+side) the figure dropped from 20.7 to 17.8 µs. No part is near the 10 µs: the target needs fewer
 hand-offs per connection, not a faster engine.
 
 ## What keeps them there
