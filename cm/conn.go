@@ -54,8 +54,10 @@ type lapResult struct {
 	err error
 }
 
+// newConn makes a Conn without estab: Connect gives it one, Accept
+// (sendREP) its own, and a dialed Manager's mirror waits on none.
 func newConn(m *Manager, id CommID) *Conn {
-	return &Conn{m: m, id: id, done: make(chan struct{}), released: make(chan struct{}), estab: make(chan error, 1)}
+	return &Conn{m: m, id: id, done: make(chan struct{}), released: make(chan struct{})}
 }
 
 // established runs under the Manager's lock.
@@ -133,49 +135,60 @@ func (c *Conn) ID() CommID { return c.id }
 
 // Active reports whether this side sent the REQ.
 func (c *Conn) Active() bool {
-	defer c.lockFields()()
+	c.lockFields()
+	defer c.unlockFields()
 	return c.active
 }
 
 // LocalQPN is the QP this side joins to the connection.
 func (c *Conn) LocalQPN() uint32 {
-	defer c.lockFields()()
+	c.lockFields()
+	defer c.unlockFields()
 	return c.localQPN
 }
 
 // RemoteQPN is the peer's QP.
 func (c *Conn) RemoteQPN() uint32 {
-	defer c.lockFields()()
+	c.lockFields()
+	defer c.unlockFields()
 	return c.remoteQPN
 }
 
 // RemoteGUID is the peer's CA GUID.
 func (c *Conn) RemoteGUID() uint64 {
-	defer c.lockFields()()
+	c.lockFields()
+	defer c.unlockFields()
 	return c.remoteGUID
 }
 
 // REQ and REP are copies of the messages that made the connection.
 func (c *Conn) REQ() *wire.REQ {
-	defer c.lockFields()()
+	c.lockFields()
+	defer c.unlockFields()
 	req := c.req
 	return &req
 }
 
 func (c *Conn) REP() *wire.REP {
-	defer c.lockFields()()
+	c.lockFields()
+	defer c.unlockFields()
 	rep := c.rep
 	return &rep
 }
 
-// lockFields takes the lock that guards c's fields and returns its
-// release; the zero Conn has none.
-func (c *Conn) lockFields() func() {
-	if c.m == nil {
-		return func() {}
+// lockFields takes the lock that guards c's fields, and unlockFields
+// lets go of it; the zero Conn has none. Two calls rather than one that
+// returns its release: a method value would be allocated at every read.
+func (c *Conn) lockFields() {
+	if c.m != nil {
+		c.m.mu.Lock()
 	}
-	c.m.mu.Lock()
-	return c.m.mu.Unlock
+}
+
+func (c *Conn) unlockFields() {
+	if c.m != nil {
+		c.m.mu.Unlock()
+	}
 }
 
 // TimeWait is how long the connection waits in TimeWait once it ends,

@@ -67,6 +67,7 @@ func (m *Manager) Connect(ctx context.Context, p *ConnectParams) (*Conn, error) 
 	c.req = *r
 	c.rtuPD = p.RTUPrivateData
 	c.qp = q.QP
+	c.estab = make(chan error, 1)
 	estab := c.estab
 	if c.qp != nil {
 		c.repReady = make(chan repOutcome, 1)

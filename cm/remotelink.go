@@ -143,8 +143,16 @@ func (l *link) buffer() []byte {
 		l.free = l.free[:n-1]
 		return b
 	}
-	return make([]byte, 0, packetCap)
+	return packetPool.Get().(*packetBuf).b[:0]
 }
+
+// packetBuf is a packet's buffer in packetPool: a pointer, so that
+// putting it back allocates nothing.
+type packetBuf struct{ b []byte }
+
+// packetPool holds the packet buffers beyond a link's maxFreePackets,
+// for any link: a dialed Manager's first bursts need several.
+var packetPool = sync.Pool{New: func() any { return &packetBuf{b: make([]byte, 0, packetCap)} }}
 
 // flush writes the packets queued, and those queued as it writes, in
 // order; with wmu held, which it lets go of around each write.
@@ -164,8 +172,12 @@ func (l *link) flush() error {
 		}
 		l.wmu.Lock()
 		for i, p := range out {
-			if len(l.free) < maxFreePackets && cap(p) == packetCap {
+			switch {
+			case cap(p) != packetCap:
+			case len(l.free) < maxFreePackets:
 				l.free = append(l.free, p[:0])
+			default:
+				packetPool.Put(&packetBuf{b: p[:0]})
 			}
 			out[i] = nil
 		}
@@ -202,8 +214,10 @@ func (l *link) start(rc *remoteCall) (uint64, *linkCall, error) {
 	return l.next, c, nil
 }
 
-// maxIdleCalls bounds the calls a link keeps for reuse.
-const maxIdleCalls = 64
+// maxIdleCalls bounds the calls a link keeps for reuse: a burst's worth
+// (a cmtime run of 1,000 connections makes a call per connection at once),
+// so that the burst that follows allocates none; about 200 bytes each.
+const maxIdleCalls = 1024
 
 // forget lets go of the call id: nothing is handed to c from now on, and
 // it serves a later call.
@@ -225,13 +239,17 @@ func (l *link) forget(id uint64, c *linkCall) {
 // call sends a request and waits for its reply: the reply's body, or the
 // error its status stands for. When ctx ends first the daemon is told to
 // give the call up (CANCEL), and call returns ctx's error once it has.
+// The request b is given back to its pool once written (hostproto.Release):
+// the caller uses it no more.
 func (l *link) call(ctx context.Context, op hostproto.Op, b hostproto.Body, rc *remoteCall) (hostproto.Body, error) {
 	id, c, err := l.start(rc)
 	if err != nil {
 		return nil, err
 	}
 	defer l.forget(id, c)
-	if err := l.write(op, hostproto.StatusOK, id, b); err != nil {
+	err = l.write(op, hostproto.StatusOK, id, b)
+	hostproto.Release(b) // encoded: a burst's calls share a few
+	if err != nil {
 		return nil, err
 	}
 	var f hostproto.Frame

@@ -26,7 +26,9 @@ func (l *link) do(ctx context.Context, c *remoteCall) (remoteReply, error) {
 		}
 		return remoteReply{}, err
 	}
-	return reply(body), nil
+	rp := reply(body)
+	hostproto.Release(body) // copied out
+	return rp, nil
 }
 
 // request is the frame of c.
@@ -40,13 +42,15 @@ func request(c *remoteCall) (hostproto.Op, hostproto.Body) {
 	case ropListenerClose:
 		return hostproto.OpListenerClose, &hostproto.HandleReq{Handle: h}
 	case ropConnect:
-		b := &hostproto.ConnectReq{To: c.to, REQ: *c.req, RTUPrivateData: c.rtuPD}
+		b := hostproto.NewConnectReq() // given back once written (link.call)
+		b.To, b.REQ, b.RTUPrivateData = c.to, *c.req, c.rtuPD
 		if c.qp != nil {
 			b.HasQP, b.QPN = true, c.qp.QPN()
 		}
 		return hostproto.OpConnect, b
 	case ropAccept:
-		b := &hostproto.AcceptReq{Handle: h, REP: *c.rep}
+		b := hostproto.NewAcceptReq()
+		b.Handle, b.REP = h, *c.rep
 		if c.qp != nil {
 			b.HasQP, b.QPN = true, c.qp.QPN()
 		}

@@ -477,8 +477,10 @@ func (f *outFrame) free() {
 }
 
 // framePool holds the buffers the frames of push are encoded in: most
-// frames are replies and events of a few hundred bytes, written at once.
-var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+// frames are replies and events written at once, under a kilobyte (a
+// CONNECT's or ACCEPT's reply is about 600 bytes: its REQ's and REP's
+// room is there, zero, when they are left out).
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // maxPooledFrame bounds the buffers framePool keeps: a rare big frame
 // (a HELLO reply naming many ports) is left to the collector.
@@ -605,6 +607,9 @@ func (c *client) kill(why string) {
 		c.mu.Lock()
 		c.dead = true
 		c.why = why
+		for _, cancel := range c.calls {
+			cancel()
+		}
 		c.mu.Unlock()
 		c.cancel()
 		c.conn.Close()
@@ -704,7 +709,9 @@ func (c *client) dispatch(fr hostproto.Frame) {
 		c.reply(fr, nil, fmt.Errorf("%w: %d calls in progress", hostproto.ErrQuota, len(c.calls)))
 		return
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	// Not a child of c.ctx: a burst of calls would queue on its lock to
+	// join and leave its children; kill cancels each call instead.
+	ctx, cancel := context.WithCancel(context.Background())
 	c.calls[fr.ReqID] = cancel
 	c.callsWG.Add(1)
 	c.mu.Unlock()
@@ -716,6 +723,9 @@ func (c *client) dispatch(fr hostproto.Frame) {
 		c.mu.Unlock()
 		cancel()
 		c.reply(fr, body, err)
+		// Encoded, and copied out of: a burst's calls share a few.
+		hostproto.Release(fr.Body)
+		hostproto.Release(body)
 	}()
 }
 

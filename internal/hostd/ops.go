@@ -411,7 +411,7 @@ func (c *client) connect(ctx context.Context, reqID uint64, b *hostproto.Connect
 			return nil, err
 		}
 	}
-	cl := &connectClaim{c: c, e: e, handle: h, callID: reqID, qpn: qpn, done: make(chan struct{})}
+	cl := &connectClaim{c: c, e: e, handle: h, callID: reqID, qpn: qpn}
 	if err := p.startConnect(ctx, cl); err != nil {
 		c.forget(h)
 		return nil, err
@@ -482,7 +482,8 @@ func (c *client) callInfo(h uint64, conn *cm.Conn) *hostproto.ConnInfo {
 	if !c.noEcho {
 		return connInfo(h, conn)
 	}
-	ci := &hostproto.ConnInfo{Handle: h, CommID: uint32(conn.ID()), Active: conn.Active(), LocalQPN: conn.LocalQPN(),
+	ci := hostproto.NewConnInfo() // given back once encoded (dispatch)
+	*ci = hostproto.ConnInfo{Handle: h, CommID: uint32(conn.ID()), Active: conn.Active(), LocalQPN: conn.LocalQPN(),
 		RemoteQPN: conn.RemoteQPN(), RemoteGUID: conn.RemoteGUID(), TimeWait: conn.TimeWait()}
 	ci.State, ci.Err = stateOf(conn)
 	return ci

@@ -70,7 +70,17 @@ type connectClaim struct {
 	callID uint64
 	qpn    uint32   // the REQ's local QPN
 	conn   *cm.Conn // set by the REQ_SENT event
-	done   chan struct{}
+	// done is closed as the claim ends (p.claims lets go of it); made by
+	// the first CONNECT of the same QPN that waits for it, under p.mu.
+	done chan struct{}
+}
+
+// end closes cl's done, if a CONNECT waits on it; under p.mu, as
+// p.claims lets go of cl.
+func (cl *connectClaim) end() {
+	if cl.done != nil {
+		close(cl.done)
+	}
 }
 
 // pendingEvent is an event kept for a connection no client holds yet; the
@@ -170,7 +180,7 @@ func (p *port) onEvent(ev cm.Event) {
 	}
 	p.mu.Lock()
 	o, ok := p.owners[ev.Conn]
-	if cl := p.claims[ev.Conn.LocalQPN()]; !ok && ev.Kind == cm.EventREQSent && cl != nil {
+	if cl := p.claimOf(ok, ev); cl != nil {
 		cl.conn = ev.Conn
 		// The handle names the connection from this event on, the first
 		// the client hears of it: a client told it is established may
@@ -183,7 +193,7 @@ func (p *port) onEvent(ev cm.Event) {
 		e.CallID = cl.callID
 		ok = true
 		delete(p.claims, cl.qpn)
-		close(cl.done)
+		cl.end()
 	}
 	if !ok {
 		if q := p.unowned[ev.Conn]; len(q) < maxUnowned {
@@ -210,6 +220,16 @@ func (p *port) onEvent(ev cm.Event) {
 	if ev.Kind == cm.EventTimeWaitExit {
 		o.c.connEnded(o.handle)
 	}
+}
+
+// claimOf is the CONNECT that claims ev's connection, at its first event
+// (REQ_SENT) only: reading the Conn's QP number takes the Manager's lock,
+// which the other events need not wait for; under p.mu.
+func (p *port) claimOf(owned bool, ev cm.Event) *connectClaim {
+	if owned || ev.Kind != cm.EventREQSent || len(p.claims) == 0 {
+		return nil
+	}
+	return p.claims[ev.Conn.LocalQPN()]
 }
 
 // own makes c the owner of conn under handle, first sending first (the
@@ -302,9 +322,13 @@ func (p *port) startConnect(ctx context.Context, cl *connectClaim) error {
 			p.mu.Unlock()
 			return nil
 		}
+		if other.done == nil {
+			other.done = make(chan struct{})
+		}
+		done := other.done
 		p.mu.Unlock()
 		select {
-		case <-other.done:
+		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -321,7 +345,7 @@ func (p *port) endConnect(cl *connectClaim) bool {
 	}
 	if p.claims[cl.qpn] == cl {
 		delete(p.claims, cl.qpn)
-		close(cl.done)
+		cl.end()
 	}
 	return false
 }
