@@ -419,3 +419,33 @@ func BenchmarkBackends(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDialedState: Conn.State on a dialed Manager, a CONN_INFO round
+// trip to the daemon, which answers it on the socket's reading goroutine.
+func BenchmarkDialedState(b *testing.B) {
+	fab := simnet.NewFabric(simnet.Config{Seed: 1})
+	defer fab.Close()
+	server, _, err := throughDaemon(fab.NewEndpoint(), cm.ManagerConfig{})
+	require.NoError(b, err)
+	defer server.Close()
+	client, _, err := throughDaemon(fab.NewEndpoint(), cm.ManagerConfig{})
+	require.NoError(b, err)
+	defer client.Close()
+	ctx := context.Background()
+	l, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(b, err)
+	go func() {
+		if r, err := l.Accept(ctx); err == nil {
+			_, _ = r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
+		}
+	}()
+	c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(), REQ: client.NewREQ(server.LocalAddr(), 0x1000),
+		QP: newFakeQP(0x100)})
+	require.NoError(b, err)
+	b.ResetTimer()
+	for range b.N {
+		if c.State() != cm.StateEstablished {
+			b.Fatal("not established")
+		}
+	}
+}

@@ -669,8 +669,9 @@ func (c *client) teardown() {
 	c.s.clientGone(c)
 }
 
-// dispatch runs one call of the client's: HELLO and CANCEL at once, every
-// other on a goroutine of its own (a CONNECT may wait for minutes).
+// dispatch runs one call of the client's: HELLO, CANCEL and the calls
+// that only read (inline) at once, every other on a goroutine of its own
+// (a CONNECT may wait for minutes).
 func (c *client) dispatch(fr hostproto.Frame) {
 	switch fr.Op {
 	case hostproto.OpHello:
@@ -704,6 +705,13 @@ func (c *client) dispatch(fr hostproto.Frame) {
 		c.reply(fr, nil, fmt.Errorf("%w: request ID %d is in use by a call in progress", hostproto.ErrBadField, fr.ReqID))
 		return
 	}
+	if inline(fr.Op) {
+		c.mu.Unlock()
+		body, err := c.call(c.ctx, fr)
+		c.reply(fr, body, err)
+		hostproto.Release(body)
+		return
+	}
 	if len(c.calls) >= c.s.cfg.Quota.Calls {
 		c.mu.Unlock()
 		c.reply(fr, nil, fmt.Errorf("%w: %d calls in progress", hostproto.ErrQuota, len(c.calls)))
@@ -727,6 +735,20 @@ func (c *client) dispatch(fr hostproto.Frame) {
 		hostproto.Release(fr.Body)
 		hostproto.Release(body)
 	}()
+}
+
+// inline reports whether a call of op runs on the reader's goroutine: one
+// that reads under the Manager's lock and waits for nothing (CONN_INFO,
+// STATS, PORT_INFO), which a goroutine would cost more than it does. A
+// call that steps the Manager may not: its end waits until OnEvent has
+// told the events before it, among them, maybe, a LAP_POLICY question
+// that waits for this client's answer, which only this goroutine reads.
+func inline(op hostproto.Op) bool {
+	switch op {
+	case hostproto.OpConnInfo, hostproto.OpStats, hostproto.OpPortInfo:
+		return true
+	}
+	return false
 }
 
 // sidrInfoError is a ResolveSIDR refusal with the SIDR_REP it came in.
