@@ -541,3 +541,26 @@ func TestDebianPrograms(t *testing.T) {
 		})
 	}
 }
+
+// TestDebianProgramOutputAsPrinted: a Debian program's lines reach the
+// test as it prints them, not when it exits, so that a program that
+// hangs shows the step it hangs in. Its stdout is a pipe, which stdio
+// buffers whole: cmtime -s, waiting for its DISCONNECTED events, showed
+// "connecting" as its last line, its "disconnecting" still in its buffer.
+// ucmatose's server says it is starting and then waits for a connection.
+func TestDebianProgramOutputAsPrinted(t *testing.T) {
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			sock, _ := startDaemon(t)
+			srv, srvOut := debian(t, b, sock, "ucmatose")
+			done := make(chan error, 1)
+			go func() { done <- srv.Wait() }()
+			defer func() {
+				_ = srv.Process.Kill()
+				<-done
+			}()
+			assert.Eventually(t, func() bool { return strings.Contains(srvOut.String(), "cmatose: starting server\n") },
+				20*time.Second, 10*time.Millisecond, "ucmatose's first line while it waits")
+		})
+	}
+}
