@@ -40,6 +40,15 @@
 /* the library is built with hidden visibility; these stand in for exports */
 #pragma GCC visibility push(default)
 
+/* The program's stdout goes to the test through a pipe, which stdio
+ * buffers whole: made line-buffered before the program runs, each line
+ * reaches the test as it is printed, and a program that hangs shows the
+ * step it is in, not the last one a move of ours happened to flush. */
+__attribute__((constructor)) static void line_buffered(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
 static struct ibv_device dev = { .name = "sim0" };
 static struct ibv_device *devs[] = { &dev, NULL };
 static unsigned next_qpn;
