@@ -545,9 +545,10 @@ func TestDebianPrograms(t *testing.T) {
 // TestDebianProgramOutputAsPrinted: a Debian program's lines reach the
 // test as it prints them, not when it exits, so that a program that
 // hangs shows the step it hangs in. Its stdout is a pipe, which stdio
-// buffers whole: cmtime -s, waiting for its DISCONNECTED events, showed
-// "connecting" as its last line, its "disconnecting" still in its buffer.
-// ucmatose's server says it is starting and then waits for a connection.
+// buffers whole: a cmtime -s that waits for its DISCONNECTED events would
+// show "connecting" as its last line, its "disconnecting" still in its
+// buffer. ucmatose's server says it is starting and then waits for a
+// connection.
 func TestDebianProgramOutputAsPrinted(t *testing.T) {
 	for _, b := range builds {
 		t.Run(b.name, func(t *testing.T) {
