@@ -47,6 +47,15 @@ type Conn struct {
 	err      error
 	isEstab  bool
 	freed    bool
+
+	// A dialed Manager's mirror (remote.go), under the Manager's lock:
+	// its handle, the state the daemon last told, and whether it is
+	// mirrored still (made by mirror, let go of by remoteForget). Fields
+	// rather than the remote's maps: each event of a burst would hash
+	// the Conn into them.
+	rhandle uint64
+	rstate  State
+	rlive   bool
 }
 
 type lapResult struct {

@@ -172,9 +172,7 @@ type remoteEvent struct {
 // by the daemon's handles, under the Manager's lock.
 type remote struct {
 	ops       remoteOps
-	conns     map[uint64]*Conn
-	handles   map[*Conn]uint64
-	states    map[*Conn]State
+	conns     map[uint64]*Conn // by handle; a Conn's own is rhandle
 	qps       map[uint64]*remoteQP // the QPs the daemon moves, by handle
 	listeners map[uint64]*Listener
 	lhandles  map[*Listener]uint64
@@ -202,7 +200,7 @@ type remote struct {
 }
 
 func newRemote(ops remoteOps) *remote {
-	return &remote{ops: ops, conns: map[uint64]*Conn{}, handles: map[*Conn]uint64{}, states: map[*Conn]State{},
+	return &remote{ops: ops, conns: map[uint64]*Conn{},
 		qps: map[uint64]*remoteQP{}, newReqs: map[uint64]newRequest{}, unanswered: map[uint64]bool{},
 		endAtTimeWait: map[*Conn]struct{}{}, listeners: map[uint64]*Listener{}, lhandles: map[*Listener]uint64{},
 		sidrReqs: map[uint64]*SIDRRequest{}, shandles: map[*SIDRRequest]uint64{},
@@ -215,8 +213,8 @@ func (r *remote) mirror(m *Manager, h uint64, id CommID) *Conn {
 	c := r.conns[h]
 	if c == nil {
 		c = newConn(m, id)
-		r.conns[h], r.handles[c] = c, h
-		r.states[c] = StateIdle
+		r.conns[h] = c
+		c.rhandle, c.rstate, c.rlive = h, StateIdle, true
 	}
 	return c
 }
@@ -305,7 +303,7 @@ func (m *Manager) applyLocked(ev *remoteEvent) {
 		c.id = ev.id
 	}
 	r.holdQP(ev.handle, ev.qp)
-	r.states[c] = ev.state
+	c.rstate = ev.state
 	c.remember(ev.msg)
 	m.mirrorStep(c, ev)
 	m.emit(Event{Kind: EventKind(ev.kind), Conn: c, ID: c.id, Reason: ev.reason, Msg: ev.msg, From: ev.from, Sent: ev.sent})
@@ -346,7 +344,7 @@ func (m *Manager) mirrorStep(c *Conn, ev *remoteEvent) {
 // remoteWatched ends c, and lets go of it once its id is free, as the
 // daemon's Conn did without an event; under the lock.
 func (m *Manager) remoteWatched(c *Conn, ev *remoteEvent) {
-	m.remote.states[c] = ev.state
+	c.rstate = ev.state
 	if ev.err != nil {
 		m.remoteEnd(c, ev.err)
 	}
@@ -425,13 +423,12 @@ func (m *Manager) remoteRelease(c *Conn) {
 // remoteForget lets go of a Conn whose comm ID is free; under the lock.
 func (m *Manager) remoteForget(c *Conn) {
 	r := m.remote
-	h := r.handles[c]
+	h := c.rhandle
 	delete(r.conns, h)
-	delete(r.handles, c)
+	c.rhandle, c.rstate, c.rlive = 0, StateIdle, false
 	r.releaseQP(h)
 	delete(r.newReqs, h)
 	delete(r.unanswered, h)
-	delete(r.states, c)
 	m.remoteEnd(c, ErrDisconnected)
 	m.remoteRelease(c)
 }

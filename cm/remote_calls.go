@@ -46,7 +46,7 @@ func (m *Manager) isClosed() bool {
 func (m *Manager) handleOf(c *Conn) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.remote.handles[c]
+	return c.rhandle
 }
 
 // remoteConnect is Connect with q checked and completed.
@@ -76,8 +76,8 @@ func (m *Manager) remoteConnect(ctx context.Context, q *ConnectParams) (*Conn, e
 // stateNow records the state a reply gave c, unless c's id is let go of;
 // under the lock.
 func (r *remote) stateNow(c *Conn, s State) {
-	if _, live := r.states[c]; live && s != StateIdle {
-		r.states[c] = s
+	if c.rlive && s != StateIdle {
+		c.rstate = s
 	}
 }
 
@@ -182,7 +182,7 @@ func (r *Request) remoteAccept(ctx context.Context, rep *wire.REP, qp QP) (*Conn
 	c := r.conn
 	m := r.m
 	m.mu.Lock()
-	if _, live := m.remote.states[c]; live && c.rep == (wire.REP{}) {
+	if c.rlive && c.rep == (wire.REP{}) {
 		// As the embedded Accept sets them, before the REP goes: the
 		// events of the Accept may read them.
 		c.rep, c.localQPN = *rep, rep.LocalQPN
@@ -334,7 +334,7 @@ func (c *Conn) remoteCommEst(ctx context.Context) error {
 func (c *Conn) remoteState() State {
 	m := c.m
 	m.mu.Lock()
-	h, told, closed, id := m.remote.handles[c], m.remote.states[c], m.closed, c.id
+	h, told, closed, id := c.rhandle, c.rstate, m.closed, c.id
 	m.mu.Unlock()
 	if closed || h == 0 || id == 0 {
 		return StateIdle
@@ -347,7 +347,7 @@ func (c *Conn) remoteState() State {
 		// The daemon lets go of a handle after the event that frees its
 		// id, which the reader applied before this reply.
 		m.mu.Lock()
-		if m.remote.handles[c] == h {
+		if c.rhandle == h {
 			m.remoteForget(c)
 		}
 		m.remoteUnlock()

@@ -27,7 +27,7 @@ func (m *Manager) remoteRequest(ev *remoteEvent) {
 		c.req = ev.msg.REQ
 	}
 	c.remoteQPN, c.remoteGUID, c.from = c.req.LocalQPN, c.req.LocalCAGUID, ev.from
-	r.states[c] = StateReqRcvd
+	c.rstate = StateReqRcvd
 	r.unanswered[ev.handle] = true
 	r.newReqs[ev.handle] = newRequest{req: &Request{m: m, id: ev.id, conn: c, from: ev.from}, listener: ev.listener}
 }
