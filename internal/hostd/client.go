@@ -348,6 +348,9 @@ func (w *frameWriter) writeOne(f *outFrame) error {
 	if w.told.skip(f) {
 		return nil
 	}
+	if f.event && c.packed {
+		return w.packEvent(f)
+	}
 	b, err := f.bytes(w.scratch[:0])
 	if err != nil {
 		c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
@@ -373,6 +376,31 @@ func (w *frameWriter) writeOne(f *outFrame) error {
 		w.pkt = w.pkt[:0]
 	}
 	w.pkt = append(w.pkt, b...)
+	return nil
+}
+
+// packEvent encodes the event f straight into the packet being filled
+// (HelloPacked), rather than apart and then copied: most frames of a
+// burst are events. One that takes the packet past MaxFrame starts the
+// next packet, once the frames before it are written.
+func (w *frameWriter) packEvent(f *outFrame) error {
+	c := w.c
+	if w.pkt == nil {
+		w.pkt = make([]byte, 0, hostproto.MaxFrame)
+	}
+	start := len(w.pkt)
+	b, err := hostproto.AppendFrame(w.pkt, hostproto.OpEvent, 0, 0, f.ev)
+	if err != nil {
+		c.s.log.Error("event does not encode", c.logAttrs("err", err)...)
+		return nil
+	}
+	if len(b) > hostproto.MaxFrame && start > 0 {
+		if _, err := c.conn.Write(b[:start]); err != nil {
+			return err
+		}
+		b = b[:copy(b, b[start:])]
+	}
+	w.pkt = b
 	return nil
 }
 
