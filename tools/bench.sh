@@ -262,10 +262,14 @@ How each is measured:
   the ratios of the connect and disconnect steps' totals and of the process's CPU time over each
   whole run, the median over the runs, each held to 1.5. Where the daemon path's time goes
   (docs/ibcmd.md, "What the daemon costs", from profiles of \`BenchmarkCmtimeOneSide\`): it is
-  CPU-bound, about 105 ms a run against 35 embedded, spread over the daemon's goroutine per call,
-  each event's encoding and queueing, the client's reader (decoding, the mirror, waking the
-  caller) and the collector (26 MB a run against 8); each call is three goroutine hand-offs where
-  the embedded Manager makes one, and the sockets take about 400 system calls a run.
+  CPU-bound, about 93 ms a run against 34 embedded: the daemon's goroutine per call a fifth, the
+  clients' calling goroutines a fifth, the collector a sixth (22 MB and 85k objects allocated a
+  run against 8 MB and 30k embedded), the daemon's Managers' receive loops (the engine, each
+  event's message encoded and queued) a seventh, the clients' readers a tenth, the scheduler, the
+  daemon's reader and its writer a twentieth or less each. With the collector off the daemon's
+  run still takes about 70 ms against 24: what keeps the ratio near 3 is the work a call adds,
+  three goroutine hand-offs where the embedded Manager makes one, frames both ways and a mirror,
+  not its allocations.
 
 ## The shell: fair service and CPU per connection
 
