@@ -286,6 +286,19 @@ func TestListenTimeoutMissingREQs(t *testing.T) {
 	require.Contains(t, out, `note="0 of 2 connection requests came"`)
 }
 
+// A listen whose --timeout ends before it is even listening (a loaded
+// machine can take longer than the timeout to start) fails as one whose
+// REQs did not come, not as a refused Listen.
+func TestListenTimeoutBeforeListening(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCmd(t, nil, "listen", "--transport", "sim", "--sim-fabric", fabricName(t), "--sid", "1",
+		"--count", "2", "--timeout", "1ns")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, `IBCM-RESULT listen FAIL conns=0 outcomes=none,none want=established`)
+	require.Contains(t, out, `note="0 of 2 connection requests came"`)
+	require.NotContains(t, out, "ERROR")
+}
+
 func TestNetBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
