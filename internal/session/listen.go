@@ -39,6 +39,12 @@ func Listen(ctx context.Context, o *Options, la *ListenConfig, stdout io.Writer)
 	r.passiv = true
 	r.mu.Unlock()
 	l, err := r.mgr.Listen(ctx, cm.ListenParams{ServiceID: o.SID})
+	if err != nil && ctx.Err() != nil {
+		// The run's time ran out before it was listening (a loaded
+		// machine may take longer to start than --timeout): its REQs
+		// did not come, as when it runs out later.
+		return r.finish(ctx, missingREQs(o, 0))
+	}
 	if err != nil {
 		r.event(report.ErrorEvent, "kind", "listen", "msg", err.Error())
 		return r.finish(ctx, "listen failed: "+err.Error())
@@ -61,12 +67,16 @@ func Listen(ctx context.Context, o *Options, la *ListenConfig, stdout io.Writer)
 	if la.OnListening != nil {
 		la.OnListening(r.ep.Local)
 	}
-	accepted := r.acceptAll(ctx, la, l)
-	missing := ""
+	return r.finish(ctx, missingREQs(o, r.acceptAll(ctx, la, l)))
+}
+
+// missingREQs is the note of a listen that answered accepted requests of
+// Options.Count: empty when none is missing.
+func missingREQs(o *Options, accepted int) string {
 	if o.Count > 0 && accepted < o.Count {
-		missing = fmt.Sprintf("%d of %d connection requests came", accepted, o.Count)
+		return fmt.Sprintf("%d of %d connection requests came", accepted, o.Count)
 	}
-	return r.finish(ctx, missing)
+	return ""
 }
 
 // listenSIDR answers the SIDR_REQs of the connected service's listener l
