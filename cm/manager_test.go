@@ -415,7 +415,12 @@ func TestManagerCloseAndCommEst(t *testing.T) {
 
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1042, 0x11))
+		// Timeouts long enough that neither side gives up on the REQ
+		// (fastREQ's lapse is 134 ms) before the listener closes, however
+		// loaded the machine.
+		req := fastREQ(p.eb, 0x1042, 0x11)
+		req.REQ.RemoteCMResponseTimeout, req.REQ.LocalCMResponseTimeout, req.REQ.PrimaryLocalAckTimeout = 16, 16, 16
+		_, err := p.a.Connect(ctx, req)
 		errc <- err
 	}()
 	require.Eventually(t, func() bool { return p.b.Stats().Engine.Received > 0 }, time.Second, time.Millisecond)
