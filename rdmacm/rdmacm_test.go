@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,9 +207,76 @@ func (f *fake) garbage(n int) {
 			binary.LittleEndian.PutUint64(b[16:], 1000+rng.Uint64N(1<<40)) // a handle or listener
 			binary.LittleEndian.PutUint64(b[24:], 1000+rng.Uint64N(1<<40)) // a call ID or handle
 		}
-		_, err := f.c.Write(b)
-		require.NoError(f.t, err)
+		f.write(b)
 	}
+}
+
+// write sends b as one packet.
+func (f *fake) write(b []byte) {
+	f.t.Helper()
+	_, err := f.c.Write(b)
+	require.NoError(f.t, err)
+}
+
+// TestFakeEmptyPacket: the fake daemon's empty packet (garbage sends
+// some) waits, as its other packets do, for room in a socket the library
+// has not read yet, instead of failing the script.
+func TestFakeEmptyPacket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	require.NoError(t, err)
+	defer ln.Close()
+	lib, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	require.NoError(t, err)
+	defer lib.Close()
+	c, err := ln.AcceptUnix()
+	require.NoError(t, err)
+	defer c.Close()
+
+	// fill the socket until the kernel takes no more
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	full, frame := 0, make([]byte, 300)
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		for {
+			if _, err := syscall.Write(int(fd), frame); err != nil {
+				assert.ErrorIs(t, err, syscall.EAGAIN)
+				return
+			}
+			full++
+		}
+	}))
+	require.Positive(t, full)
+
+	// the reader starts once the write has returned, or has had long
+	// enough to fail
+	wrote := make(chan struct{})
+	read := make(chan []int, 1)
+	go func() {
+		select {
+		case <-wrote:
+		case <-time.After(200 * time.Millisecond):
+		}
+		var sizes []int
+		buf := make([]byte, 1024)
+		for len(sizes) <= full {
+			n, err := lib.Read(buf)
+			if n == 0 && errors.Is(err, io.EOF) {
+				err = nil // how Go reads an empty packet
+			}
+			if err != nil {
+				break
+			}
+			sizes = append(sizes, n)
+		}
+		read <- sizes
+	}()
+	f := &fake{t: t, c: c}
+	f.write(nil)
+	close(wrote)
+	sizes := <-read
+	require.Len(t, sizes, full+1)
+	assert.Equal(t, 0, sizes[full], "the empty packet, after the ones before it")
 }
 
 func mad(t *testing.T, msg wire.Message) *wire.MAD {
