@@ -211,11 +211,26 @@ func (f *fake) garbage(n int) {
 	}
 }
 
-// write sends b as one packet.
+// write sends b as one packet, waiting while the library's socket is
+// full. Go's Write waits only while bytes are left to send, so an empty
+// packet is written here, through the poller, until the kernel takes it.
 func (f *fake) write(b []byte) {
 	f.t.Helper()
-	_, err := f.c.Write(b)
+	if len(b) > 0 {
+		_, err := f.c.Write(b)
+		require.NoError(f.t, err)
+		return
+	}
+	rc, err := f.c.SyscallConn()
 	require.NoError(f.t, err)
+	var werr error
+	require.NoError(f.t, rc.Write(func(fd uintptr) bool {
+		for _, werr = syscall.Write(int(fd), nil); errors.Is(werr, syscall.EINTR); {
+			_, werr = syscall.Write(int(fd), nil)
+		}
+		return !errors.Is(werr, syscall.EAGAIN)
+	}))
+	require.NoError(f.t, werr)
 }
 
 // TestFakeEmptyPacket: the fake daemon's empty packet (garbage sends
