@@ -666,6 +666,35 @@ func TestDaemonGone(t *testing.T) {
 	})
 }
 
+// TestDestroyQPDuringMove: a program that destroys its QP while the
+// library's reader thread is moving it for the daemon's QP_MODIFY (the
+// libibverbs stand-in pauses that move until a QP is destroyed, or half a
+// second) has its destroy wait for the move, so that the QP is not freed
+// under it (the sanitizers would see the move read it) and the move is
+// answered.
+func TestDestroyQPDuringMove(t *testing.T) {
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			dir := b.built(t)
+			runBuild(t, dir, "qp-destroy", func(f *fake) {
+				f.hello()
+				fr := f.expect(hostproto.OpConnect)
+				c := fr.Body.(*hostproto.ConnectReq)
+				require.True(t, c.HasQP)
+				f.event(&hostproto.Event{Handle: 1, CallID: fr.ReqID, Kind: 1, State: 2})
+				f.send(hostproto.OpQPModify, 0, 9002, &hostproto.QPModifyReq{Handle: 1, QPN: c.QPN, Wait: true,
+					Attrs: []qpattr.Attr{{State: qpattr.Err, Mask: qpattr.MaskState}}})
+				r := f.expect(hostproto.OpQPModify)
+				assert.Equal(t, uint64(9002), r.ReqID)
+				assert.Equal(t, hostproto.StatusOK, r.Status, "the QP moved before it went")
+				fr = f.expect(hostproto.OpConnClose)
+				assert.Equal(t, &hostproto.HandleReq{Handle: 1}, fr.Body)
+				f.reply(fr, &hostproto.Empty{})
+			}, "LD_PRELOAD="+filepath.Join(dir, "fakeverbs.so"))
+		})
+	}
+}
+
 // roceBuild is the library built to read the sysfs tree in testdata (a
 // device sim0, whose port 1 has 10.0.0.2 as a RoCE v1 GID at index 1 and
 // a RoCE v2 GID at index 2) instead of the host's.

@@ -6,7 +6,8 @@
  * "active" connects (and is rejected once), "passive" listens, accepts
  * and rejects, "ud" resolves and answers SIDR, "ep-passive" and
  * "ep-active" use the synchronous ids of rdma_create_ep, "dead" sees the
- * daemon go away, "roce" and "roce-ep-*" run on a RoCE port. Exit status 0: every check held.
+ * daemon go away, "qp-destroy" destroys a QP the daemon is moving, "roce"
+ * and "roce-ep-*" run on a RoCE port. Exit status 0: every check held.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 
@@ -354,6 +356,30 @@ static void make_qp(struct rdma_cm_id *id)
 	fflush(stdout);
 }
 
+/* qp_destroy destroys its QP while the daemon's QP_MODIFY is moving it:
+ * the stand-in for libibverbs says on a pipe that the move has begun, and
+ * pauses it until the QP is destroyed (FAKEVERBS_PAUSE_FD). */
+static void qp_destroy(void)
+{
+	struct rdma_cm_id *id = resolved();
+	CHECK(id->verbs, "a device (the stand-in for libibverbs)");
+	make_qp(id);
+	int p[2];
+	char fd[16];
+	CHECK(pipe(p) == 0, "pipe");
+	snprintf(fd, sizeof fd, "%d", p[1]);
+	CHECK(setenv("FAKEVERBS_PAUSE_FD", fd, 1) == 0, "setenv");
+	CHECK(rdma_connect(id, NULL) == 0, "rdma_connect");
+	struct pollfd pf = { .fd = p[0], .events = POLLIN };
+	char b;
+	CHECK(poll(&pf, 1, 20000) == 1 && read(p[0], &b, 1) == 1, "no move of the daemon's");
+	rdma_destroy_qp(id);
+	CHECK(!id->qp && !id->send_cq && !id->recv_cq, "the QP and its CQs gone");
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+	close(p[0]);
+	close(p[1]);
+}
+
 /* e2e_server listens through a real ibcmd, accepts one connection and
  * waits for its end; it says where it is on stdout, so that the test can
  * start the client, or kill it while connected. */
@@ -583,6 +609,8 @@ int main(int argc, char **argv)
 		ep_active();
 	else if (!strcmp(argv[1], "dead"))
 		dead();
+	else if (!strcmp(argv[1], "qp-destroy"))
+		qp_destroy();
 	else if (!strcmp(argv[1], "e2e-server"))
 		e2e_server();
 	else if (!strcmp(argv[1], "e2e-client"))

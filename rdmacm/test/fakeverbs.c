@@ -18,6 +18,12 @@
  * ibv_req_notify_cq is handed out by ibv_get_cq_event once it has one.
  * Each completion is written to stdout too ("send QPN len=N to=D status=S",
  * "recv QPN len=N from=S").
+ *
+ * With FAKEVERBS_PAUSE_FD set, the first move made after it was set writes
+ * a byte to that descriptor and waits, before it looks at the QP, until a
+ * QP is destroyed or half a second has passed: a program that destroys
+ * its QP on the byte shows whether the library lets the QP be freed under
+ * a move of its reader thread (the sanitizers see the move's read).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -96,6 +103,10 @@ struct fcq {
 
 static struct fqp *qps;
 static struct fcq *cqs;
+
+/* how many QPs were destroyed, and the signal of each, for pause_move */
+static int destroyed;
+static pthread_cond_t destroyed_cv = PTHREAD_COND_INITIALIZER;
 
 /* The header of a SEND's datagram. */
 struct msg {
@@ -612,6 +623,12 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	}
 	close(q->fd);
 	free(q);
+	/* told once the QP is freed, so that a move paused on it reads
+	 * freed memory if the library let it go on */
+	pthread_mutex_lock(&mu);
+	destroyed++;
+	pthread_cond_broadcast(&destroyed_cv);
+	pthread_mutex_unlock(&mu);
 	return 0;
 }
 
@@ -649,9 +666,33 @@ static int follows(enum ibv_qp_state from, enum ibv_qp_state to)
 	}
 }
 
+/* pause_move is FAKEVERBS_PAUSE_FD's wait (above), once. */
+static void pause_move(void)
+{
+	static int paused;
+	const char *fd = getenv("FAKEVERBS_PAUSE_FD");
+	pthread_mutex_lock(&mu);
+	if (fd && !paused++) {
+		int seen = destroyed;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 500 * 1000 * 1000;
+		if (until.tv_nsec >= 1000 * 1000 * 1000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000 * 1000 * 1000;
+		}
+		if (write(atoi(fd), "m", 1) == 1)
+			while (destroyed == seen &&
+			       pthread_cond_timedwait(&destroyed_cv, &mu, &until) == 0) {
+			}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	struct fqp *q = (struct fqp *)qp;
+	pause_move();
 	pthread_mutex_lock(&mu);
 	enum ibv_qp_state to = mask & IBV_QP_STATE ? a->qp_state : qp->state;
 	int need = 0;
