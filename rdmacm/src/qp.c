@@ -116,13 +116,13 @@ EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *qp_attr
 	return ret;
 }
 
-static int move(struct rdma_cm_id *cid, enum ibv_qp_state s)
+static int move(struct rdma_cm_id *cid, struct ibv_qp *qp, enum ibv_qp_state s)
 {
 	struct ibv_qp_attr a = { .qp_state = s };
 	int mask;
 	if (local_attr(cid, &a, &mask))
 		return -1;
-	int e = ibv_modify_qp(cid->qp, &a, mask);
+	int e = ibv_modify_qp(qp, &a, mask);
 	if (e) {
 		errno = e;
 		return -1;
@@ -193,18 +193,20 @@ EXPORT int rdma_create_qp(struct rdma_cm_id *cid, struct ibv_pd *pd, struct ibv_
 		errno = e;
 		return -1;
 	}
-	cid->qp = qp;
-	int ret = move(cid, IBV_QPS_INIT);
+	int ret = move(cid, qp, IBV_QPS_INIT);
 	if (!ret && cid->qp_type == IBV_QPT_UD)
-		ret = move(cid, IBV_QPS_RTR) || move(cid, IBV_QPS_RTS);
+		ret = move(cid, qp, IBV_QPS_RTR) || move(cid, qp, IBV_QPS_RTS);
 	if (ret) {
 		int e = errno;
 		ibv_destroy_qp(qp);
-		cid->qp = NULL;
 		destroy_cqs(cid);
 		errno = e;
 		return -1;
 	}
+	/* the reader thread looks QPs up (QP_MODIFY) under the lock */
+	pthread_mutex_lock(&ibcm_mu);
+	cid->qp = qp;
+	pthread_mutex_unlock(&ibcm_mu);
 	return 0;
 }
 
@@ -218,10 +220,18 @@ EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *
 
 EXPORT void rdma_destroy_qp(struct rdma_cm_id *cid)
 {
-	if (!cid || !cid->qp)
+	if (!cid)
 		return;
-	ibv_destroy_qp(cid->qp);
+	/* The reader thread moves the QP for the daemon (QP_MODIFY) under
+	 * the lock: taken out of the id under it, the QP is freed after any
+	 * move begun and before any other can find it. */
+	pthread_mutex_lock(&ibcm_mu);
+	struct ibv_qp *qp = cid->qp;
 	cid->qp = NULL;
+	pthread_mutex_unlock(&ibcm_mu);
+	if (!qp)
+		return;
+	ibv_destroy_qp(qp);
 	destroy_cqs(cid);
 }
 
