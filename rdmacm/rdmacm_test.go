@@ -666,6 +666,39 @@ func TestDaemonGone(t *testing.T) {
 	})
 }
 
+// TestDisconnectRefused: rdma_disconnect, as librdmacm's, returns the
+// daemon's refusal of a live connection's DISCONNECT (EINVAL for an
+// invalid state), instead of leaving the program to wait for a
+// DISCONNECTED that will not come; a DISCONNECT the daemon takes returns
+// at its DREQ_SENT event, not at the reply that comes only once the
+// connection has ended.
+func TestDisconnectRefused(t *testing.T) {
+	run(t, "disconnect", func(f *fake) {
+		f.hello()
+		fr := f.expect(hostproto.OpConnect)
+		f.event(&hostproto.Event{Handle: 5, CallID: fr.ReqID, Kind: 1, State: 2})
+		f.event(&hostproto.Event{Handle: 5, Kind: 6, State: 7, Msg: mad(t, &wire.REP{LocalQPN: 0x77})})
+		f.event(&hostproto.Event{Handle: 5, Kind: 7, State: 10, Sent: wire.AttrRTU})
+		f.event(&hostproto.Event{Handle: 5, Kind: 8, State: 10})
+		f.reply(fr, &hostproto.ConnInfo{Handle: 5, State: 10, Active: true})
+
+		fr = f.expect(hostproto.OpDisconnect)
+		assert.Equal(t, &hostproto.DisconnectReq{Handle: 5}, fr.Body)
+		eb := &hostproto.ErrorBody{Code: hostproto.StatusInvalidState, State: 10}
+		f.send(hostproto.OpDisconnect, hostproto.StatusInvalidState, fr.ReqID, eb)
+
+		fr = f.expect(hostproto.OpDisconnect)
+		f.event(&hostproto.Event{Handle: 5, Kind: 13, State: 11})
+		q := f.expect(hostproto.OpConnQPAttr)
+		f.send(hostproto.OpConnQPAttr, hostproto.StatusInvalidState, q.ReqID, eb)
+		f.event(&hostproto.Event{Handle: 5, Kind: 16, State: 13})
+		f.reply(fr, &hostproto.Empty{})
+		fr = f.expect(hostproto.OpConnClose)
+		assert.Equal(t, &hostproto.HandleReq{Handle: 5}, fr.Body)
+		f.reply(fr, &hostproto.Empty{})
+	})
+}
+
 // TestDestroyQPDuringMove: a program that destroys its QP while the
 // library's reader thread is moving it for the daemon's QP_MODIFY (the
 // libibverbs stand-in pauses that move until a QP is destroyed, or half a

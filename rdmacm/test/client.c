@@ -6,8 +6,9 @@
  * "active" connects (and is rejected once), "passive" listens, accepts
  * and rejects, "ud" resolves and answers SIDR, "ep-passive" and
  * "ep-active" use the synchronous ids of rdma_create_ep, "dead" sees the
- * daemon go away, "qp-destroy" destroys a QP the daemon is moving, "roce"
- * and "roce-ep-*" run on a RoCE port. Exit status 0: every check held.
+ * daemon go away, "disconnect" is refused a disconnect, "qp-destroy"
+ * destroys a QP the daemon is moving, "roce" and "roce-ep-*" run on a RoCE
+ * port. Exit status 0: every check held.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -356,6 +357,27 @@ static void make_qp(struct rdma_cm_id *id)
 	fflush(stdout);
 }
 
+/* disconnect: a DISCONNECT the daemon refuses on a live connection is
+ * rdma_disconnect's error; one it takes returns at its DREQ, before the
+ * daemon's reply (which comes once the connection has ended). */
+static void disconnect(void)
+{
+	struct rdma_cm_id *id = resolved();
+	CHECK(rdma_connect(id, NULL) == 0, "rdma_connect");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_CONNECT_RESPONSE));
+	CHECK(rdma_establish(id) == 0, "rdma_establish");
+	errno = 0;
+	CHECK(rdma_disconnect(id) == -1 && errno == EINVAL, "rdma_disconnect refused by the daemon");
+	quiet();
+	CHECK(rdma_disconnect(id) == 0, "rdma_disconnect");
+	/* a call the daemon sees only once rdma_disconnect has returned */
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+	int mask;
+	CHECK(rdma_init_qp_attr(id, &a, &mask) == -1 && errno == EINVAL, "rdma_init_qp_attr while disconnecting");
+	rdma_ack_cm_event(next(RDMA_CM_EVENT_DISCONNECTED));
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+}
+
 /* qp_destroy destroys its QP while the daemon's QP_MODIFY is moving it:
  * the stand-in for libibverbs says on a pipe that the move has begun, and
  * pauses it until the QP is destroyed (FAKEVERBS_PAUSE_FD). */
@@ -609,6 +631,8 @@ int main(int argc, char **argv)
 		ep_active();
 	else if (!strcmp(argv[1], "dead"))
 		dead();
+	else if (!strcmp(argv[1], "disconnect"))
+		disconnect();
 	else if (!strcmp(argv[1], "qp-destroy"))
 		qp_destroy();
 	else if (!strcmp(argv[1], "e2e-server"))
