@@ -996,28 +996,56 @@ EXPORT int rdma_reject(struct rdma_cm_id *cid, const void *private_data, uint8_t
 	return ret;
 }
 
+/* disconnect_wait waits for the daemon's verdict on id's DISCONNECT, as
+ * librdmacm's rdma_disconnect has the kernel's: a refusal is its reply,
+ * while one it takes is told by the DREQ_SENT event (the reply comes only
+ * when the DREP does, or the DREQ's retries run out, which the kernel's
+ * rdma_disconnect does not wait for). A connection whose end was told (a
+ * DREQ crossed, the daemon went) is disconnected whatever the reply, as
+ * with the kernel. The reader thread delivers events meanwhile. Under
+ * ibcm_mu. */
+static int disconnect_wait(struct cma_id *id)
+{
+	while (!id->disc_done && !id->disc_sent && !id->told_end)
+		pthread_cond_wait(&ibcm_cv, &ibcm_mu);
+	if (id->disc_sent || id->told_end || id->disc_status == ST_OK)
+		return 0;
+	errno = status_errno(id->disc_status);
+	return -1;
+}
+
 EXPORT int rdma_disconnect(struct rdma_cm_id *cid)
 {
 	struct cma_id *id = (struct cma_id *)cid;
-	if (!id || !id->handle || id->sidr ||
-	    (id->state != ID_CONNECTED && id->state != ID_CONNECTING &&
-	     id->state != ID_ACCEPTING && id->state != ID_DISCONNECTED)) {
+	if (!id) {
 		errno = EINVAL;
 		return -1;
 	}
 	pthread_mutex_lock(&ibcm_mu);
+	if (!id->handle || id->sidr ||
+	    (id->state != ID_CONNECTED && id->state != ID_CONNECTING &&
+	     id->state != ID_ACCEPTING && id->state != ID_DISCONNECTED)) {
+		pthread_mutex_unlock(&ibcm_mu);
+		errno = EINVAL;
+		return -1;
+	}
 	struct call *c = calloc(1, sizeof *c);
 	struct wbuf w = { 0 };
 	if (c) {
-		w_header(&w, OP_DISCONNECT, 0, dc_req(id->dc));
+		id->disc_req = dc_req(id->dc);
+		id->disc_sent = id->disc_done = 0;
+		w_header(&w, OP_DISCONNECT, 0, id->disc_req);
 		w_u64(&w, id->handle);
 		w_u8(&w, 0);
 		w_zero(&w, 3);
 		w_bytes(&w, NULL, 0);
 	}
 	int ret = call_async(id, &w, c);
+	if (!ret)
+		ret = disconnect_wait(id);
 	if (!ret && !id->told_end)
 		ret = complete(id);
+	id->disc_req = 0;
 	pthread_mutex_unlock(&ibcm_mu);
 	return ret;
 }
@@ -1305,6 +1333,12 @@ static void on_event(struct dconn *dc, struct rbuf *r)
 		else
 			end_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0);
 		break;
+	case EV_DREQ_SENT:
+		if (id->disc_req) {
+			id->disc_sent = 1; /* rdma_disconnect's wait is over */
+			pthread_cond_broadcast(&ibcm_cv);
+		}
+		break;
 	case EV_DREQ_RECEIVED:
 	case EV_DISCONNECTED:
 		end_event(id, RDMA_CM_EVENT_DISCONNECTED, 0,
@@ -1498,7 +1532,14 @@ void on_async_reply(struct call *c)
 		sidr_reply(id, c);
 		return;
 	}
-	if (c->status == ST_OK || c->op == OP_DISCONNECT)
+	if (c->op == OP_DISCONNECT) {
+		if (c->req == id->disc_req) {
+			id->disc_done = 1;
+			id->disc_status = c->status;
+		}
+		return;
+	}
+	if (c->status == ST_OK)
 		return;
 	struct rbuf r = { .b = c->body, .len = c->len };
 	struct p_error e;

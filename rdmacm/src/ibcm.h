@@ -26,8 +26,9 @@ struct dconn {
 };
 
 /* A call waiting for its reply. An async call is one that rdma_cm does not
- * wait for (CONNECT, ACCEPT, DISCONNECT, RESOLVE_SIDR): the reader turns
- * its reply into the id's event. */
+ * wait for (CONNECT, ACCEPT, RESOLVE_SIDR), or whose reply comes later than
+ * rdma_cm returns (DISCONNECT's, at the connection's end): the reader turns
+ * its reply into the id's event, or hands it to rdma_disconnect. */
 struct call {
 	struct call *next;
 	uint64_t req;
@@ -85,6 +86,11 @@ struct cma_id {
 	uint32_t rep_psn; /* the REP's starting PSN, once chosen */
 	int has_rep;
 	struct p_addr sidr_to;
+	/* the DISCONNECT rdma_disconnect waits on: its reply (refused), or
+	 * the DREQ_SENT event that says the daemon took it */
+	uint64_t disc_req;
+	int disc_sent, disc_done;
+	uint16_t disc_status;
 };
 
 /* The one lock of the library, and the condition every waiter waits on. */
