@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -57,14 +58,31 @@ func startDaemon(t *testing.T, n int, mod func(*hostd.Config)) *daemon {
 	done := make(chan struct{})
 	go func() { _ = s.Serve(l); close(done) }()
 	t.Cleanup(func() {
-		s.Close()
-		<-done
+		// Bounded: a daemon that deadlocked fails its test here rather
+		// than holding up the package until go test's timeout.
+		closed := make(chan struct{})
+		go func() { s.Close(); <-done; close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(closeWithin):
+			t.Errorf("the daemon did not close in %v; its goroutines:\n%s", closeWithin, stacks())
+			return // its ports stay open: its stuck goroutines hold them
+		}
 		for _, ep := range d.eps {
 			ep.Close()
 		}
 		fab.Close()
 	})
 	return d
+}
+
+// closeWithin bounds the daemon's Close at a test's end.
+const closeWithin = 30 * time.Second
+
+// stacks is every goroutine's stack, for a test that found the daemon stuck.
+func stacks() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
 }
 
 // waitIDs waits until the daemon holds n ids.
