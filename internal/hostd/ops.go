@@ -227,15 +227,29 @@ func (c *client) request(h uint64) (*entry, error) {
 	return e, nil
 }
 
+// commEstConn is the connection a COMM_EST names: by its handle, or
+// (handle 0, Manager.CommEst) the client's connection on QP b.QPN that is
+// neither in TimeWait nor ended. The connections are listed under c.mu
+// and asked for their QP and state once it is let go: those take the
+// Manager's lock, which goes before c.mu (the package's lock order).
 func (c *client) commEstConn(b *hostproto.CommEstReq) (*cm.Conn, error) {
 	if b.Handle != 0 {
 		return c.connOf(b.Handle)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	conns := make([]*cm.Conn, 0, len(c.handles))
 	for _, e := range c.handles {
-		if e.kind == kindConn && e.conn != nil && e.conn.LocalQPN() == b.QPN && e.conn.State() != cm.StateTimeWait && e.conn.State() != cm.StateIdle {
-			return e.conn, nil
+		if e.kind == kindConn && e.conn != nil {
+			conns = append(conns, e.conn)
+		}
+	}
+	c.mu.Unlock()
+	for _, conn := range conns {
+		if conn.LocalQPN() != b.QPN {
+			continue
+		}
+		if st := conn.State(); st != cm.StateTimeWait && st != cm.StateIdle {
+			return conn, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: no connection of this client's on QP %#x", hostproto.ErrNoHandle, b.QPN)

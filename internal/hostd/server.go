@@ -10,6 +10,32 @@
 // off: the Manager never waits for a client), moves the client's QPs by
 // asking it (QP_MODIFY), and when the client goes away tears its ids down as
 // the kernel's close path does (docs/ibcmd.md).
+//
+// # Locks
+//
+// The server's locks and its Managers' are taken in this order, never the
+// other way round:
+//
+//  1. a port's mu (which client owns each connection, the CONNECTs
+//     being claimed, the listens, the QP numbers in use);
+//  2. the port's Manager's lock, which the methods of cm.Manager,
+//     cm.Conn, cm.Request and cm.Listener take, a Conn's readers among
+//     them (LocalQPN, RemoteQPN, REQ, REP, Active, State);
+//  3. a client's mu (its handles and calls), then its qmu (its queue).
+//
+// The Manager takes a client's locks under its own: it moves a QP to ERR
+// (or loads an alternate path into it) under its lock, and the client's
+// proxyQP queues that QP_MODIFY. So nothing of the cm package is called
+// under a client's lock: what a call needs is copied out under it, and
+// the Manager asked once it is let go (commEstConn). The Manager's
+// callbacks (OnEvent, LAPPolicy, the OnConnEnd switch) run after it has
+// let go of its lock (cm/shell.go), and take a port's mu and then a
+// client's; nothing under the Manager's lock reaches a port's mu, so a
+// port may read a Conn under its own (claimOf, takeQPN). A call that
+// steps the Manager (Connect, Accept, Close, ...) runs under no lock of
+// the server's: it returns once OnEvent has told the events before it,
+// and telling them takes a port's and a client's locks. The Server's own
+// mu is taken alone.
 package hostd
 
 import (
