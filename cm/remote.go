@@ -172,7 +172,7 @@ type remoteEvent struct {
 // by the daemon's handles, under the Manager's lock.
 type remote struct {
 	ops       remoteOps
-	conns     map[uint64]*Conn // by handle; a Conn's own is rhandle
+	conns     map[uint64]*Conn     // by handle; a Conn's own is rhandle
 	qps       map[uint64]*remoteQP // the QPs the daemon moves, by handle
 	listeners map[uint64]*Listener
 	lhandles  map[*Listener]uint64
