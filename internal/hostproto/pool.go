@@ -13,11 +13,14 @@ var (
 	connInfos   = sync.Pool{New: func() any { return new(ConnInfo) }}
 )
 
-// NewConnectReq, NewAcceptReq and NewConnInfo are zero bodies from the
-// pools.
+// NewConnectReq is a zero ConnectReq from its pool; Release gives it back.
 func NewConnectReq() *ConnectReq { return connectReqs.Get().(*ConnectReq) }
-func NewAcceptReq() *AcceptReq   { return acceptReqs.Get().(*AcceptReq) }
-func NewConnInfo() *ConnInfo     { return connInfos.Get().(*ConnInfo) }
+
+// NewAcceptReq is a zero AcceptReq from its pool; Release gives it back.
+func NewAcceptReq() *AcceptReq { return acceptReqs.Get().(*AcceptReq) }
+
+// NewConnInfo is a zero ConnInfo from its pool; Release gives it back.
+func NewConnInfo() *ConnInfo { return connInfos.Get().(*ConnInfo) }
 
 // Release gives b back to its pool once its user is done with it: the
 // body is encoded, or what it carries is copied out (the byte strings a
