@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibcm/ibcm/cm"
@@ -25,13 +24,7 @@ func TestAnswersAfterTheEndAreTheSame(t *testing.T) {
 	if viaDaemon {
 		return // both run in the first run
 	}
-	var outcomes [][]string // embedded, then dialed
-	bothBackends(t, func(t *testing.T, build managerBuild) {
-		outcomes = append(outcomes, answersAfterTheEnd(t, build))
-	})
-	require.Len(t, outcomes, 2)
-	assert.Equal(t, outcomes[0], outcomes[1])
-	t.Logf("%q", outcomes[1])
+	sameOnBothBackends(t, answersAfterTheEnd)
 }
 
 // refusal is describe without the state a refusal names, where that state

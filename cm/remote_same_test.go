@@ -41,6 +41,43 @@ func bothBackends(t *testing.T, f func(t *testing.T, build managerBuild)) {
 	})
 }
 
+// sameOnBothBackends runs outcomes on both backends, and requires the
+// outcomes each lists to be the same.
+func sameOnBothBackends(t *testing.T, outcomes func(*testing.T, managerBuild) []string) {
+	var got [][]string // embedded, then dialed
+	bothBackends(t, func(t *testing.T, build managerBuild) {
+		got = append(got, outcomes(t, build))
+	})
+	require.Len(t, got, 2)
+	assert.Equal(t, got[0], got[1])
+	t.Logf("%q", got[1])
+}
+
+// connectAccepted connects client to the service 0x1000 that l listens
+// for on server, and accepts the request there: the client's Conn, and
+// the server's.
+func connectAccepted(ctx context.Context, t *testing.T, client, server *cm.Manager, l *cm.Listener) (c, sc *cm.Conn) {
+	t.Helper()
+	accepted := make(chan *cm.Conn, 1)
+	go func() {
+		defer close(accepted)
+		r, err := l.Accept(ctx)
+		if !assert.NoError(t, err) {
+			return
+		}
+		c, err := r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
+		if assert.NoError(t, err) {
+			accepted <- c
+		}
+	}()
+	c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
+		REQ: client.NewREQ(server.LocalAddr(), 0x1000), QP: newFakeQP(0x11)})
+	require.NoError(t, err)
+	sc = <-accepted
+	require.NotNil(t, sc)
+	return c, sc
+}
+
 // toldLog is what OnEvent has been told, by connection, once each
 // callback has returned.
 type toldLog struct {
@@ -94,23 +131,7 @@ func TestChannelsCloseAfterTheirEvents(t *testing.T) {
 		defer cancel()
 		l, err := server.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
 		require.NoError(t, err)
-		accepted := make(chan *cm.Conn, 1)
-		go func() {
-			defer close(accepted)
-			r, err := l.Accept(ctx)
-			if !assert.NoError(t, err) {
-				return
-			}
-			c, err := r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
-			if assert.NoError(t, err) {
-				accepted <- c
-			}
-		}()
-		c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
-			REQ: client.NewREQ(server.LocalAddr(), 0x1000), QP: newFakeQP(0x11)})
-		require.NoError(t, err)
-		sc := <-accepted
-		require.NotNil(t, sc)
+		c, sc := connectAccepted(ctx, t, client, server, l)
 
 		// What each channel's waiter has heard as it wakes.
 		type heard struct{ atDone, atExit bool }
@@ -163,13 +184,7 @@ func TestCallsAfterTheEndAreTheSame(t *testing.T) {
 	if viaDaemon {
 		return // both run in the first run
 	}
-	var outcomes [][]string // embedded, then dialed
-	bothBackends(t, func(t *testing.T, build managerBuild) {
-		outcomes = append(outcomes, callsAfterTheEnd(t, build))
-	})
-	require.Len(t, outcomes, 2)
-	assert.Equal(t, outcomes[0], outcomes[1])
-	t.Logf("%q", outcomes[1])
+	sameOnBothBackends(t, callsAfterTheEnd)
 }
 
 func callsAfterTheEnd(t *testing.T, build managerBuild) []string {
@@ -193,23 +208,7 @@ func callsAfterTheEnd(t *testing.T, build managerBuild) []string {
 	say("Listener.Close", l2.Close())
 	say("Listener.Close again", l2.Close())
 
-	accepted := make(chan *cm.Conn, 1)
-	go func() {
-		defer close(accepted)
-		r, err := l.Accept(ctx)
-		if !assert.NoError(t, err) {
-			return
-		}
-		c, err := r.Accept(ctx, &cm.AcceptParams{QP: newFakeQP(0x22)})
-		if assert.NoError(t, err) {
-			accepted <- c
-		}
-	}()
-	c, err := client.Connect(ctx, &cm.ConnectParams{To: server.LocalAddr(),
-		REQ: client.NewREQ(server.LocalAddr(), 0x1000), QP: newFakeQP(0x11)})
-	require.NoError(t, err)
-	sc := <-accepted
-	require.NotNil(t, sc)
+	c, sc := connectAccepted(ctx, t, client, server, l)
 
 	say("Disconnect", sc.Disconnect(ctx, nil))
 	say("Disconnect again", sc.Disconnect(ctx, nil))
