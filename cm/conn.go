@@ -149,14 +149,16 @@ func (c *Conn) Active() bool {
 	return c.active
 }
 
-// LocalQPN is the QP this side joins to the connection.
+// LocalQPN is the QP this side joins to the connection, zero until it
+// is known.
 func (c *Conn) LocalQPN() uint32 {
 	c.lockFields()
 	defer c.unlockFields()
 	return c.localQPN
 }
 
-// RemoteQPN is the peer's QP.
+// RemoteQPN is the peer's QP, zero until the peer's REQ or REP has
+// told it.
 func (c *Conn) RemoteQPN() uint32 {
 	c.lockFields()
 	defer c.unlockFields()
@@ -170,7 +172,7 @@ func (c *Conn) RemoteGUID() uint64 {
 	return c.remoteGUID
 }
 
-// REQ and REP are copies of the messages that made the connection.
+// REQ is a copy of the REQ that asked for the connection.
 func (c *Conn) REQ() *wire.REQ {
 	c.lockFields()
 	defer c.unlockFields()
@@ -178,6 +180,8 @@ func (c *Conn) REQ() *wire.REQ {
 	return &req
 }
 
+// REP is a copy of the REP that accepted it, zero until the REP is sent
+// or has come.
 func (c *Conn) REP() *wire.REP {
 	c.lockFields()
 	defer c.unlockFields()
