@@ -80,3 +80,29 @@ func TestOnConnEndToldOfEveryEnd(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []string{"0x101 done", "0x101 freed"}, told)
 }
+
+// OnConnEnd is told of the ends without OnEvent too: a Manager that takes
+// no events closes a connection's channels at once, except for the ends
+// OnConnEnd has to hear of.
+func TestOnConnEndToldWithoutOnEvent(t *testing.T) {
+	ends := make(chan string, 4)
+	onEnd := func(conn any, freed bool) { ends <- fmt.Sprintf("%#x freed=%v", conn.(*cm.Conn).LocalQPN(), freed) }
+	p := newSwitchedPair(t, simnet.Config{}, &cmswitch.Switches{OnConnEnd: onEnd}, cm.ManagerConfig{}, cm.ManagerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x100))
+	require.NoError(t, err)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	<-c.TimeWaitExit()
+	for _, want := range []string{"0x100 freed=false", "0x100 freed=true"} {
+		select {
+		case got := <-ends:
+			require.Equal(t, want, got)
+		case <-ctx.Done():
+			require.FailNow(t, "OnConnEnd not told", want)
+		}
+	}
+}

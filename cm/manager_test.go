@@ -330,7 +330,8 @@ func TestManagerLAPRefused(t *testing.T) {
 	require.Equal(t, wire.APRReject, ae.Status)
 }
 
-// A full backlog rejects with reason 3 instead of dropping the REQ.
+// A full backlog rejects with reason 3 instead of dropping the REQ, and
+// counts it in Stats.BacklogFull.
 func TestManagerBacklogFull(t *testing.T) {
 	p := newPair(t, simnet.Config{}, cm.ManagerConfig{}, cm.ManagerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -343,6 +344,7 @@ func TestManagerBacklogFull(t *testing.T) {
 	var rej *cm.RejectError
 	require.ErrorAs(t, err, &rej)
 	require.Equal(t, wire.RejectNoResources, rej.Reason)
+	require.Equal(t, uint64(1), p.b.Stats().BacklogFull)
 }
 
 // Many concurrent connections through one pair of Managers.

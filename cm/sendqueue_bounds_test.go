@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -161,4 +162,49 @@ func TestLaneMemoryFollowsWhatItHolds(t *testing.T) {
 		require.Equal(t, byte(1024+i), p.MAD[15])
 	}
 	require.Zero(t, f.len())
+}
+
+// connMAD is a MAD of attribute a about the connection of local comm ID
+// local.
+func connMAD(a wire.AttrID, local uint32) *transport.Packet {
+	p := &transport.Packet{}
+	binary.BigEndian.PutUint16(p.MAD[16:], uint16(a))
+	binary.BigEndian.PutUint32(p.MAD[24:], local)
+	return p
+}
+
+// An answer waits behind the requests queued for its own connection, so
+// that the peer hears them in the order the engine sent them, and behind
+// no other's: an answer of another connection goes first, and once the
+// sender has taken a connection's requests its count of them ends and
+// its answers go first again.
+func TestAnswersWaitOnlyForTheirConnectionsRequests(t *testing.T) {
+	q := newSendQueue(64)
+	for _, p := range []*transport.Packet{connMAD(wire.AttrREQ, 1), connMAD(wire.AttrDREQ, 1),
+		connMAD(wire.AttrREP, 2), connMAD(wire.AttrRTU, 1)} {
+		require.Equal(t, pushed, q.push(p))
+	}
+	var p transport.Packet
+	for _, want := range []*transport.Packet{connMAD(wire.AttrREP, 2), connMAD(wire.AttrREQ, 1),
+		connMAD(wire.AttrDREQ, 1), connMAD(wire.AttrRTU, 1)} {
+		require.True(t, q.pop(&p))
+		require.Equal(t, keyOf(want), keyOf(&p))
+	}
+	require.Empty(t, q.queuedRequests)
+	q.push(connMAD(wire.AttrREQ, 3))
+	q.push(connMAD(wire.AttrDREP, 1))
+	require.True(t, q.pop(&p))
+	require.Equal(t, keyOf(connMAD(wire.AttrDREP, 1)), keyOf(&p), "connection 1's requests have left")
+}
+
+// The sender's deadline serves one MAD after another until it has passed
+// (a deadline per MAD costs a timer each), and is renewed then.
+func TestSendDeadlineIsRenewedOnlyOncePassed(t *testing.T) {
+	w := window{timeout: time.Hour}
+	first := w.current()
+	require.True(t, first == w.current(), "renewed while it runs")
+	w.end() // as if it had passed
+	next := w.current()
+	require.NoError(t, next.Err(), "an ended deadline kept")
+	w.end()
 }
