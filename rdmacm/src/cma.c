@@ -20,6 +20,8 @@
 static struct cma_id *ids; /* every id of the process */
 
 static int reject_locked(struct cma_id *id, const void *pdata, uint8_t len);
+/* what every daemon connection's reader hands up to the ids */
+static const struct dc_handlers from_daemon;
 
 /* ---- event channels ---- */
 
@@ -148,7 +150,7 @@ static struct dconn *chan_dc(struct chan *c, const char *port)
 		return NULL;
 	}
 	if (!c->dc)
-		c->dc = dc_open(port);
+		c->dc = dc_open(port, &from_daemon);
 	return c->dc;
 }
 
@@ -1415,7 +1417,7 @@ static void on_qp_modify(struct dconn *dc, struct p_frame *f)
 	free(w.b);
 }
 
-void on_frame(struct dconn *dc, struct p_frame *f)
+static void on_frame(struct dconn *dc, struct p_frame *f)
 {
 	switch (f->op) {
 	case OP_EVENT:
@@ -1452,7 +1454,7 @@ void on_frame(struct dconn *dc, struct p_frame *f)
 
 /* on_dead: the daemon is gone; every live connection of dc ends as the
  * kernel's device removal ends it. */
-void on_dead(struct dconn *dc)
+static void on_dead(struct dconn *dc)
 {
 	for (struct cma_id *id = ids; id; id = id->next) {
 		if (id->dc != dc || id->state == ID_GONE)
@@ -1509,7 +1511,7 @@ static void sidr_reply(struct cma_id *id, struct call *c)
 
 /* on_reply applies a reply that later frames depend on before the reader
  * reads them: a REQUEST may follow LISTEN's reply at once. */
-void on_reply(struct call *c)
+static void on_reply(struct call *c)
 {
 	if (c->op == OP_LISTEN && c->status == ST_OK && c->id) {
 		struct rbuf r = { .b = c->body, .len = c->len };
@@ -1523,7 +1525,7 @@ void on_reply(struct call *c)
 
 /* on_async_reply turns the reply of a call rdma_cm does not wait for into
  * the id's event, when its events have not told the end already. */
-void on_async_reply(struct call *c)
+static void on_async_reply(struct call *c)
 {
 	struct cma_id *id = c->id;
 	if (!id || id->state == ID_GONE)
@@ -1547,3 +1549,10 @@ void on_async_reply(struct call *c)
 	e.code = c->status;
 	end_with(id, &e);
 }
+
+static const struct dc_handlers from_daemon = {
+	.frame = on_frame,
+	.reply = on_reply,
+	.async_reply = on_async_reply,
+	.dead = on_dead,
+};

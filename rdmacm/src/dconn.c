@@ -15,6 +15,7 @@
 
 #include "ibcm.h"
 
+/* In the lowest file that takes them: its reader dispatches every frame under them. */
 pthread_mutex_t ibcm_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t ibcm_cv = PTHREAD_COND_INITIALIZER;
 
@@ -73,9 +74,9 @@ static void finish(struct dconn *dc, struct call *c, uint16_t status, const uint
 		c->len = n;
 	}
 	c->done = 1;
-	on_reply(c);
+	dc->h->reply(c);
 	if (c->async) {
-		on_async_reply(c);
+		dc->h->async_reply(c);
 		call_free(c);
 	}
 	pthread_cond_broadcast(&ibcm_cv);
@@ -94,7 +95,7 @@ static void dispatch(struct dconn *dc, const uint8_t *b, size_t n)
 			}
 		return;
 	}
-	on_frame(dc, &f);
+	dc->h->frame(dc, &f);
 }
 
 /* hung_up tells the end of the daemon's socket from an empty packet,
@@ -126,7 +127,7 @@ static void *reader(void *arg)
 	dc->dead = 1;
 	while (dc->calls)
 		finish(dc, dc->calls, ST_CLOSED, NULL, 0);
-	on_dead(dc);
+	dc->h->dead(dc);
 	int last = dc->refs == 0;
 	pthread_cond_broadcast(&ibcm_cv);
 	pthread_mutex_unlock(&ibcm_mu);
@@ -168,8 +169,8 @@ int dc_call(struct dconn *dc, struct wbuf *w, struct call *c)
 }
 
 /* dc_open connects to the daemon and attaches to port ("" the daemon's
- * first); under ibcm_mu. */
-struct dconn *dc_open(const char *port)
+ * first), its reader handing what it reads to h; under ibcm_mu. */
+struct dconn *dc_open(const char *port, const struct dc_handlers *h)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path = sock_path();
@@ -191,6 +192,7 @@ struct dconn *dc_open(const char *port)
 		return NULL;
 	}
 	dc->refs = 1;
+	dc->h = h;
 	if (pthread_create(&dc->reader, NULL, reader, dc)) {
 		close(dc->fd);
 		free(dc);

@@ -23,6 +23,7 @@ struct dconn {
 	uint64_t next_req;
 	struct call *calls;
 	struct p_port port;
+	const struct dc_handlers *h;
 };
 
 /* A call waiting for its reply. An async call is one that rdma_cm does not
@@ -38,6 +39,17 @@ struct call {
 	uint8_t *body;
 	size_t len;
 	struct cma_id *id;
+};
+
+/* What a connection's reader thread hands up to the ids, under ibcm_mu:
+ * dconn.c knows frames and calls, never ids. reply sees every reply
+ * before its caller wakes, async_reply an async call's too, and dead
+ * comes after the connection's calls have ended. */
+struct dc_handlers {
+	void (*frame)(struct dconn *dc, struct p_frame *f);
+	void (*reply)(struct call *c);
+	void (*async_reply)(struct call *c);
+	void (*dead)(struct dconn *dc);
 };
 
 struct cma_event {
@@ -98,7 +110,7 @@ extern pthread_mutex_t ibcm_mu;
 extern pthread_cond_t ibcm_cv;
 
 /* dconn.c */
-struct dconn *dc_open(const char *port);
+struct dconn *dc_open(const char *port, const struct dc_handlers *h);
 void dc_put(struct dconn *dc);
 /* dc_call sends a frame built by the caller (header included) and, unless
  * async, waits for its reply; under ibcm_mu. */
@@ -113,10 +125,6 @@ void id_event(struct cma_id *id, struct cma_id *owner, enum rdma_cm_event_type t
 	      int status, const uint8_t *pdata, size_t len);
 struct cma_id *id_by_handle(struct dconn *dc, uint64_t h);
 struct cma_id *id_by_call(struct dconn *dc, uint64_t req);
-void on_frame(struct dconn *dc, struct p_frame *f);
-void on_dead(struct dconn *dc);
-void on_async_reply(struct call *c);
-void on_reply(struct call *c);
 
 /* addr.c */
 struct ibv_context *dev_by_name(const char *name);
