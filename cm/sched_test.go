@@ -240,5 +240,9 @@ func TestCallsDoNotHoldBackAnswers(t *testing.T) {
 	wg.Wait()
 	t.Logf("first DREP after %d DREQs, %v; all %v", atFirst.Load(), time.Duration(firstAt.Load()), time.Since(t0))
 	require.GreaterOrEqual(t, atFirst.Load(), int64(1), "no DISCONNECTED event was seen")
-	require.Less(t, atFirst.Load(), int64(n/4), "Disconnects served before the first DREP was taken")
+	// Served fairly the first DREP is taken a few DREQs in; held behind
+	// the burst, after nearly all of them. Half the burst tells the two
+	// apart with room for a machine whose other load stalls the process
+	// in mid-burst (254 seen at a load of 10).
+	require.Less(t, atFirst.Load(), int64(n/2), "Disconnects served before the first DREP was taken")
 }
