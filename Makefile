@@ -93,13 +93,11 @@ sim: build
 
 # Every Go test, under the race detector; then the tests it cannot judge,
 # built without it only: the scheduler's order (which it shuffles), the
-# hostile-peer property (a lying peer's RDMA WRITE races reads by design)
-# and ibcmd's slow-client timing (its slowdown is no part of the figure).
+# hostile-peer property (a lying peer's RDMA WRITE races reads by design).
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -run '^(TestBurstsDoNotHoldBackAnswers|TestSlowBurstDoesNotHoldBackAnswers|TestCallsDoNotHoldBackAnswers)$$' ./cm/
 	$(GO) test -count=1 -run '^TestHostilePeerProperty$$' ./rdmapeer/
-	$(GO) test -count=1 -run '^TestSlowClientDoesNotSlowThePort$$' ./internal/hostd/
 
 # ibcm against the Linux kernel CM in two QEMU VMs (tools/interop/README.md):
 # each check a subtest of TestInterop.

@@ -154,6 +154,7 @@ function row(fig, measured, target, ok) { printf "| %s | %s | %s | %s |\n", fig,
 function sortn(a, n,    i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t } }
 function median(a, n) { sortn(a, n); return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2 }
 /^BenchmarkCmtimeThroughDaemon\/n=1000-/ { nd++; for (i = 3; i < NF; i += 2) dv[$(i+1), nd] = $i }
+/^BenchmarkSlowClient(-[0-9]+)?[ \t]/ { ns++; for (i = 3; i < NF; i += 2) sv[$(i+1), ns] = $i }
 /^pkg: / { wire = ($2 ~ /\/cm\/wire$/) }
 /^Benchmark/ && / ns\/op/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
@@ -204,6 +205,13 @@ END {
 		split("connect-ratio disconnect-ratio cpu-ratio", du, " ")
 		for (j = 1; j <= 3; j++) { for (i = 1; i <= nd; i++) da[i] = dv[du[j], i]; dmed[j] = median(da, nd); dlo[j] = da[1]; dhi[j] = da[nd] }
 		row(sprintf("ibcmd: cmtime -c 1000 through the daemon / embedded, side by side (median of %d runs; connect %.1f–%.1f, disconnect %.1f–%.1f, CPU %.1f–%.1f)", nd, dlo[1], dhi[1], dlo[2], dhi[2], dlo[3], dhi[3]), sprintf("connect %.2f, disconnect %.2f, CPU %.2f", dmed[1], dmed[2], dmed[3]), "each at most 1.5", dmed[1] <= 1.5 && dmed[2] <= 1.5 && dmed[3] <= 1.5)
+	}
+	# The daemon: a client that never reads, beside one that reads.
+	if (ns) {
+		for (i = 1; i <= ns; i++) sa[i] = sv["silent/reading", i]; smed = median(sa, ns); slo = sa[1]; shi = sa[ns]
+		for (i = 1; i <= ns; i++) sa[i] = sv["reading-step-us", i]; sr = median(sa, ns)
+		for (i = 1; i <= ns; i++) sa[i] = sv["silent-step-us", i]; sq = median(sa, ns)
+		row(sprintf("ibcmd: a connect+disconnect step beside a client on its port that never reads / one that reads (median of %d runs, %.2f–%.2f; steps %.0f vs %.0f µs)", ns, slo, shi, sq, sr), sprintf("%.2f", smed), "at most 1.10", smed <= 1.10)
 	}
 	if (bad) printf "\n%d figure(s) miss their target.\n", bad
 }' "$work"/*.txt
@@ -256,6 +264,14 @@ How each is measured:
 - Scale: \`BenchmarkLifecycleAt\` in cm/engine: full lifecycles (TimeWait 1 ms) between two engines that
   each hold 10k or 1M established connections; the ratio is of CPU time per lifecycle.
 - \`ibcm sim --conns 1000000\`: the default churn, timed by the command itself.
+- ibcmd, a client that never reads: \`BenchmarkSlowClient\` in internal/hostd (run with the per-call
+  benchmarks): a client connects and disconnects 1,000 times a run (through \`cm.Dial\`) while another
+  on its port, S, gets a flood of events (REQs to its listener, each given up 20 ms later); in 20
+  rounds S reads them for 25 steps and never reads for 25, the two in turn. The figure is each
+  run's median over the rounds of the ratio of the median step with S silent to the one with S
+  reading, the median over the runs: the Manager only queues S's events, and only S's socket's
+  writer waits on it (\`TestSlowClientDoesNotHoldUpThePort\` checks that without timing: S's queue
+  grows while the other's steps complete).
 - ibcmd: \`BenchmarkCmtimeThroughDaemon/n=1000\` in internal/hostd (run with the per-call benchmarks):
   cmtime's 1,000 connections at once, then their disconnects, over two umadfake ports, with the two
   Managers embedded and then through one daemon to two \`cm.Dial\` clients, in turn in each run;

@@ -31,7 +31,7 @@ type daemon struct {
 	eps  []*simnet.Endpoint
 }
 
-func startDaemon(t *testing.T, n int, mod func(*hostd.Config)) *daemon {
+func startDaemon(t testing.TB, n int, mod func(*hostd.Config)) *daemon {
 	t.Helper()
 	fab := simnet.NewFabric(simnet.Config{Seed: 1})
 	d := &daemon{}
