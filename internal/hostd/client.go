@@ -47,7 +47,7 @@ type client struct {
 	port      *port
 	lapPolicy bool
 	noSent    bool // HelloNoSentEvents: pushEvent leaves out the SentOnly kinds
-	packed    bool // HelloPacked: packets of several frames, both ways
+	packed    bool // HelloPacked: packets of several frames, both ways; set under qmu
 	noEcho    bool // HelloNoEcho: CONNECT's and ACCEPT's replies carry no REQ, REP
 	// lapSilent: the client let a LAP_POLICY go unanswered; it is not
 	// asked again (each wait holds back every event of the port).
@@ -293,6 +293,7 @@ func (c *client) write() {
 		c.qmu.Lock()
 		batch, c.queue = c.queue, batch[:0]
 		c.writing = len(batch)
+		w.packed = c.packed
 		c.qmu.Unlock()
 		err := w.writeAll(batch)
 		c.qmu.Lock()
@@ -313,6 +314,10 @@ type frameWriter struct {
 	scratch []byte // the events' encoding, reused frame after frame
 	pkt     []byte // a packet of several frames being filled (HelloPacked)
 	told    endTold
+	// packed: the client's HelloPacked as of the batch being written,
+	// read with the batch under qmu, since a HELLO may come while the
+	// writer writes the replies to calls made before it.
+	packed bool
 }
 
 // writeAll writes the frames of batch, in order: each in a packet of its
@@ -348,7 +353,7 @@ func (w *frameWriter) writeOne(f *outFrame) error {
 	if w.told.skip(f) {
 		return nil
 	}
-	if f.event && c.packed {
+	if f.event && w.packed {
 		return w.packEvent(f)
 	}
 	b, err := f.bytes(w.scratch[:0])
@@ -362,7 +367,7 @@ func (w *frameWriter) writeOne(f *outFrame) error {
 	if b == nil {
 		return nil
 	}
-	if !c.packed {
+	if !w.packed {
 		_, err = c.conn.Write(b)
 		return err
 	}
@@ -819,9 +824,11 @@ func (c *client) hello(b *hostproto.HelloReq) (hostproto.Body, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: %q (the daemon runs %s)", hostproto.ErrNoPort, b.Port, strings.Join(c.s.Ports(), ", "))
 	}
-	// Before the port is set: the writer reads it once a frame is
-	// queued, which only the reply or the port's events do.
+	// Under qmu, where the writer reads it as it takes a batch: the
+	// replies to calls made before HELLO may be being written.
+	c.qmu.Lock()
 	c.packed = b.Flags&hostproto.HelloPacked != 0
+	c.qmu.Unlock()
 	c.port = p
 	c.lapPolicy = b.Flags&hostproto.HelloLAPPolicy != 0
 	c.noSent = b.Flags&hostproto.HelloNoSentEvents != 0
