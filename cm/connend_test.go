@@ -55,13 +55,7 @@ func TestOnConnEndToldOfEveryEnd(t *testing.T) {
 		cm.ManagerConfig{OnEvent: onEvent}, cm.ManagerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
-	serve(ctx, t, l, nil)
-	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x100))
-	require.NoError(t, err)
-	require.NoError(t, c.Disconnect(ctx, nil))
-	<-c.TimeWaitExit()
+	connectAndLeave(ctx, t, p)
 	require.Eventually(t, func() bool { return seen("0x100 freed") }, 5*time.Second, time.Millisecond)
 	mu.Lock()
 	assert.Equal(t, []string{"0x100 done", "0x100 TIMEWAIT-EXIT", "0x100 freed"}, told)
@@ -69,7 +63,7 @@ func TestOnConnEndToldOfEveryEnd(t *testing.T) {
 	mu.Unlock()
 
 	// A listener that never answers: the Connect gives up.
-	_, err = p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
+	_, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x2000})
 	require.NoError(t, err)
 	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer stop()
@@ -90,13 +84,7 @@ func TestOnConnEndToldWithoutOnEvent(t *testing.T) {
 	p := newSwitchedPair(t, simnet.Config{}, &cmswitch.Switches{OnConnEnd: onEnd}, cm.ManagerConfig{}, cm.ManagerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
-	require.NoError(t, err)
-	serve(ctx, t, l, nil)
-	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x100))
-	require.NoError(t, err)
-	require.NoError(t, c.Disconnect(ctx, nil))
-	<-c.TimeWaitExit()
+	connectAndLeave(ctx, t, p)
 	for _, want := range []string{"0x100 freed=false", "0x100 freed=true"} {
 		select {
 		case got := <-ends:
@@ -105,4 +93,17 @@ func TestOnConnEndToldWithoutOnEvent(t *testing.T) {
 			require.FailNow(t, "OnConnEnd not told", want)
 		}
 	}
+}
+
+// connectAndLeave connects p's A to a listener on B with QPN 0x100,
+// disconnects, and returns once the connection has left TimeWait.
+func connectAndLeave(ctx context.Context, t *testing.T, p *pair) {
+	t.Helper()
+	l, err := p.b.Listen(ctx, cm.ListenParams{ServiceID: 0x1000})
+	require.NoError(t, err)
+	serve(ctx, t, l, nil)
+	c, err := p.a.Connect(ctx, fastREQ(p.eb, 0x1000, 0x100))
+	require.NoError(t, err)
+	require.NoError(t, c.Disconnect(ctx, nil))
+	<-c.TimeWaitExit()
 }
